@@ -1,0 +1,1 @@
+"""The HTTP API: FastAPI app, served by Mangum on Lambda and by uvicorn on one machine."""

@@ -1,0 +1,45 @@
+"""Request-scoped dependencies: the container, the caller's identity, the bot check."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from openagents.auth.tokens import identity_from_claims
+from openagents.composition import Container
+from openagents.domain.errors import Unauthenticated
+from openagents.domain.identity import Identity
+
+
+def container(request: Request) -> Container:
+    built: Container = request.app.state.container()
+    return built
+
+
+def identity(request: Request, app: Annotated[Container, Depends(container)]) -> Identity:
+    """AWS: the API Gateway JWT authorizer already verified the token; read its claims.
+    One machine: verify the HS256 bearer token ourselves."""
+    if app.local_tokens is None:
+        event: dict[str, Any] = request.scope.get("aws.event") or {}
+        claims = event.get("requestContext", {}).get("authorizer", {}).get("jwt", {}).get("claims")
+        if not isinstance(claims, dict):
+            raise Unauthenticated("Not authenticated")
+        return identity_from_claims(claims)
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("Not authenticated")
+    return app.local_tokens.verify(token.strip())
+
+
+def human_check(
+    request: Request,
+    app: Annotated[Container, Depends(container)],
+    caller: Annotated[Identity, Depends(identity)],
+) -> Identity:
+    app.bot_policy.check(caller, request.headers)
+    return caller
+
+
+Caller = Annotated[Identity, Depends(identity)]
+CheckedCaller = Annotated[Identity, Depends(human_check)]
+App = Annotated[Container, Depends(container)]

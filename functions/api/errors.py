@@ -1,0 +1,80 @@
+"""Every error leaves the API as ``{"error", "code", "field"}`` with one status per class."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from openagents.domain.errors import (
+    AccessDenied,
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    Unauthenticated,
+    Unavailable,
+)
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 400,
+    Unauthenticated: 401,
+    AccessDenied: 403,
+    NotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    RateLimited: 429,
+    Unavailable: 503,
+}
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": message, "code": code, "field": field}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _domain(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DomainError)
+    headers: dict[str, str] = {}
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_seconds)
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, Unavailable):
+        headers["Retry-After"] = "1"
+    return error_response(STATUS[type(exc)], exc.code, exc.message, exc.field, headers)
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "Invalid request"}
+    if first.get("type") == "json_invalid":
+        return error_response(400, "invalid_json", "Invalid JSON body", "body")
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    field = ".".join(loc) or None
+    message = f"{field}: {first['msg']}" if field else str(first["msg"])
+    return error_response(422, "validation_error", message, field)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTP_CODES.get(exc.status_code, "error")
+    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+    return error_response(exc.status_code, code, detail, headers=dict(exc.headers or {}))
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)

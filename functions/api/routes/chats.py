@@ -1,0 +1,108 @@
+"""/api/sessions/{id}/chats: chats, messages and read markers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query
+from openagents.domain.models import Role
+
+from functions.api.deps import App, Caller
+from functions.api.schemas import (
+    ChatListOut,
+    ChatOneOut,
+    ChatOut,
+    CreateChatIn,
+    ErrorOut,
+    MessageListOut,
+    PostMessageIn,
+    PostMessageOut,
+    SuccessOut,
+    UpdateChatIn,
+)
+
+router = APIRouter(prefix="/api/sessions/{session_id}/chats", tags=["chats"])
+ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)}
+
+
+@router.get("", responses=ERRORS)
+def list_chats(session_id: str, app: App, caller: Caller) -> ChatListOut:
+    """Chats in creation order, each with its unread flag."""
+    views = app.chats.list(caller, session_id)
+    default_model = app.sessions.preferences(caller).default_model_id
+    return ChatListOut(
+        chats=[ChatOut.view(v) for v in views],
+        default_model_id=default_model or app.settings.default_model_id,
+    )
+
+
+@router.post("", responses={**ERRORS, 409: {"model": ErrorOut}})
+def create_chat(
+    session_id: str,
+    app: App,
+    caller: Caller,
+    body: Annotated[CreateChatIn | None, Body()] = None,
+) -> ChatOneOut:
+    """Create a chat; a client-chosen `id` makes retries idempotent (409 if used elsewhere)."""
+    chat = app.chats.create(caller, session_id, body.id if body else None)
+    return ChatOneOut(chat=ChatOut.of(chat))
+
+
+@router.get("/{chat_id}", responses=ERRORS)
+def get_chat(session_id: str, chat_id: str, app: App, caller: Caller) -> ChatOneOut:
+    return ChatOneOut(chat=ChatOut.view(app.chats.get(caller, session_id, chat_id)))
+
+
+@router.patch("/{chat_id}", responses=ERRORS)
+def update_chat(
+    session_id: str, chat_id: str, body: UpdateChatIn, app: App, caller: Caller
+) -> ChatOneOut:
+    chat = app.chats.update(caller, session_id, chat_id, title=body.title, model_id=body.model_id)
+    return ChatOneOut(chat=ChatOut.of(chat))
+
+
+@router.delete("/{chat_id}", responses=ERRORS)
+def delete_chat(session_id: str, chat_id: str, app: App, caller: Caller) -> SuccessOut:
+    """Delete a chat and its messages; the last chat of a session cannot be deleted (400)."""
+    app.chats.delete(caller, session_id, chat_id)
+    return SuccessOut()
+
+
+@router.get("/{chat_id}/messages", responses=ERRORS)
+def list_messages(
+    session_id: str,
+    chat_id: str,
+    app: App,
+    caller: Caller,
+    limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+) -> MessageListOut:
+    page = app.chats.messages(caller, session_id, chat_id, limit, cursor)
+    return MessageListOut(messages=[m.parts for m in page.items], next_cursor=page.cursor)
+
+
+@router.post(
+    "/{chat_id}/messages",
+    responses={**ERRORS, 409: {"model": ErrorOut}, 413: {"model": ErrorOut}},
+)
+def post_message(
+    session_id: str, chat_id: str, body: PostMessageIn, app: App, caller: Caller
+) -> PostMessageOut:
+    """Store a user or assistant UI message. Assistant messages upsert by id within the chat
+    and role (409 across); user messages are written once and refresh session activity."""
+    message = body.message
+    result = app.chats.post_message(
+        caller,
+        session_id,
+        chat_id,
+        message_id=message.id,
+        role=Role(message.role),
+        ui_message=message.model_dump(mode="json", exclude_none=True),
+    )
+    return PostMessageOut(status=result)
+
+
+@router.post("/{chat_id}/read", responses=ERRORS)
+def mark_read(session_id: str, chat_id: str, app: App, caller: Caller) -> SuccessOut:
+    app.chats.mark_read(caller, session_id, chat_id)
+    return SuccessOut()

@@ -1,0 +1,106 @@
+"""/api/sessions: create, list, read, update, delete, audit log; /api/user/preferences."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from openagents.domain.models import ListFilter, Preferences
+from openagents.services.sessions import NewSession
+
+from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.schemas import (
+    ChatOut,
+    CreatedSessionOut,
+    CreateSessionIn,
+    ErrorOut,
+    EventListOut,
+    EventOut,
+    PreferencesBody,
+    SessionListOut,
+    SessionOneOut,
+    SessionOut,
+    SessionSummaryOut,
+    SuccessOut,
+    UpdateSessionIn,
+)
+
+router = APIRouter(prefix="/api", tags=["sessions"])
+ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)}
+Limit = Annotated[int | None, Query(ge=0, le=1000)]
+Cursor = Annotated[str | None, Query(max_length=2048)]
+
+
+@router.post(
+    "/sessions",
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        **ERRORS,
+        403: {"model": ErrorOut},
+        409: {"model": ErrorOut},
+        429: {"model": ErrorOut},
+    },
+)
+def create_session(body: CreateSessionIn, app: App, caller: CheckedCaller) -> CreatedSessionOut:
+    """Create a session and its first chat in one transaction (10 per minute per user)."""
+    session, chat = app.sessions.create(caller, NewSession(**body.model_dump()))
+    return CreatedSessionOut(session=SessionOut.of(session), chat=ChatOut.of(chat))
+
+
+@router.get("/sessions", responses=ERRORS)
+def list_sessions(
+    app: App,
+    caller: Caller,
+    status: ListFilter = ListFilter.ALL,
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> SessionListOut:
+    """The caller's sessions, newest first (archived: 50 per page by default, at most 100)."""
+    result = app.sessions.list(caller, status, limit, cursor)
+    return SessionListOut(
+        sessions=[SessionSummaryOut.of(s) for s in result.page.items],
+        archived_count=result.archived_count,
+        next_cursor=result.page.cursor,
+        has_more=result.page.cursor is not None,
+    )
+
+
+@router.get("/sessions/{session_id}", responses=ERRORS)
+def get_session(session_id: str, app: App, caller: Caller) -> SessionOneOut:
+    return SessionOneOut(session=SessionOut.of(app.sessions.get(caller, session_id)))
+
+
+@router.patch("/sessions/{session_id}", responses=ERRORS)
+def update_session(
+    session_id: str, body: UpdateSessionIn, app: App, caller: Caller
+) -> SessionOneOut:
+    """Rename (`title`) and/or archive/unarchive (`status`)."""
+    session = app.sessions.update(caller, session_id, title=body.title, status=body.status)
+    return SessionOneOut(session=SessionOut.of(session))
+
+
+@router.delete("/sessions/{session_id}", responses=ERRORS)
+def delete_session(session_id: str, app: App, caller: Caller) -> SuccessOut:
+    app.sessions.delete(caller, session_id)
+    return SuccessOut()
+
+
+@router.get("/sessions/{session_id}/events", responses=ERRORS)
+def list_events(
+    session_id: str, app: App, caller: Caller, limit: Limit = None, cursor: Cursor = None
+) -> EventListOut:
+    """The session's audit log, oldest first."""
+    page = app.sessions.events(caller, session_id, limit, cursor)
+    return EventListOut(events=[EventOut.of(e) for e in page.items], next_cursor=page.cursor)
+
+
+@router.get("/user/preferences", responses=ERRORS, tags=["user"])
+def get_preferences(app: App, caller: Caller) -> PreferencesBody:
+    return PreferencesBody(**app.sessions.preferences(caller).model_dump())
+
+
+@router.put("/user/preferences", responses=ERRORS, tags=["user"])
+def put_preferences(body: PreferencesBody, app: App, caller: Caller) -> PreferencesBody:
+    """Defaults for new sessions: auto-commit, auto-PR, model."""
+    saved = app.sessions.set_preferences(caller, Preferences(**body.model_dump()))
+    return PreferencesBody(**saved.model_dump())

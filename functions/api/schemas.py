@@ -1,0 +1,241 @@
+"""Request and response bodies. These models are the OpenAPI schema."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    LifecycleState,
+    PrStatus,
+    Session,
+    SessionStatus,
+)
+from openagents.services.chats import ChatView
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic.alias_generators import to_camel
+
+ClientId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\w-]+$")]
+MessageId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^\S+$")]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ErrorOut(Out):
+    error: str = Field(description="Human-readable message")
+    code: str = Field(description="Stable machine-readable code")
+    field: str | None = Field(default=None, description="The request field at fault, if any")
+
+
+class SuccessOut(Out):
+    success: Literal[True] = True
+
+
+# ----------------------------------------------------------------- sessions
+
+
+class CreateSessionIn(Body):
+    title: str | None = Field(default=None, max_length=1000)
+    repo_url: str | None = Field(default=None, max_length=2048)
+    repo_owner: str | None = Field(default=None, max_length=100)
+    repo_name: str | None = Field(default=None, max_length=100)
+    clone_url: str | None = Field(default=None, max_length=2048)
+    branch: str | None = Field(default=None, max_length=1000)
+    is_new_branch: StrictBool | None = None
+    auto_commit_push: StrictBool | None = None
+    auto_create_pr: StrictBool | None = None
+
+
+class UpdateSessionIn(Body):
+    title: str | None = Field(default=None, max_length=1000)
+    status: SessionStatus | None = None
+
+
+class SessionOut(Out):
+    id: str
+    title: str
+    status: SessionStatus
+    repo_owner: str | None
+    repo_name: str | None
+    clone_url: str | None
+    branch: str | None
+    is_new_branch: bool
+    auto_commit_push_override: bool | None
+    auto_create_pr_override: bool | None
+    lifecycle_state: LifecycleState | None
+    lifecycle_version: int
+    lifecycle_error: str | None
+    last_activity_at: datetime | None
+    hibernate_after: datetime | None
+    sandbox_expires_at: datetime | None
+    lines_added: int | None
+    lines_removed: int | None
+    pr_number: int | None
+    pr_status: PrStatus | None
+    created_at: datetime
+    updated_at: datetime
+    has_unread: bool
+    latest_chat_id: str | None
+
+    @classmethod
+    def of(cls, session: Session) -> SessionOut:
+        data = session.model_dump(exclude={"chats", "user_id"})
+        return cls(**data, has_unread=session.has_unread, latest_chat_id=session.latest_chat_id)
+
+
+class SessionSummaryOut(Out):
+    """The sidebar's projection (reference §6.1): no sandbox or diff payloads."""
+
+    id: str
+    title: str
+    status: SessionStatus
+    repo_owner: str | None
+    repo_name: str | None
+    branch: str | None
+    lines_added: int | None
+    lines_removed: int | None
+    pr_number: int | None
+    pr_status: PrStatus | None
+    lifecycle_state: LifecycleState | None
+    created_at: datetime
+    last_activity_at: datetime
+    has_unread: bool
+    has_streaming: bool
+    latest_chat_id: str | None
+
+    @classmethod
+    def of(cls, s: Session) -> SessionSummaryOut:
+        return cls(
+            id=s.id,
+            title=s.title,
+            status=s.status,
+            repo_owner=s.repo_owner,
+            repo_name=s.repo_name,
+            branch=s.branch,
+            lines_added=s.lines_added,
+            lines_removed=s.lines_removed,
+            pr_number=s.pr_number,
+            pr_status=s.pr_status,
+            lifecycle_state=s.lifecycle_state,
+            created_at=s.created_at,
+            last_activity_at=s.chat_activity_at,
+            has_unread=s.has_unread,
+            has_streaming=s.has_streaming,
+            latest_chat_id=s.latest_chat_id,
+        )
+
+
+class SessionListOut(Out):
+    sessions: list[SessionSummaryOut]
+    archived_count: int
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null at the end"
+    )
+    has_more: bool
+
+
+class SessionOneOut(Out):
+    session: SessionOut
+
+
+class ChatOut(Out):
+    id: str
+    session_id: str
+    title: str
+    model_id: str | None
+    active_stream_id: str | None
+    last_assistant_message_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    has_unread: bool
+    is_streaming: bool
+
+    @classmethod
+    def of(cls, chat: Chat, has_unread: bool = False) -> ChatOut:
+        data = chat.model_dump(exclude={"message_count"})
+        return cls(**data, has_unread=has_unread, is_streaming=chat.active_stream_id is not None)
+
+    @classmethod
+    def view(cls, view: ChatView) -> ChatOut:
+        return cls.of(view.chat, view.has_unread)
+
+
+class CreatedSessionOut(Out):
+    session: SessionOut
+    chat: ChatOut
+
+
+class EventOut(Out):
+    id: str
+    at: datetime
+    type: str
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> EventOut:
+        return cls(id=entry.id, at=entry.at, type=entry.type, detail=entry.detail)
+
+
+class EventListOut(Out):
+    events: list[EventOut]
+    next_cursor: str | None
+
+
+class PreferencesBody(Body):
+    default_model_id: str | None = Field(default=None, min_length=1, max_length=200)
+    auto_commit_push: StrictBool = False
+    auto_create_pr: StrictBool = False
+
+
+# -------------------------------------------------------------------- chats
+
+
+class CreateChatIn(Body):
+    id: ClientId | None = None
+
+
+class UpdateChatIn(Body):
+    title: str | None = Field(default=None, max_length=1000)
+    model_id: str | None = Field(default=None, max_length=200)
+
+
+class ChatListOut(Out):
+    chats: list[ChatOut]
+    default_model_id: str
+
+
+class ChatOneOut(Out):
+    chat: ChatOut
+
+
+class UIMessage(BaseModel):
+    """An AI-SDK UI message; stored whole, as the reference does."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: MessageId
+    role: Literal["user", "assistant"]
+    parts: list[Any]
+    metadata: Any = None
+
+
+class PostMessageIn(Body):
+    message: UIMessage
+
+
+class PostMessageOut(Out):
+    success: Literal[True] = True
+    status: Literal["inserted", "updated", "unchanged"]
+
+
+class MessageListOut(Out):
+    messages: list[dict[str, Any]] = Field(description="UI messages, oldest first")
+    next_cursor: str | None

@@ -1,0 +1,1 @@
+"""Open Agents on AWS: the shared core package (shipped as the "core" Lambda layer)."""

@@ -1,0 +1,1 @@
+"""Identity (JWT claims) and the bot policy."""

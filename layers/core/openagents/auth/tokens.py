@@ -1,0 +1,90 @@
+"""Identity from JWT claims: verified HS256 tokens (one machine) or authorizer claims (AWS)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from openagents.domain.errors import Unauthenticated
+from openagents.domain.identity import Identity
+
+ALGORITHM = "HS256"
+
+
+def identity_from_claims(claims: Mapping[str, Any]) -> Identity:
+    """Map OIDC/Cognito claims to an identity. A token without ``sub`` is not a caller."""
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise Unauthenticated("Not authenticated")
+    username = claims.get("username") or claims.get("cognito:username")
+    machine = claims.get("gty") == "client-credentials" or (
+        claims.get("token_use") == "access" and not username and "client_id" in claims
+    )
+    return Identity(
+        user_id=subject,
+        username=str(username) if username else None,
+        name=str(claims["name"]) if claims.get("name") else None,
+        email=str(claims["email"]) if claims.get("email") else None,
+        machine=machine,
+    )
+
+
+def load_or_create_secret(path: Path) -> str:
+    """The local signing secret, generated (0600) on first use and reused after."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(48)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret)
+    return secret
+
+
+class LocalTokens:
+    """Mints and verifies the one-machine runtime's HS256 bearer tokens."""
+
+    def __init__(self, secret: str, issuer: str, audience: str) -> None:
+        self._secret = secret
+        self._issuer = issuer
+        self._audience = audience
+
+    def mint(
+        self, user: str, *, name: str | None = None, ttl_seconds: int, machine: bool = False
+    ) -> str:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "sub": user,
+            "username": user,
+            "iss": self._issuer,
+            "aud": self._audience,
+            "iat": now,
+            "exp": now + ttl_seconds,
+        }
+        if name:
+            claims["name"] = name
+        if machine:
+            claims["gty"] = "client-credentials"
+        return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
+
+    def verify(self, token: str) -> Identity:
+        try:
+            claims = jwt.decode(
+                token,
+                self._secret,
+                algorithms=[ALGORITHM],
+                audience=self._audience,
+                issuer=self._issuer,
+                options={"require": ["sub", "exp", "iat"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("Token expired") from None
+        except jwt.InvalidTokenError:
+            raise Unauthenticated("Not authenticated") from None
+        return identity_from_claims(claims)

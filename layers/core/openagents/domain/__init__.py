@@ -1,0 +1,1 @@
+"""Pure domain: models, rules, naming, validation and errors. Imports nothing of ours."""

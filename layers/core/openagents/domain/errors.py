@@ -1,0 +1,52 @@
+"""Domain errors. The API maps each class to one HTTP status, in one place."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base class: ``code`` is stable and machine-readable, ``message`` is for humans."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(DomainError):
+    code = "invalid_input"
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+
+
+class PayloadTooLarge(DomainError):
+    code = "payload_too_large"
+
+
+class RateLimited(DomainError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class Unauthenticated(DomainError):
+    code = "unauthenticated"
+
+
+class AccessDenied(DomainError):
+    code = "access_denied"
+
+
+class Unavailable(DomainError):
+    """A dependency (the store, the artifact store) failed or throttled; safe to retry."""
+
+    code = "unavailable"

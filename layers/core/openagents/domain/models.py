@@ -1,0 +1,165 @@
+"""Domain models. JSON field names are camelCase, as in the reference product."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class SessionStatus(StrEnum):
+    RUNNING = "running"
+    ARCHIVED = "archived"
+
+
+class LifecycleState(StrEnum):
+    PROVISIONING = "provisioning"
+    ACTIVE = "active"
+    HIBERNATING = "hibernating"
+    HIBERNATED = "hibernated"
+    RESTORING = "restoring"
+    ARCHIVED = "archived"
+    FAILED = "failed"
+
+
+class PrStatus(StrEnum):
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class ListFilter(StrEnum):
+    ALL = "all"
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+class ChatMark(Model):
+    """What the session item keeps about each chat, so a list needs no per-chat reads."""
+
+    created_at: datetime
+    updated_at: datetime
+    last_assistant_message_at: datetime | None = None
+    last_read_at: datetime | None = None
+    streaming: bool = False
+
+    @property
+    def has_unread(self) -> bool:
+        return is_unread(self.last_assistant_message_at, self.last_read_at)
+
+
+def is_unread(last_assistant_message_at: datetime | None, last_read_at: datetime | None) -> bool:
+    """Reference §6.2: no assistant message → read; never read → unread; else compare."""
+    if last_assistant_message_at is None:
+        return False
+    if last_read_at is None:
+        return True
+    return last_assistant_message_at > last_read_at
+
+
+class Repo(Model):
+    owner: str | None = None
+    name: str | None = None
+    clone_url: str | None = None
+
+
+class Session(Model):
+    id: str
+    user_id: str
+    title: str
+    status: SessionStatus = SessionStatus.RUNNING
+    repo_owner: str | None = None
+    repo_name: str | None = None
+    clone_url: str | None = None
+    branch: str | None = None
+    is_new_branch: bool = False
+    auto_commit_push_override: bool | None = None
+    auto_create_pr_override: bool | None = None
+    lifecycle_state: LifecycleState | None = LifecycleState.PROVISIONING
+    lifecycle_version: int = 0
+    lifecycle_error: str | None = None
+    last_activity_at: datetime | None = None
+    hibernate_after: datetime | None = None
+    sandbox_expires_at: datetime | None = None
+    lines_added: int | None = 0
+    lines_removed: int | None = 0
+    pr_number: int | None = None
+    pr_status: PrStatus | None = None
+    created_at: datetime
+    updated_at: datetime
+    chats: dict[str, ChatMark] = {}
+
+    @property
+    def has_unread(self) -> bool:
+        return any(mark.has_unread for mark in self.chats.values())
+
+    @property
+    def has_streaming(self) -> bool:
+        return any(mark.streaming for mark in self.chats.values())
+
+    @property
+    def latest_chat_id(self) -> str | None:
+        """The most recently updated chat (ties: the newest created), reference §6.1."""
+        if not self.chats:
+            return None
+        return max(self.chats.items(), key=lambda kv: (kv[1].updated_at, kv[1].created_at))[0]
+
+    @property
+    def chat_activity_at(self) -> datetime:
+        return max((mark.updated_at for mark in self.chats.values()), default=self.created_at)
+
+
+class Chat(Model):
+    id: str
+    session_id: str
+    title: str
+    model_id: str | None = None
+    active_stream_id: str | None = None
+    last_assistant_message_at: datetime | None = None
+    message_count: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+
+class Message(Model):
+    id: str
+    chat_id: str
+    role: Role
+    parts: dict[str, Any]  # the entire UI message object, as the reference stores it
+    created_at: datetime
+
+
+class AuditEntry(Model):
+    id: str
+    session_id: str
+    at: datetime
+    type: str
+    detail: dict[str, Any] = {}
+
+
+class Preferences(Model):
+    default_model_id: str | None = None
+    auto_commit_push: bool = False
+    auto_create_pr: bool = False
+
+
+T = TypeVar("T")
+
+
+class Page(Model, Generic[T]):
+    """One page of a list; ``cursor`` is opaque and ``None`` on the last page."""
+
+    items: list[T]
+    cursor: str | None = None

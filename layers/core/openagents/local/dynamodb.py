@@ -1,0 +1,93 @@
+"""moto's DynamoDB server on 127.0.0.1, with the table persisted under the state folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from openagents.store import items
+
+log = logging.getLogger(__name__)
+DUMP_FILE = "dynamodb.json"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LocalDynamo:
+    """Start/stop moto, create the table from the models, dump and reload its items."""
+
+    def __init__(self, home: Path, table_name: str, region: str, port: int | None = None) -> None:
+        self._dump = home / DUMP_FILE
+        self._table = table_name
+        self._region = region
+        self._port = port or free_port()
+        self._server: ThreadedMotoServer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    def _client(self) -> Any:
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=self.endpoint,
+            region_name=self._region,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",  # noqa: S106 - moto accepts any credentials
+        )
+
+    def start(self) -> None:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._port, verbose=False)
+        self._server.start()
+        items.bind(self._table, self.endpoint, self._region)
+        items.create_table()
+        self.load()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self.dump()
+            self._server.stop()
+            self._server = None
+
+    def load(self) -> int:
+        if not self._dump.exists():
+            return 0
+        rows = json.loads(self._dump.read_text())
+        client = self._client()
+        for start in range(0, len(rows), 25):
+            requests = [{"PutRequest": {"Item": row}} for row in rows[start : start + 25]]
+            pending: dict[str, Any] = {self._table: requests}
+            while pending:
+                pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems")
+        log.info("loaded %d items from %s", len(rows), self._dump)
+        return len(rows)
+
+    def dump(self) -> int:
+        """Write every item to the dump file atomically (temp file + rename)."""
+        with self._lock:
+            rows: list[dict[str, Any]] = []
+            for page in self._client().get_paginator("scan").paginate(TableName=self._table):
+                rows.extend(page["Items"])
+            self._dump.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self._dump.parent, prefix=".dump-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(rows, handle)
+            os.replace(tmp, self._dump)
+            return len(rows)

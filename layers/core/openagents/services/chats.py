@@ -1,0 +1,190 @@
+"""Chats, messages and read markers of one session (reference §2.2, §6.2, §6.4, §6.8)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from openagents.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from openagents.domain.identity import Identity
+from openagents.domain.models import Chat, Message, Page, Role, Session
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.sessions import FIRST_CHAT_TITLE, owned
+from openagents.settings import Settings
+from openagents.store.port import (
+    Activity,
+    BadCursor,
+    ChatIdTaken,
+    Gone,
+    LastChat,
+    MessageIdTaken,
+    Store,
+    TooManyChats,
+    UpsertResult,
+)
+
+MESSAGES_DEFAULT_LIMIT = 100
+MESSAGES_MAX_LIMIT = 500
+MAX_TITLE = 200
+
+
+@dataclass(frozen=True)
+class ChatView:
+    chat: Chat
+    has_unread: bool
+
+
+class ChatService:
+    def __init__(
+        self, store: Store, settings: Settings, clock: Clock, ids: IdFactory, metrics: Metrics
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._ids = ids
+        self._metrics = metrics
+
+    def _session(self, identity: Identity, session_id: str) -> Session:
+        return owned(self._store.get_session(session_id), identity)
+
+    def _chat(self, identity: Identity, session_id: str, chat_id: str) -> tuple[Session, Chat]:
+        session = self._session(identity, session_id)
+        chat = self._store.get_chat(session.id, chat_id)
+        if chat is None:
+            raise NotFound("Chat not found")
+        return session, chat
+
+    def list(self, identity: Identity, session_id: str) -> list[ChatView]:
+        session = self._session(identity, session_id)
+        return [self._view(session, chat) for chat in self._store.list_chats(session.id)]
+
+    def get(self, identity: Identity, session_id: str, chat_id: str) -> ChatView:
+        session, chat = self._chat(identity, session_id, chat_id)
+        return self._view(session, chat)
+
+    def create(self, identity: Identity, session_id: str, chat_id: str | None) -> Chat:
+        session = self._session(identity, session_id)
+        now = self._clock()
+        prefs = self._store.get_user(identity.user_id).preferences
+        chat = Chat(
+            id=chat_id or self._ids(),
+            session_id=session.id,
+            title=FIRST_CHAT_TITLE,
+            model_id=prefs.default_model_id or self._settings.default_model_id,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            self._store.create_chat(session, chat, self._settings.max_chats_per_session)
+        except ChatIdTaken as exc:
+            existing = self._store.get_chat(session.id, chat.id)
+            if exc.session_id == session.id and existing is not None:
+                return existing  # idempotent retry of the same create
+            raise Conflict("Chat ID conflict", field="id") from None
+        except TooManyChats:
+            limit = self._settings.max_chats_per_session
+            raise Conflict(f"A session holds at most {limit} chats") from None
+        except Gone:
+            raise NotFound("Session not found") from None
+        self._metrics.count("ChatCreated")
+        return chat
+
+    def update(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        *,
+        title: str | None,
+        model_id: str | None,
+    ) -> Chat:
+        title = title.strip() if title is not None else None
+        model_id = model_id.strip() if model_id is not None else None
+        if not title and not model_id:
+            raise InvalidInput("At least one field is required", field="title")
+        if title and len(title) > MAX_TITLE:
+            raise InvalidInput(f"Title must be at most {MAX_TITLE} characters", field="title")
+        _, chat = self._chat(identity, session_id, chat_id)
+        try:
+            return self._store.update_chat(
+                chat, title=title or None, model_id=model_id or None, at=self._clock()
+            )
+        except Gone:
+            raise NotFound("Chat not found") from None
+
+    def delete(self, identity: Identity, session_id: str, chat_id: str) -> None:
+        session, chat = self._chat(identity, session_id, chat_id)
+        try:
+            self._store.delete_chat(session, chat.id)
+        except LastChat:
+            raise InvalidInput("Cannot delete the only chat in a session", field="chatId") from None
+        except Gone:
+            raise NotFound("Chat not found") from None
+
+    def mark_read(self, identity: Identity, session_id: str, chat_id: str) -> None:
+        session, chat = self._chat(identity, session_id, chat_id)
+        try:
+            self._store.mark_read(session, chat.id, self._clock())
+        except Gone:
+            raise NotFound("Chat not found") from None
+
+    def post_message(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        *,
+        message_id: str,
+        role: Role,
+        ui_message: dict[str, Any],
+    ) -> UpsertResult:
+        size = len(json.dumps(ui_message, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > self._settings.max_message_bytes:
+            raise PayloadTooLarge(
+                f"Message is {size} bytes; the limit is {self._settings.max_message_bytes}",
+                field="message",
+            )
+        session, chat = self._chat(identity, session_id, chat_id)
+        now = self._clock()
+        activity = None
+        if role is Role.USER:  # user messages keep the sandbox awake; polls never do
+            hibernate_after = now + timedelta(seconds=self._settings.idle_timeout_seconds)
+            activity = Activity(at=now, hibernate_after=hibernate_after)
+        message = Message(
+            id=message_id, chat_id=chat.id, role=role, parts=ui_message, created_at=now
+        )
+        try:
+            result = self._store.put_message(session, chat, message, activity=activity)
+        except MessageIdTaken:
+            raise Conflict(
+                "Message ID already belongs to a different chat or role", field="message.id"
+            ) from None
+        except Gone:
+            raise NotFound("Chat not found") from None
+        if result == "inserted":
+            self._metrics.count("UserMessage" if role is Role.USER else "AssistantMessage")
+        return result
+
+    def messages(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        limit: int | None,
+        cursor: str | None,
+    ) -> Page[Message]:
+        _, chat = self._chat(identity, session_id, chat_id)
+        size = min(
+            max(limit if limit is not None else MESSAGES_DEFAULT_LIMIT, 1), MESSAGES_MAX_LIMIT
+        )
+        try:
+            return self._store.list_messages(chat.id, size, cursor)
+        except BadCursor:
+            raise InvalidInput("Invalid cursor", field="cursor") from None
+
+    @staticmethod
+    def _view(session: Session, chat: Chat) -> ChatView:
+        mark = session.chats.get(chat.id)
+        return ChatView(chat=chat, has_unread=bool(mark and mark.has_unread))

@@ -1,0 +1,253 @@
+"""Sessions: create (one transaction), list, read, rename, archive flag, delete, audit log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from openagents.domain import naming, validation
+from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited
+from openagents.domain.identity import Identity
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    ChatMark,
+    LifecycleState,
+    ListFilter,
+    Page,
+    Preferences,
+    Session,
+    SessionStatus,
+)
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.settings import Settings
+from openagents.store.port import (
+    BadCursor,
+    Gone,
+    RateLimitExceeded,
+    RateWindow,
+    Store,
+    TitleTaken,
+)
+
+FIRST_CHAT_TITLE = "New chat"
+TITLE_ATTEMPTS = 8
+ARCHIVED_DEFAULT_LIMIT = 50
+LIST_DEFAULT_LIMIT = 100
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """A create request, types already checked by the entry point."""
+
+    title: str | None = None
+    repo_url: str | None = None
+    repo_owner: str | None = None
+    repo_name: str | None = None
+    clone_url: str | None = None
+    branch: str | None = None
+    is_new_branch: bool = False
+    auto_commit_push: bool | None = None
+    auto_create_pr: bool | None = None
+
+
+@dataclass(frozen=True)
+class SessionList:
+    page: Page[Session]
+    archived_count: int
+
+
+def owned(session: Session | None, identity: Identity) -> Session:
+    """Another user's session is indistinguishable from a missing one."""
+    if session is None or session.user_id != identity.user_id:
+        raise NotFound("Session not found")
+    return session
+
+
+def page_limit(raw: int | None, which: ListFilter) -> int:
+    default = ARCHIVED_DEFAULT_LIMIT if which is ListFilter.ARCHIVED else LIST_DEFAULT_LIMIT
+    return min(max(raw if raw is not None else default, 1), MAX_LIMIT)
+
+
+class SessionService:
+    def __init__(
+        self, store: Store, settings: Settings, clock: Clock, ids: IdFactory, metrics: Metrics
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._ids = ids
+        self._metrics = metrics
+
+    def create(self, identity: Identity, request: NewSession) -> tuple[Session, Chat]:
+        repo = validation.repository(
+            url=request.repo_url or request.clone_url,
+            owner=request.repo_owner,
+            name=request.repo_name,
+            field="repoUrl" if request.repo_url else "cloneUrl",
+            allowed_hosts=self._settings.allowed_repo_hosts,
+            allow_local=self._settings.local_repos_allowed,
+        )
+        if request.repo_url and request.clone_url:
+            raise InvalidInput("Give repoUrl or cloneUrl, not both", field="cloneUrl")
+        branch = request.branch
+        if request.is_new_branch:
+            branch = naming.branch_name(identity.username, identity.name)
+        elif branch is not None:
+            branch = validation.branch(branch)
+        given_title = validation.title(request.title) if request.title is not None else None
+
+        prefs = self._store.get_user(identity.user_id).preferences
+        auto_commit = (
+            request.auto_commit_push
+            if request.auto_commit_push is not None
+            else prefs.auto_commit_push
+        )
+        auto_pr = (
+            request.auto_create_pr if request.auto_create_pr is not None else prefs.auto_create_pr
+        )
+
+        now = self._clock()
+        rate = self._rate_window(now)
+        session_id = self._ids()
+        chat = Chat(
+            id=self._ids(),
+            session_id=session_id,
+            title=FIRST_CHAT_TITLE,
+            model_id=prefs.default_model_id or self._settings.default_model_id,
+            created_at=now,
+            updated_at=now,
+        )
+        base = Session(
+            id=session_id,
+            user_id=identity.user_id,
+            title=given_title or "",
+            repo_owner=repo.owner if repo else None,
+            repo_name=repo.name if repo else None,
+            clone_url=repo.clone_url if repo else None,
+            branch=branch,
+            is_new_branch=request.is_new_branch,
+            auto_commit_push_override=auto_commit,
+            auto_create_pr_override=auto_pr if auto_commit else False,
+            lifecycle_state=LifecycleState.PROVISIONING,
+            created_at=now,
+            updated_at=now,
+            chats={chat.id: ChatMark(created_at=now, updated_at=now)},
+        )
+        titles = (
+            iter([given_title])
+            if given_title
+            else naming.city_candidates(self._store.used_titles(identity.user_id))
+        )
+        for attempt, title in enumerate(titles):
+            session = base.model_copy(update={"title": title})
+            entry = self._entry(session.id, "session.created", now, {"title": title})
+            try:
+                self._store.create_session(
+                    session, chat, entry, claim_title=given_title is None, rate=rate
+                )
+            except TitleTaken:
+                if attempt + 1 >= TITLE_ATTEMPTS:
+                    raise Conflict("Could not pick a unique title; try again") from None
+                continue
+            except RateLimitExceeded as exc:
+                retry = max(1, int((exc.window_ends_at - now).total_seconds() + 0.999))
+                raise RateLimited(
+                    "Too many sessions created. Please try again later.",
+                    retry_after_seconds=retry,
+                ) from None
+            self._metrics.count("SessionCreated")
+            return session, chat
+        raise AssertionError("title candidates never run out")  # pragma: no cover
+
+    def list(
+        self, identity: Identity, which: ListFilter, limit: int | None, cursor: str | None
+    ) -> SessionList:
+        try:
+            page = self._store.list_sessions(
+                identity.user_id, which, page_limit(limit, which), cursor
+            )
+        except BadCursor:
+            raise InvalidInput("Invalid cursor", field="cursor") from None
+        archived = self._store.get_user(identity.user_id).archived_count
+        return SessionList(page=page, archived_count=archived)
+
+    def get(self, identity: Identity, session_id: str) -> Session:
+        return owned(self._store.get_session(session_id), identity)
+
+    def update(
+        self,
+        identity: Identity,
+        session_id: str,
+        *,
+        title: str | None,
+        status: SessionStatus | None,
+    ) -> Session:
+        session = self.get(identity, session_id)
+        if title is None and status is None:
+            raise InvalidInput("At least one field is required", field="title")
+        try:
+            if title is not None:
+                title = validation.title(title)
+                if title != session.title:
+                    entry = self._entry(
+                        session.id, "session.renamed", self._clock(), {"title": title}
+                    )
+                    session = self._store.rename_session(session, title, entry)
+            if status is not None and status is not session.status:
+                session = self._set_status(session, status)
+        except Gone:
+            raise NotFound("Session not found") from None
+        return session
+
+    def _set_status(self, session: Session, status: SessionStatus) -> Session:
+        # Archive finalisation (bundle, stop, snapshot drop) arrives with the archive flow;
+        # until then archiving flips the state and the audit log records it.
+        lifecycle = LifecycleState.ARCHIVED if status is SessionStatus.ARCHIVED else None
+        kind = "session.archived" if status is SessionStatus.ARCHIVED else "session.unarchived"
+        entry = self._entry(session.id, kind, self._clock(), {})
+        updated = self._store.set_status(session, status, lifecycle, entry)
+        self._metrics.count("SessionArchived" if lifecycle else "SessionUnarchived")
+        return updated
+
+    def delete(self, identity: Identity, session_id: str) -> None:
+        session = self.get(identity, session_id)
+        try:
+            self._store.delete_session(session)
+        except Gone:
+            raise NotFound("Session not found") from None
+        self._metrics.count("SessionDeleted")
+
+    def events(
+        self, identity: Identity, session_id: str, limit: int | None, cursor: str | None
+    ) -> Page[AuditEntry]:
+        session = self.get(identity, session_id)
+        try:
+            return self._store.list_events(session.id, min(max(limit or 100, 1), 100), cursor)
+        except BadCursor:
+            raise InvalidInput("Invalid cursor", field="cursor") from None
+
+    def preferences(self, identity: Identity) -> Preferences:
+        return self._store.get_user(identity.user_id).preferences
+
+    def set_preferences(self, identity: Identity, preferences: Preferences) -> Preferences:
+        self._store.put_preferences(identity.user_id, preferences)
+        return preferences
+
+    def _rate_window(self, now: datetime) -> RateWindow:
+        width = self._settings.rate_limit_window_seconds
+        start = int(now.timestamp()) // width * width
+        starts_at = datetime.fromtimestamp(start, now.tzinfo)
+        return RateWindow(
+            action="create-session",
+            starts_at=starts_at,
+            ends_at=starts_at + timedelta(seconds=width),
+            limit=self._settings.rate_limit_per_minute,
+        )
+
+    def _entry(
+        self, session_id: str, kind: str, at: datetime, detail: dict[str, Any]
+    ) -> AuditEntry:
+        return AuditEntry(id=self._ids(), session_id=session_id, at=at, type=kind, detail=detail)

@@ -1,0 +1,70 @@
+"""Every setting the control plane reads, in one place.
+
+Values come from the environment with the ``OPENAGENTS_`` prefix (``OPENAGENTS_PORT=9000``).
+Nothing else in the code base reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Mode(StrEnum):
+    LOCAL = "local"  # one machine: HS256 tokens, moto's DynamoDB server, folders
+    AWS = "aws"  # API Gateway JWT authorizer, DynamoDB, S3
+
+
+class Settings(BaseSettings):
+    """Typed settings; parsed once per process by the composition root."""
+
+    model_config = SettingsConfigDict(env_prefix="OPENAGENTS_", extra="ignore", frozen=True)
+
+    mode: Mode = Mode.LOCAL
+    region: str = "us-east-1"
+
+    # one-machine runtime
+    home: Path = Path(".openagents")
+    port: int = Field(default=8000, ge=1, le=65535)
+    dump_interval_seconds: float = Field(default=30.0, gt=0)
+
+    # store
+    table_name: str = "openagents"
+    dynamodb_endpoint: str | None = None  # None: the SDK default (AWS); set for moto
+    artifact_bucket: str | None = None  # S3 bucket for large message bodies (AWS mode)
+
+    # lifecycle timings
+    idle_timeout_seconds: int = Field(default=1800, ge=1)
+    max_lifetime_seconds: int = Field(default=18000, ge=1)
+
+    # guards
+    rate_limit_per_minute: int = Field(default=10, ge=1)
+    rate_limit_window_seconds: int = Field(default=60, ge=1)
+    max_chats_per_session: int = Field(default=100, ge=1, le=500)
+    max_message_bytes: int = Field(default=1_048_576, ge=1024)
+    inline_message_bytes: int = Field(default=300_000, ge=1024, le=350_000)
+    allow_local_repos: bool = True  # forced off in AWS mode
+    allowed_repo_hosts: tuple[str, ...] = ("github.com",)
+
+    # identity
+    jwt_issuer: str = "openagents-local"
+    jwt_audience: str = "openagents"
+    token_ttl_seconds: int = Field(default=86_400, ge=60)
+    waf_bot_header: str = "x-amzn-waf-bot-category"
+
+    default_model_id: str = "openai/gpt-5.4"
+
+    @property
+    def local_repos_allowed(self) -> bool:
+        return self.mode is Mode.LOCAL and self.allow_local_repos
+
+    @property
+    def jwt_secret_path(self) -> Path:
+        return self.home / "jwt-secret"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"

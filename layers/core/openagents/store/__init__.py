@@ -1,0 +1,1 @@
+"""The store port and its DynamoDB adapter."""

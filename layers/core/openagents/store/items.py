@@ -1,0 +1,185 @@
+"""PynamoDB models of the single table. Private to the store adapter.
+
+Key design (one table, ``pk``/``sk`` strings):
+
+| item | pk | sk |
+|---|---|---|
+| session | ``S#<sessionId>`` | ``SESSION`` |
+| chat | ``S#<sessionId>`` | ``C#<chatId>`` |
+| audit entry | ``S#<sessionId>`` | ``E#<iso time>#<id>`` |
+| message | ``C#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
+| chat id claim | ``CID#<chatId>`` | ``CID`` |
+| message id claim | ``MID#<messageId>`` | ``MID`` |
+| user profile | ``U#<userId>`` | ``PROFILE`` |
+| title registry | ``U#<userId>`` | ``T#<title>`` |
+| rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
+
+Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
+project only what a list shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    MapAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
+from pynamodb.models import Model
+
+LIST_FIELDS = [
+    "id", "title", "status", "repoOwner", "repoName", "branch", "linesAdded", "linesRemoved",
+    "prNumber", "prStatus", "lifecycleState", "createdAt", "updatedAt", "chats", "userId",
+]  # fmt: skip
+
+
+class _Base(Model):
+    class Meta:
+        table_name = "openagents"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class ByUser(GlobalSecondaryIndex["SessionItem"]):
+    class Meta:
+        index_name = "byUser"
+        projection = IncludeProjection(LIST_FIELDS)
+
+    user_id = UnicodeAttribute(hash_key=True, attr_name="userId")
+    created_key = UnicodeAttribute(range_key=True, attr_name="createdKey")
+
+
+class ByUserStatus(GlobalSecondaryIndex["SessionItem"]):
+    class Meta:
+        index_name = "byUserStatus"
+        projection = IncludeProjection(LIST_FIELDS)
+
+    user_status = UnicodeAttribute(hash_key=True, attr_name="userStatus")
+    created_key = UnicodeAttribute(range_key=True, attr_name="createdKey")
+
+
+class SessionItem(_Base):
+    id = UnicodeAttribute()
+    user_id = UnicodeAttribute(attr_name="userId")
+    user_status = UnicodeAttribute(attr_name="userStatus")
+    created_key = UnicodeAttribute(attr_name="createdKey")
+    title = UnicodeAttribute()
+    status = UnicodeAttribute()
+    repo_owner = UnicodeAttribute(attr_name="repoOwner", null=True)
+    repo_name = UnicodeAttribute(attr_name="repoName", null=True)
+    clone_url = UnicodeAttribute(attr_name="cloneUrl", null=True)
+    branch = UnicodeAttribute(null=True)
+    is_new_branch = BooleanAttribute(attr_name="isNewBranch", default=False)
+    auto_commit_push_override = BooleanAttribute(attr_name="autoCommitPushOverride", null=True)
+    auto_create_pr_override = BooleanAttribute(attr_name="autoCreatePrOverride", null=True)
+    lifecycle_state = UnicodeAttribute(attr_name="lifecycleState", null=True)
+    lifecycle_version = NumberAttribute(attr_name="lifecycleVersion", default=0)
+    lifecycle_error = UnicodeAttribute(attr_name="lifecycleError", null=True)
+    last_activity_at = UnicodeAttribute(attr_name="lastActivityAt", null=True)
+    hibernate_after = UnicodeAttribute(attr_name="hibernateAfter", null=True)
+    sandbox_expires_at = UnicodeAttribute(attr_name="sandboxExpiresAt", null=True)
+    lines_added = NumberAttribute(attr_name="linesAdded", null=True)
+    lines_removed = NumberAttribute(attr_name="linesRemoved", null=True)
+    pr_number = NumberAttribute(attr_name="prNumber", null=True)
+    pr_status = UnicodeAttribute(attr_name="prStatus", null=True)
+    created_at = UnicodeAttribute(attr_name="createdAt")
+    updated_at = UnicodeAttribute(attr_name="updatedAt")
+    chats: MapAttribute[str, Any] = MapAttribute(default=dict)
+    chat_count = NumberAttribute(attr_name="chatCount", default=0)
+
+    by_user = ByUser()
+    by_user_status = ByUserStatus()
+
+
+class ChatItem(_Base):
+    id = UnicodeAttribute()
+    session_id = UnicodeAttribute(attr_name="sessionId")
+    title = UnicodeAttribute()
+    model_id = UnicodeAttribute(attr_name="modelId", null=True)
+    active_stream_id = UnicodeAttribute(attr_name="activeStreamId", null=True)
+    last_assistant_message_at = UnicodeAttribute(attr_name="lastAssistantMessageAt", null=True)
+    message_count = NumberAttribute(attr_name="messageCount", default=0)
+    created_at = UnicodeAttribute(attr_name="createdAt")
+    updated_at = UnicodeAttribute(attr_name="updatedAt")
+
+
+class MessageItem(_Base):
+    id = UnicodeAttribute()
+    chat_id = UnicodeAttribute(attr_name="chatId")
+    role = UnicodeAttribute()
+    body = UnicodeAttribute(null=True)  # the UI message as JSON, when it fits in the item
+    body_ref = UnicodeAttribute(attr_name="bodyRef", null=True)  # artifact key otherwise
+    created_at = UnicodeAttribute(attr_name="createdAt")
+
+
+class AuditItem(_Base):
+    id = UnicodeAttribute()
+    session_id = UnicodeAttribute(attr_name="sessionId")
+    at = UnicodeAttribute()
+    type = UnicodeAttribute()
+    detail: MapAttribute[str, Any] = MapAttribute(default=dict)
+
+
+class ChatClaimItem(_Base):
+    session_id = UnicodeAttribute(attr_name="sessionId")
+
+
+class MessageClaimItem(_Base):
+    chat_id = UnicodeAttribute(attr_name="chatId")
+    role = UnicodeAttribute()
+    message_sk = UnicodeAttribute(attr_name="messageSk")
+
+
+class ProfileItem(_Base):
+    default_model_id = UnicodeAttribute(attr_name="defaultModelId", null=True)
+    auto_commit_push = BooleanAttribute(attr_name="autoCommitPush", default=False)
+    auto_create_pr = BooleanAttribute(attr_name="autoCreatePr", default=False)
+    archived_count = NumberAttribute(attr_name="archivedCount", default=0)
+
+
+class TitleItem(_Base):
+    session_ids = UnicodeSetAttribute(attr_name="sessionIds", null=True)
+
+
+class CounterItem(_Base):
+    hits = NumberAttribute(default=0)
+    expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
+
+
+ALL_ITEMS: tuple[type[_Base], ...] = (
+    SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
+    ProfileItem, TitleItem, CounterItem,
+)  # fmt: skip
+TTL_ATTRIBUTE = "expiresAt"
+
+
+def bind(table_name: str, host: str | None, region: str) -> None:
+    """Point every item model at one table and endpoint.
+
+    PynamoDB keeps table, endpoint and connection on the model classes; the composition root
+    calls this once per process (tests call it again when they switch endpoints).
+    """
+    for item in ALL_ITEMS:
+        item.Meta.table_name = table_name
+        item.Meta.host = host
+        item.Meta.region = region
+        item._connection = None
+    for index in (SessionItem.by_user, SessionItem.by_user_status):
+        index._connection = None  # type: ignore[attr-defined]
+
+
+def create_table() -> None:
+    """Create the table (keys and both list indexes) from the models, with TTL on."""
+    if not SessionItem.exists():
+        SessionItem.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+        SessionItem._get_connection().connection.client.update_time_to_live(
+            TableName=SessionItem.Meta.table_name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )

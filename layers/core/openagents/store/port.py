@@ -1,0 +1,130 @@
+"""What the services need from persistence. Adapters raise the errors defined here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    LifecycleState,
+    ListFilter,
+    Message,
+    Page,
+    Preferences,
+    Session,
+    SessionStatus,
+)
+
+
+class TitleTaken(Exception):
+    """The generated title was claimed by another session of the same user."""
+
+
+class RateLimitExceeded(Exception):
+    def __init__(self, window_ends_at: datetime) -> None:
+        super().__init__("rate limit exceeded")
+        self.window_ends_at = window_ends_at
+
+
+class ChatIdTaken(Exception):
+    def __init__(self, session_id: str) -> None:
+        super().__init__("chat id taken")
+        self.session_id = session_id
+
+
+class MessageIdTaken(Exception):
+    """The message id belongs to another chat or role."""
+
+
+class LastChat(Exception):
+    """The chat is the only one of its session."""
+
+
+class TooManyChats(Exception):
+    pass
+
+
+class Gone(Exception):
+    """The session or chat disappeared (deleted concurrently)."""
+
+
+class BadCursor(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RateWindow:
+    """A fixed-window counter: at most ``limit`` hits in [starts_at, ends_at)."""
+
+    action: str
+    starts_at: datetime
+    ends_at: datetime
+    limit: int
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    preferences: Preferences
+    archived_count: int
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Activity fields a user message refreshes on its session."""
+
+    at: datetime
+    hibernate_after: datetime
+
+
+UpsertResult = Literal["inserted", "updated", "unchanged"]
+
+
+class Store(Protocol):
+    # users
+    def get_user(self, user_id: str) -> UserRecord: ...
+    def put_preferences(self, user_id: str, preferences: Preferences) -> None: ...
+    def used_titles(self, user_id: str) -> set[str]: ...
+
+    # sessions
+    def create_session(
+        self,
+        session: Session,
+        chat: Chat,
+        entry: AuditEntry,
+        *,
+        claim_title: bool,
+        rate: RateWindow,
+    ) -> None: ...
+    def get_session(self, session_id: str) -> Session | None: ...
+    def list_sessions(
+        self, user_id: str, which: ListFilter, limit: int, cursor: str | None
+    ) -> Page[Session]: ...
+    def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session: ...
+    def set_status(
+        self,
+        session: Session,
+        status: SessionStatus,
+        lifecycle_state: LifecycleState | None,
+        entry: AuditEntry,
+    ) -> Session: ...
+    def delete_session(self, session: Session) -> None: ...
+    def list_events(self, session_id: str, limit: int, cursor: str | None) -> Page[AuditEntry]: ...
+
+    # chats
+    def get_chat(self, session_id: str, chat_id: str) -> Chat | None: ...
+    def list_chats(self, session_id: str) -> list[Chat]: ...
+    def create_chat(self, session: Session, chat: Chat, max_chats: int) -> None: ...
+    def update_chat(
+        self, chat: Chat, *, title: str | None, model_id: str | None, at: datetime
+    ) -> Chat: ...
+    def delete_chat(self, session: Session, chat_id: str) -> None: ...
+    def mark_read(self, session: Session, chat_id: str, at: datetime) -> None: ...
+
+    # messages
+    def put_message(
+        self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
+    ) -> UpsertResult: ...
+    def list_messages(self, chat_id: str, limit: int, cursor: str | None) -> Page[Message]: ...
