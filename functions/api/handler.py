@@ -19,5 +19,5 @@ asgi = Mangum(create_app(logger=logger), lifespan="off")
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 @tracer.capture_lambda_handler(capture_response=False)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    response: dict[str, Any] = asgi(event, context)
+    response: dict[str, Any] = asgi(event, context)  # type: ignore[arg-type]
     return response

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 from openagents.domain.models import Role
@@ -22,7 +22,9 @@ from functions.api.schemas import (
 )
 
 router = APIRouter(prefix="/api/sessions/{session_id}/chats", tags=["chats"])
-ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)
+}
 
 
 @router.get("", responses=ERRORS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, status
 from openagents.domain.models import ListFilter, Preferences
@@ -26,7 +26,9 @@ from functions.api.schemas import (
 )
 
 router = APIRouter(prefix="/api", tags=["sessions"])
-ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)
+}
 Limit = Annotated[int | None, Query(ge=0, le=1000)]
 Cursor = Annotated[str | None, Query(max_length=2048)]
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
+from pynamodb.attributes import MapAttribute
 from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
@@ -70,8 +71,12 @@ MESSAGE_SK = re.compile(r"M#\d{13}#[^\s]{1,200}")
 EVENT_SK = re.compile(r"E#\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat()
+
+
+def _iso_or_none(value: datetime | None) -> str | None:
+    return None if value is None else _iso(value)
 
 
 def _dt(value: str | None) -> datetime | None:
@@ -120,7 +125,9 @@ class DynamoStore:
 
     def _transaction(self) -> TransactWrite:
         meta = SessionItem.Meta
-        return TransactWrite(connection=Connection(region=meta.region, host=meta.host))
+        return TransactWrite(
+            connection=Connection(region=meta.region, host=getattr(meta, "host", None))
+        )
 
     # ------------------------------------------------------------------ users
 
@@ -622,7 +629,7 @@ class DynamoStore:
         with MessageItem.batch_write() as batch:
             for item in items:
                 batch.delete(item)
-                batch.delete(MessageClaimItem(f"MID#{item.id}", "MID"))  # type: ignore[arg-type]
+                batch.delete(MessageClaimItem(f"MID#{item.id}", "MID"))
         for item in items:
             self._drop_body(item.body_ref)
 
@@ -667,15 +674,22 @@ def _mark_map(mark: ChatMark) -> dict[str, Any]:
         for key, value in {
             "createdAt": _iso(mark.created_at),
             "updatedAt": _iso(mark.updated_at),
-            "lastAssistantMessageAt": _iso(mark.last_assistant_message_at),
-            "lastReadAt": _iso(mark.last_read_at),
+            "lastAssistantMessageAt": _iso_or_none(mark.last_assistant_message_at),
+            "lastReadAt": _iso_or_none(mark.last_read_at),
         }.items()
         if value is not None
     }
 
 
+def _plain(raw: Any) -> dict[str, Any]:
+    """A raw MapAttribute (or a plain dict) as a plain dict."""
+    if isinstance(raw, MapAttribute):
+        return dict(raw.as_dict())  # type: ignore[no-untyped-call]
+    return dict(raw or {})
+
+
 def _marks(raw: Any) -> dict[str, ChatMark]:
-    data = raw.as_dict() if hasattr(raw, "as_dict") else dict(raw or {})
+    data: dict[str, Any] = _plain(raw)
     return {
         chat_id: ChatMark(
             created_at=datetime.fromisoformat(entry["createdAt"]),
@@ -708,9 +722,9 @@ def _session_item(session: Session) -> SessionItem:
         lifecycle_state=session.lifecycle_state.value if session.lifecycle_state else None,
         lifecycle_version=session.lifecycle_version,
         lifecycle_error=session.lifecycle_error,
-        last_activity_at=_iso(session.last_activity_at),
-        hibernate_after=_iso(session.hibernate_after),
-        sandbox_expires_at=_iso(session.sandbox_expires_at),
+        last_activity_at=_iso_or_none(session.last_activity_at),
+        hibernate_after=_iso_or_none(session.hibernate_after),
+        sandbox_expires_at=_iso_or_none(session.sandbox_expires_at),
         lines_added=session.lines_added,
         lines_removed=session.lines_removed,
         pr_number=session.pr_number,
@@ -762,7 +776,7 @@ def _chat_item(chat: Chat) -> ChatItem:
         title=chat.title,
         model_id=chat.model_id,
         active_stream_id=chat.active_stream_id,
-        last_assistant_message_at=_iso(chat.last_assistant_message_at),
+        last_assistant_message_at=_iso_or_none(chat.last_assistant_message_at),
         message_count=chat.message_count,
         created_at=_iso(chat.created_at),
         updated_at=_iso(chat.updated_at),
@@ -796,7 +810,7 @@ def _audit_item(entry: AuditEntry) -> AuditItem:
 
 
 def _audit(item: AuditItem) -> AuditEntry:
-    detail = item.detail.as_dict() if hasattr(item.detail, "as_dict") else dict(item.detail or {})
+    detail = _plain(item.detail)
     return AuditEntry(
         id=item.id,
         session_id=item.session_id,

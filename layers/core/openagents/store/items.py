@@ -47,7 +47,7 @@ class _Base(Model):
     sk = UnicodeAttribute(range_key=True)
 
 
-class ByUser(GlobalSecondaryIndex["SessionItem"]):
+class ByUser(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call]
     class Meta:
         index_name = "byUser"
         projection = IncludeProjection(LIST_FIELDS)
@@ -56,7 +56,7 @@ class ByUser(GlobalSecondaryIndex["SessionItem"]):
     created_key = UnicodeAttribute(range_key=True, attr_name="createdKey")
 
 
-class ByUserStatus(GlobalSecondaryIndex["SessionItem"]):
+class ByUserStatus(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call]
     class Meta:
         index_name = "byUserStatus"
         projection = IncludeProjection(LIST_FIELDS)
@@ -91,7 +91,7 @@ class SessionItem(_Base):
     pr_status = UnicodeAttribute(attr_name="prStatus", null=True)
     created_at = UnicodeAttribute(attr_name="createdAt")
     updated_at = UnicodeAttribute(attr_name="updatedAt")
-    chats: MapAttribute[str, Any] = MapAttribute(default=dict)
+    chats: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
     chat_count = NumberAttribute(attr_name="chatCount", default=0)
 
     by_user = ByUser()
@@ -124,7 +124,7 @@ class AuditItem(_Base):
     session_id = UnicodeAttribute(attr_name="sessionId")
     at = UnicodeAttribute()
     type = UnicodeAttribute()
-    detail: MapAttribute[str, Any] = MapAttribute(default=dict)
+    detail: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
 
 
 class ChatClaimItem(_Base):
@@ -168,18 +168,17 @@ def bind(table_name: str, host: str | None, region: str) -> None:
     """
     for item in ALL_ITEMS:
         item.Meta.table_name = table_name
-        item.Meta.host = host
+        setattr(item.Meta, "host", host)  # noqa: B010 - Meta declares no host attribute
         item.Meta.region = region
         item._connection = None
-    for index in (SessionItem.by_user, SessionItem.by_user_status):
-        index._connection = None  # type: ignore[attr-defined]
 
 
 def create_table() -> None:
     """Create the table (keys and both list indexes) from the models, with TTL on."""
     if not SessionItem.exists():
         SessionItem.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
-        SessionItem._get_connection().connection.client.update_time_to_live(
+        client: Any = SessionItem._get_connection().connection.client
+        client.update_time_to_live(
             TableName=SessionItem.Meta.table_name,
             TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
         )

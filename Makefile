@@ -1,0 +1,47 @@
+# The single interface: CI calls these targets, and so do people.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+PY := .venv/bin/python
+export AWS_EC2_METADATA_DISABLED := true
+export POWERTOOLS_TRACE_DISABLED := 1
+
+.PHONY: help install dev test unit integration api lint format typecheck clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(UV):
+	python3 -m pip install --user --quiet uv==0.13.9
+
+.venv/.installed: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-extras
+	touch $@
+
+install: .venv/.installed  ## create .venv from uv.lock
+
+dev: install  ## serve the API on http://127.0.0.1:$${OPENAGENTS_PORT:-8000}
+	.venv/bin/openagents dev
+
+test: install lint  ## every test tier that needs no AWS account
+	$(PY) -m pytest
+
+unit: install  ## pure tests, no network
+	$(PY) -m pytest tests/unit
+
+integration: install  ## store and services against moto's DynamoDB server
+	$(PY) -m pytest tests/integration
+
+api: install  ## the API through the Lambda handler and over HTTP
+	$(PY) -m pytest tests/api
+
+lint: install  ## ruff (lint + format check) and mypy on the whole tree
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy .
+
+format: install  ## apply ruff's fixes and formatting
+	.venv/bin/ruff check --fix .
+	.venv/bin/ruff format .
+
+clean:  ## remove build and test output (keeps .openagents/ state)
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out .build
