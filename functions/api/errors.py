@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,6 +31,7 @@ STATUS: dict[type[DomainError], int] = {
     RateLimited: 429,
     Unavailable: 503,
 }
+log = logging.getLogger(__name__)
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
@@ -74,7 +76,13 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, detail, headers=dict(exc.headers or {}))
 
 
+def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal", "Internal error")
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(DomainError, _domain)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)

@@ -45,7 +45,7 @@ Cursor = Annotated[str | None, Query(max_length=2048)]
 )
 def create_session(body: CreateSessionIn, app: App, caller: CheckedCaller) -> CreatedSessionOut:
     """Create a session and its first chat in one transaction (10 per minute per user)."""
-    session, chat = app.sessions.create(caller, NewSession(**body.model_dump()))
+    session, chat = app.sessions.create(caller, NewSession(**body.model_dump(exclude_none=True)))
     return CreatedSessionOut(session=SessionOut.of(session), chat=ChatOut.of(chat))
 
 

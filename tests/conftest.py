@@ -1,0 +1,46 @@
+"""Shared fixtures: one moto server per test run, one fresh table per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from openagents.local.dynamodb import free_port
+from openagents.settings import Settings
+from openagents.store import items
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAgentsTest")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def settings(moto_endpoint: str, tmp_path: Path) -> Settings:
+    """Local-mode settings on a table of its own (tests never share state)."""
+    table = f"t-{uuid.uuid4().hex[:12]}"
+    current = Settings(
+        home=tmp_path / "home",
+        table_name=table,
+        dynamodb_endpoint=moto_endpoint,
+        rate_limit_per_minute=1000,
+        rate_limit_window_seconds=3600,
+    )
+    items.bind(table, moto_endpoint, current.region)
+    items.create_table()
+    return current

@@ -1,0 +1,228 @@
+"""Test clients: the same API calls through the Lambda handler (API Gateway v2 events, AWS
+mode) or over HTTP against a real local server (uvicorn, HS256 tokens)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import uvicorn
+from mangum import Mangum
+
+from functions.api.app import create_app
+from openagents.composition import local_tokens
+from openagents.local.dynamodb import free_port
+from openagents.settings import Mode, Settings
+
+USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-tests"
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert isinstance(self.body, dict) and "error" in self.body, self.body
+        return self.body
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "openagents-api"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:openagents-api"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def apigw_event(
+    method: str,
+    path: str,
+    *,
+    claims: dict[str, Any] | None,
+    body: bytes | None = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload format 2.0) event, as the JWT authorizer sends it."""
+    request_context: dict[str, Any] = {
+        "accountId": "123456789012",
+        "apiId": "api",
+        "domainName": "api.example.com",
+        "http": {
+            "method": method,
+            "path": path,
+            "protocol": "HTTP/1.1",
+            "sourceIp": "203.0.113.9",
+            "userAgent": USER_AGENT,
+        },
+        "requestId": str(uuid.uuid4()),
+        "routeKey": "$default",
+        "stage": "$default",
+        "time": "29/Nov/2026:10:00:00 +0000",
+        "timeEpoch": int(time.time() * 1000),
+    }
+    if claims is not None:
+        request_context["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+    all_headers = {"user-agent": USER_AGENT, "host": "api.example.com", **(headers or {})}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": urlencode(query or {}),
+        "headers": all_headers,
+        "requestContext": request_context,
+        "isBase64Encoded": False,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if body is not None:
+        event["body"] = base64.b64encode(body).decode()
+        event["isBase64Encoded"] = True
+    return event
+
+
+class Api:
+    """What every API test talks to; ``user`` picks the caller (None: anonymous)."""
+
+    transport = ""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        user: str | None = "alice",
+        name: str | None = None,
+        json_body: Any = None,
+        raw_body: bytes | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        raise NotImplementedError
+
+    def get(self, path: str, **kw: Any) -> Reply:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("POST", path, json_body=body, **kw)
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("PATCH", path, json_body=body, **kw)
+
+    def put(self, path: str, body: Any = None, **kw: Any) -> Reply:
+        return self.request("PUT", path, json_body=body, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Reply:
+        return self.request("DELETE", path, **kw)
+
+
+def _encode(json_body: Any, raw_body: bytes | None) -> bytes | None:
+    if raw_body is not None:
+        return raw_body
+    return None if json_body is None else json.dumps(json_body).encode()
+
+
+class LambdaApi(Api):
+    """AWS mode: identity comes from the authorizer's claims in the event."""
+
+    transport = "lambda"
+
+    def __init__(self, settings: Settings) -> None:
+        aws = settings.model_copy(update={"mode": Mode.AWS})
+        self.settings = aws
+        self._handler = Mangum(create_app(lambda: aws), lifespan="off")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        user: str | None = "alice",
+        name: str | None = None,
+        json_body: Any = None,
+        raw_body: bytes | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        claims = None if user is None else {"sub": user, "username": user, **({"name": name} if name else {})}
+        body = _encode(json_body, raw_body)
+        hdrs = {"content-type": "application/json", **(headers or {})} if body is not None else dict(headers or {})
+        event = apigw_event(method, path, claims=claims, body=body, query=query, headers=hdrs)
+        response = self._handler(event, LambdaContext())  # type: ignore[arg-type]
+        text = response.get("body") or ""
+        if response.get("isBase64Encoded"):
+            text = base64.b64decode(text).decode()
+        lowered = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+        return Reply(response["statusCode"], lowered, json.loads(text) if text else None)
+
+
+class HttpApi(Api):
+    """One machine: a real uvicorn server on 127.0.0.1 and minted HS256 tokens."""
+
+    transport = "http"
+
+    def __init__(self, settings: Settings, base_url: str) -> None:
+        self.settings = settings
+        self.base_url = base_url
+        self.tokens = local_tokens(settings)
+        self.client = httpx.Client(base_url=base_url, timeout=30, headers={"user-agent": USER_AGENT})
+
+    def token(self, user: str, name: str | None = None) -> str:
+        return self.tokens.mint(user, name=name, ttl_seconds=600)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        user: str | None = "alice",
+        name: str | None = None,
+        json_body: Any = None,
+        raw_body: bytes | None = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        hdrs = dict(headers or {})
+        if user is not None:
+            hdrs.setdefault("authorization", f"Bearer {self.token(user, name)}")
+        body = _encode(json_body, raw_body)
+        if body is not None:
+            hdrs.setdefault("content-type", "application/json")
+        response = self.client.request(method, path, content=body, params=query, headers=hdrs)
+        data = response.json() if response.content else None
+        return Reply(response.status_code, dict(response.headers), data)
+
+
+@contextmanager
+def local_server(settings: Settings) -> Iterator[str]:
+    """Serve the API app on a free 127.0.0.1 port in a thread, as ``openagents dev`` does."""
+    port = free_port()
+    config = uvicorn.Config(create_app(lambda: settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("local server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
