@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from openagents.auth.tokens import identity_from_claims
 from openagents.composition import Container
 from openagents.domain.errors import Unauthenticated
 from openagents.domain.identity import Identity
+
+BEARER = HTTPBearer(auto_error=False, description="A JWT: Cognito in AWS, `openagents token` locally")
 
 
 def container(request: Request) -> Container:
@@ -16,7 +19,11 @@ def container(request: Request) -> Container:
     return built
 
 
-def identity(request: Request, app: Annotated[Container, Depends(container)]) -> Identity:
+def identity(
+    request: Request,
+    app: Annotated[Container, Depends(container)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+) -> Identity:
     """AWS: the API Gateway JWT authorizer already verified the token; read its claims.
     One machine: verify the HS256 bearer token ourselves."""
     if app.local_tokens is None:
@@ -25,10 +32,9 @@ def identity(request: Request, app: Annotated[Container, Depends(container)]) ->
         if not isinstance(claims, dict):
             raise Unauthenticated("Not authenticated")
         return identity_from_claims(claims)
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if bearer is None or not bearer.credentials.strip():
         raise Unauthenticated("Not authenticated")
-    return app.local_tokens.verify(token.strip())
+    return app.local_tokens.verify(bearer.credentials.strip())
 
 
 def human_check(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import threading
@@ -71,6 +72,13 @@ def token(
     typer.echo(
         tokens.mint(user, name=name, ttl_seconds=ttl or settings.token_ttl_seconds, machine=machine)
     )
+
+
+@cli.command()
+def openapi() -> None:
+    """Print the API's OpenAPI schema (JSON)."""
+    schema = load_app(Settings()).openapi()
+    typer.echo(json.dumps(schema, indent=2, sort_keys=True))
 
 
 def main() -> None:
