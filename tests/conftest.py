@@ -40,6 +40,7 @@ def settings(moto_endpoint: str, tmp_path: Path) -> Settings:
         dynamodb_endpoint=moto_endpoint,
         rate_limit_per_minute=1000,
         rate_limit_window_seconds=3600,
+        provision_on_create=False,  # sandbox tests turn it on with a workflow runtime
     )
     items.bind(table, moto_endpoint, current.region)
     items.create_table()

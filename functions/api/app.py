@@ -16,7 +16,7 @@ from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.settings import Settings
 
 from functions.api import errors
-from functions.api.routes import chats, sessions
+from functions.api.routes import chats, sandbox, sessions
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -53,6 +53,7 @@ def create_app(
     errors.install(app)
     app.include_router(sessions.router)
     app.include_router(chats.router)
+    app.include_router(sandbox.router)
 
     @app.middleware("http")
     async def observe(

@@ -55,7 +55,8 @@ def _domain(_: Request, exc: Exception) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, Unavailable):
         headers["Retry-After"] = "1"
-    return error_response(STATUS[type(exc)], exc.code, exc.message, exc.field, headers)
+    status = next(STATUS[cls] for cls in type(exc).__mro__ if cls in STATUS)
+    return error_response(status, exc.code, exc.message, exc.field, headers)
 
 
 def _validation(_: Request, exc: Exception) -> JSONResponse:

@@ -14,7 +14,7 @@ from openagents.domain.models import (
     SessionStatus,
 )
 from openagents.services.chats import ChatView
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic.alias_generators import to_camel
 
 ClientId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\w-]+$")]
@@ -87,7 +87,7 @@ class SessionOut(Out):
 
     @classmethod
     def of(cls, session: Session) -> SessionOut:
-        data = session.model_dump(exclude={"chats", "user_id"})
+        data = session.model_dump(include=set(cls.model_fields) - {"has_unread", "latest_chat_id"})
         return cls(**data, has_unread=session.has_unread, latest_chat_id=session.latest_chat_id)
 
 
@@ -239,3 +239,97 @@ class PostMessageOut(Out):
 class MessageListOut(Out):
     messages: list[dict[str, Any]] = Field(description="UI messages, oldest first")
     next_cursor: str | None
+
+
+# ------------------------------------------------------------------ sandbox
+
+
+class EnsureSandboxIn(Body):
+    session_id: str = Field(min_length=1, max_length=64)
+
+
+class EnsureSandboxOut(Out):
+    session_id: str
+    lifecycle_state: LifecycleState | None
+    provisioning_started: bool
+    generation: int | None
+
+
+class ExecIn(Body):
+    command: str | None = Field(default=None, min_length=1, max_length=100_000)
+    argv: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    cwd: str | None = Field(default=None, max_length=4096)
+    env: dict[str, str] | None = None
+    timeout_seconds: int = Field(default=60, ge=1, le=600)
+
+    @model_validator(mode="after")
+    def one_command(self) -> ExecIn:
+        if (self.command is None) == (self.argv is None):
+            raise ValueError("give exactly one of command and argv")
+        return self
+
+
+class ExecOut(Out):
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+    duration_ms: int
+
+
+class FileEntry(Out):
+    path: str
+    type: Literal["file", "dir", "symlink"]
+    size: int
+
+
+class FilesOut(Out):
+    entries: list[FileEntry]
+
+
+class FileContentOut(Out):
+    path: str
+    content: str
+    encoding: Literal["utf-8", "base64"]
+    size: int
+    truncated: bool
+
+
+class UncommittedFile(Out):
+    path: str
+    status: str
+
+
+class GitStatusOut(Out):
+    branch: str | None
+    is_detached_head: bool
+    has_uncommitted_changes: bool
+    has_unpushed_commits: bool
+    staged_count: int
+    unstaged_count: int
+    untracked_count: int
+    ahead: int
+    behind: int
+    uncommitted_files: list[UncommittedFile]
+
+
+class DiffFile(Out):
+    path: str
+    status: Literal["modified", "added", "renamed", "deleted"]
+    additions: int
+    deletions: int
+    diff: str | None
+
+
+class DiffOut(Out):
+    base: str | None
+    files: list[DiffFile]
+    total_additions: int
+    total_deletions: int
+
+
+class CachedDiffOut(Out):
+    data: DiffOut
+    cached_at: datetime
+    is_stale: Literal[True] = True

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.tokens import LocalTokens, load_or_create_secret
+from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.chats import ChatService
+from openagents.services.provisioning import ProvisioningService
+from openagents.services.sandbox_tools import SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
+from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 
 
 @dataclass(frozen=True)
@@ -20,6 +27,8 @@ class Container:
     settings: Settings
     sessions: SessionService
     chats: ChatService
+    provisioning: ProvisioningService
+    sandbox_tools: SandboxTools
     bot_policy: BotPolicy
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
 
@@ -29,6 +38,12 @@ def local_tokens(settings: Settings) -> LocalTokens:
     return LocalTokens(secret, settings.jwt_issuer, settings.jwt_audience)
 
 
+def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name=settings.region, endpoint_url=endpoint)  # type: ignore[call-overload]
+
+
 def _artifacts(settings: Settings) -> ArtifactStore:
     if settings.mode is Mode.LOCAL:
         from openagents.artifacts.folder import FolderArtifactStore
@@ -36,23 +51,98 @@ def _artifacts(settings: Settings) -> ArtifactStore:
         return FolderArtifactStore(settings.artifacts_dir)
     if not settings.artifact_bucket:
         raise ValueError("OPENAGENTS_ARTIFACT_BUCKET is required in aws mode")
-    import boto3
-
     from openagents.artifacts.s3 import S3ArtifactStore
 
-    return S3ArtifactStore(
-        boto3.client("s3", region_name=settings.region), settings.artifact_bucket
+    return S3ArtifactStore(_client("s3", settings), settings.artifact_bucket)
+
+
+def _token_key(settings: Settings) -> bytes:
+    if settings.mode is Mode.LOCAL:
+        return load_or_create_secret(settings.sandbox_key_path).encode()
+    if not settings.sandbox_token_secret_arn:
+        raise ValueError("OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN is required in aws mode")
+    secret = _client("secretsmanager", settings).get_secret_value(
+        SecretId=settings.sandbox_token_secret_arn
     )
+    return str(secret["SecretString"]).encode()
+
+
+def _driver(settings: Settings, key: bytes) -> SandboxDriver:
+    from openagents.sandbox.client import SandboxClient
+
+    if settings.sandbox_driver == "local":
+        from openagents.sandbox.local import LocalDriver
+
+        return LocalDriver(
+            settings.home,
+            settings.sandboxd_path,
+            key,
+            SandboxClient,
+            isolation=settings.sandbox_isolation,
+        )
+    raise ValueError(f"sandbox driver {settings.sandbox_driver!r} is not configured")
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
     items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-    store = DynamoStore(_artifacts(settings), settings.inline_message_bytes)
+    artifacts = _artifacts(settings)
+    store = DynamoStore(artifacts, settings.inline_message_bytes)
+    driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
+
+    def sandboxd(handle: SandboxHandle) -> Any:
+        from openagents.sandbox.client import SandboxClient
+
+        if handle.endpoint is None:
+            raise ValueError("the sandbox has no endpoint yet")
+        return SandboxClient(handle.endpoint, driver.token(handle))
+
+    workflows = StepFunctionsWorkflows(
+        _client("stepfunctions", settings, settings.stepfunctions_endpoint),
+        settings.state_machines,
+    )
+    provisioning = ProvisioningService(
+        store, driver, workflows, sandboxd, settings, utc_now, new_id, metrics
+    )
     local = settings.mode is Mode.LOCAL
+    kick = provisioning.kick if settings.provision_on_create else None
     return Container(
         settings=settings,
-        sessions=SessionService(store, settings, utc_now, new_id, metrics),
+        sessions=SessionService(store, settings, utc_now, new_id, metrics, kick=kick),
         chats=ChatService(store, settings, utc_now, new_id, metrics),
+        provisioning=provisioning,
+        sandbox_tools=SandboxTools(store, sandboxd, utc_now, artifacts),
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         local_tokens=local_tokens(settings) if local else None,
     )
+
+
+class LazyDriver:
+    """Builds the sandbox driver on first use: API calls that never touch a sandbox pay nothing."""
+
+    def __init__(self, factory: Callable[[], SandboxDriver]) -> None:
+        self._factory = factory
+        self._driver: SandboxDriver | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._driver is None:
+                self._driver = self._factory()
+        return getattr(self._driver, name)
+
+
+class LazyContainer:
+    """One container per execution environment, rebuilt only if the settings change (tests).
+    Building opens nothing until the first invocation."""
+
+    def __init__(self, factory: Callable[[Settings], Container]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._built: tuple[Settings, Container] | None = None
+
+    def get(self, settings: Settings | None = None) -> Container:
+        current = settings or Settings()
+        with self._lock:
+            if self._built is None or self._built[0] != current:
+                self._built = (current, self._factory(current))
+            return self._built[1]

@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     # store
     table_name: str = "openagents"
     dynamodb_endpoint: str | None = None  # None: the SDK default (AWS); set for moto
+    stepfunctions_endpoint: str | None = None  # likewise, for Step Functions
     artifact_bucket: str | None = None  # S3 bucket for large message bodies (AWS mode)
 
     # lifecycle timings
@@ -57,6 +58,16 @@ class Settings(BaseSettings):
 
     default_model_id: str = "openai/gpt-5.4"
 
+    # sandboxes and workflows
+    provision_on_create: bool = True  # POST /api/sessions kicks the provisioning workflow
+    sandbox_driver: str = Field(default="local", pattern="^(local|fargate)$")
+    sandbox_isolation: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
+    sandbox_ready_attempts: int = Field(default=60, ge=1)  # probes, one per Wait (1 s)
+    sandbox_token_secret_arn: str | None = None  # AWS: key that derives sandbox tokens
+    state_machines: dict[str, str] = {}  # AWS: state machine ARNs by name (JSON)
+    sandboxd_path: Path = Path(__file__).resolve().parents[3] / "sandbox" / "sandboxd.py"
+    statemachines_dir: Path = Path(__file__).resolve().parents[3] / "infra" / "statemachines"
+
     @property
     def local_repos_allowed(self) -> bool:
         return self.mode is Mode.LOCAL and self.allow_local_repos
@@ -68,3 +79,7 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.home / "artifacts"
+
+    @property
+    def sandbox_key_path(self) -> Path:
+        return self.home / "sandbox-key"

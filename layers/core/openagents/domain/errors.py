@@ -26,6 +26,12 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class SandboxNotRunning(Conflict):
+    """The session has no running sandbox: the client should resume (or provision) it."""
+
+    code = "sandbox_not_running"
+
+
 class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 

@@ -100,6 +100,12 @@ class Session(Model):
     created_at: datetime
     updated_at: datetime
     chats: dict[str, ChatMark] = {}
+    # sandbox bookkeeping (never returned by the API as such)
+    owner_name: str | None = None
+    owner_email: str | None = None
+    sandbox: dict[str, Any] | None = None  # a SandboxHandle as a dict
+    sandbox_generation: int = 0
+    cached_diff_at: datetime | None = None
 
     @property
     def has_unread(self) -> bool:

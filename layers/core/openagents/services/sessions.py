@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +33,7 @@ from openagents.store.port import (
     TitleTaken,
 )
 
+log = logging.getLogger(__name__)
 FIRST_CHAT_TITLE = "New chat"
 TITLE_ATTEMPTS = 8
 ARCHIVED_DEFAULT_LIMIT = 50
@@ -73,13 +76,21 @@ def page_limit(raw: int | None, which: ListFilter) -> int:
 
 class SessionService:
     def __init__(
-        self, store: Store, settings: Settings, clock: Clock, ids: IdFactory, metrics: Metrics
+        self,
+        store: Store,
+        settings: Settings,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+        *,
+        kick: Callable[[Session], object] | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        self._kick = kick
 
     def create(self, identity: Identity, request: NewSession) -> tuple[Session, Chat]:
         repo = validation.repository(
@@ -135,6 +146,8 @@ class SessionService:
             created_at=now,
             updated_at=now,
             chats={chat.id: ChatMark(created_at=now, updated_at=now)},
+            owner_name=identity.name or identity.username,
+            owner_email=identity.email,
         )
         titles = (
             iter([given_title])
@@ -159,8 +172,26 @@ class SessionService:
                     retry_after_seconds=retry,
                 ) from None
             self._metrics.count("SessionCreated")
-            return session, chat
+            return self._provision(session), chat
         raise AssertionError("title candidates never run out")  # pragma: no cover
+
+    def _provision(self, session: Session) -> Session:
+        """Kick provisioning. The session exists whatever happens here: a failed kick is
+        recorded on it and ``POST /api/sandbox`` (or the reconciler) kicks again."""
+        if self._kick is None:
+            return session
+        try:
+            self._kick(session)
+        except Exception as exc:  # the workflow service failed; never lose the create
+            log.warning("provisioning kick failed for %s: %s", session.id, exc)
+            error = f"Provisioning could not start ({type(exc).__name__}); retry it"
+            return self._store.transition(
+                session.id,
+                expect=frozenset({LifecycleState.PROVISIONING}),
+                changes={"lifecycle_error": error},
+                entry=None,
+            )
+        return session
 
     def list(
         self, identity: Identity, which: ListFilter, limit: int | None, cursor: str | None

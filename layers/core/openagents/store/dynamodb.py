@@ -49,6 +49,7 @@ from openagents.store.items import (
     TitleItem,
 )
 from openagents.store.port import (
+    LIFECYCLE_FIELDS,
     Activity,
     ChatIdTaken,
     Gone,
@@ -56,6 +57,7 @@ from openagents.store.port import (
     MessageIdTaken,
     RateLimitExceeded,
     RateWindow,
+    StaleState,
     TitleTaken,
     TooManyChats,
     UpsertResult,
@@ -343,6 +345,67 @@ class DynamoStore:
         with SessionItem.batch_write() as batch:
             for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
                 batch.delete(item)
+
+    @_guard
+    def transition(
+        self,
+        session_id: str,
+        *,
+        expect: frozenset[LifecycleState],
+        changes: dict[str, Any],
+        entry: AuditEntry | None,
+        generation: int | None = None,
+        bump_version: bool = False,
+    ) -> Session:
+        """Conditional lifecycle write: only from an expected state (and sandbox generation)."""
+        unknown = set(changes) - LIFECYCLE_FIELDS
+        if unknown:
+            raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
+        actions: list[Action] = [SessionItem.updated_at.set(_iso(datetime.now(UTC)))]
+        actions += [_set_or_remove(name, value) for name, value in changes.items()]
+        if bump_version:
+            actions.append(SessionItem.lifecycle_version.add(1))
+        condition = SessionItem.lifecycle_state.is_in(*(state.value for state in expect))
+        if generation is not None:
+            condition &= SessionItem.sandbox_generation == generation
+        item = SessionItem(_session_pk(session_id), SESSION_SK)
+        try:
+            with self._transaction() as tx:
+                tx.update(item, actions=actions, condition=condition)
+                if entry is not None:
+                    tx.save(_audit_item(entry))
+        except TransactWriteError as exc:
+            if _failed(exc, 0):
+                raise StaleState from exc
+            raise
+        updated = self.get_session(session_id)
+        if updated is None:
+            raise Gone
+        return updated
+
+    @_guard
+    def claim_generation(self, session_id: str, generation: int) -> bool:
+        """Claim sandbox ``generation`` for a start; False if it is already claimed (a retry)."""
+        item = SessionItem(_session_pk(session_id), SESSION_SK)
+        try:
+            item.update(
+                actions=[SessionItem.sandbox_generation.set(generation)],
+                condition=SessionItem.pk.exists()
+                & (
+                    SessionItem.sandbox_generation.does_not_exist()
+                    | (SessionItem.sandbox_generation < generation)
+                ),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            current = self.get_session(session_id)
+            if current is None:
+                raise Gone from exc
+            if current.sandbox_generation == generation:
+                return False
+            raise StaleState from exc
+        return True
 
     @_guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
@@ -636,6 +699,18 @@ class DynamoStore:
 
 # -------------------------------------------------------------- mapping helpers
 
+
+def _set_or_remove(name: str, value: Any) -> Action:
+    attribute = getattr(SessionItem, name)
+    if value is None:
+        return attribute.remove()  # type: ignore[no-any-return]
+    if isinstance(value, datetime):
+        value = _iso(value)
+    elif isinstance(value, LifecycleState):
+        value = value.value
+    return attribute.set(value)  # type: ignore[no-any-return]
+
+
 T = TypeVar("T")
 
 
@@ -733,6 +808,11 @@ def _session_item(session: Session) -> SessionItem:
         updated_at=_iso(session.updated_at),
         chats={chat_id: _mark_map(mark) for chat_id, mark in session.chats.items()},
         chat_count=len(session.chats),
+        owner_name=session.owner_name,
+        owner_email=session.owner_email,
+        sandbox=session.sandbox,
+        sandbox_generation=session.sandbox_generation,
+        cached_diff_at=_iso_or_none(session.cached_diff_at),
     )
 
 
@@ -763,6 +843,11 @@ def _session(item: SessionItem) -> Session:
         "created_at": datetime.fromisoformat(item.created_at),
         "updated_at": datetime.fromisoformat(item.updated_at),
         "chats": _marks(item.chats),
+        "owner_name": item.owner_name,
+        "owner_email": item.owner_email,
+        "sandbox": _plain(item.sandbox) if item.sandbox is not None else None,
+        "sandbox_generation": int(item.sandbox_generation or 0),
+        "cached_diff_at": _dt(item.cached_diff_at),
     }
     return Session.model_validate(values)
 

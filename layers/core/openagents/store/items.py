@@ -93,6 +93,11 @@ class SessionItem(_Base):
     updated_at = UnicodeAttribute(attr_name="updatedAt")
     chats: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
     chat_count = NumberAttribute(attr_name="chatCount", default=0)
+    owner_name = UnicodeAttribute(attr_name="ownerName", null=True)
+    owner_email = UnicodeAttribute(attr_name="ownerEmail", null=True)
+    sandbox: MapAttribute[str, Any] = MapAttribute(null=True)  # type: ignore[no-untyped-call]
+    sandbox_generation = NumberAttribute(attr_name="sandboxGeneration", default=0)
+    cached_diff_at = UnicodeAttribute(attr_name="cachedDiffAt", null=True)
 
     by_user = ByUser()
     by_user_status = ByUserStatus()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from openagents.domain.models import (
     AuditEntry,
@@ -53,6 +53,25 @@ class Gone(Exception):
 
 class BadCursor(Exception):
     pass
+
+
+class StaleState(Exception):
+    """A conditional lifecycle write lost: the session is not in the expected state."""
+
+
+LIFECYCLE_FIELDS = frozenset(
+    {
+        "lifecycle_state",
+        "lifecycle_error",
+        "last_activity_at",
+        "hibernate_after",
+        "sandbox_expires_at",
+        "sandbox",
+        "lines_added",
+        "lines_removed",
+        "cached_diff_at",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,17 @@ class Store(Protocol):
         entry: AuditEntry,
     ) -> Session: ...
     def delete_session(self, session: Session) -> None: ...
+    def transition(
+        self,
+        session_id: str,
+        *,
+        expect: frozenset[LifecycleState],
+        changes: dict[str, Any],
+        entry: AuditEntry | None,
+        generation: int | None = None,
+        bump_version: bool = False,
+    ) -> Session: ...
+    def claim_generation(self, session_id: str, generation: int) -> bool: ...
     def list_events(self, session_id: str, limit: int, cursor: str | None) -> Page[AuditEntry]: ...
 
     # chats

@@ -1,0 +1,1 @@
+"""Provisioning workflow tasks."""

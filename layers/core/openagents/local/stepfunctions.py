@@ -1,0 +1,159 @@
+"""Step Functions on one machine: moto's ASL interpreter runs the very ASL files the CDK app
+deploys; its Lambda tasks are routed to the project's handlers, in process, by handler string.
+
+moto is pinned (``moto==5.2.5``): ``LambdaSimpleBackend.invoke`` is patched, and
+``tests/integration/test_local_workflows.py`` fails loudly if that internal moves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import threading
+import traceback
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from openagents.local.lambda_context import LocalLambdaContext
+from openagents.workflows import catalog
+
+log = logging.getLogger(__name__)
+ACCOUNT = "123456789012"
+FUNCTION_PREFIX = "openagents-"
+TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18
+
+_routes: dict[str, str] = {}  # moto function name -> handler string (process-wide, like the patch)
+_patch_lock = threading.Lock()
+_original_invoke = LambdaSimpleBackend.invoke
+
+
+def resolve(handler: str) -> Callable[[Any, Any], Any]:
+    module, _, name = handler.rpartition(".")
+    function: Callable[[Any, Any], Any] = getattr(importlib.import_module(module), name)
+    return function
+
+
+def _invoke(
+    self: LambdaSimpleBackend,
+    function_name: str,
+    qualifier: str | None,
+    body: Any,
+    headers: Any,
+    response_headers: dict[str, str],
+) -> bytes:
+    name = function_name.split(":")[-1]
+    handler = _routes.get(name)
+    if handler is None:
+        result = _original_invoke(self, function_name, qualifier, body, headers, response_headers)
+        return result if isinstance(result, bytes) else str(result or "").encode()
+    event = json.loads(body or "null")
+    try:
+        output = resolve(handler)(event, LocalLambdaContext(function_name=name))
+    except Exception as exc:  # a function error, as Lambda reports it to Step Functions
+        log.warning("task %s failed: %s", name, exc)
+        response_headers["x-amz-function-error"] = "Unhandled"
+        error = {
+            "errorType": type(exc).__name__,
+            "errorMessage": str(exc),
+            "stackTrace": traceback.format_exception(exc)[-3:],
+        }
+        return json.dumps(error).encode()
+    return json.dumps(output).encode()
+
+
+def patch_moto_lambda() -> None:
+    with _patch_lock:
+        if LambdaSimpleBackend.invoke is not _invoke:
+            LambdaSimpleBackend.invoke = _invoke  # type: ignore[method-assign]
+
+
+class LocalStepFunctions:
+    """Install the catalog's functions and state machines into a moto server."""
+
+    def __init__(self, endpoint: str, region: str, statemachines_dir: Path) -> None:
+        self._endpoint = endpoint
+        self._region = region
+        self._dir = statemachines_dir
+
+    def _client(self, service: str) -> Any:
+        client: Any = boto3.client(  # type: ignore[call-overload]
+            service, endpoint_url=self._endpoint, region_name=self._region
+        )
+        return client
+
+    def install(self) -> dict[str, str]:
+        """Returns the state machine ARNs by name."""
+        os.environ["MOTO_PORT"] = self._endpoint.rsplit(":", 1)[1]
+        config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+        request = urllib.request.Request(  # noqa: S310 - our own moto server on 127.0.0.1
+            f"{self._endpoint}/moto-api/config",
+            data=json.dumps(config).encode(),
+            headers={"content-type": "application/json"},
+            method="POST",
+        )
+        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+        patch_moto_lambda()
+        role = self._role()
+        arns = {
+            name: self._function(name, handler, role) for name, handler in catalog.FUNCTIONS.items()
+        }
+        sfn = self._client("stepfunctions")
+        machines: dict[str, str] = {}
+        for machine in catalog.STATE_MACHINES:
+            text = catalog.definition_path(self._dir, machine).read_text()
+            definition = json.dumps(catalog.render(text, arns))
+            arn = f"arn:aws:states:{self._region}:{ACCOUNT}:stateMachine:{FUNCTION_PREFIX}{machine}"
+            try:
+                sfn.describe_state_machine(stateMachineArn=arn)
+                sfn.update_state_machine(stateMachineArn=arn, definition=definition)
+            except sfn.exceptions.StateMachineDoesNotExist:
+                arn = sfn.create_state_machine(
+                    name=f"{FUNCTION_PREFIX}{machine}", definition=definition, roleArn=role
+                )["stateMachineArn"]
+            machines[machine] = arn
+        return machines
+
+    def _role(self) -> str:
+        iam = self._client("iam")
+        try:
+            return str(iam.get_role(RoleName="openagents-local")["Role"]["Arn"])
+        except iam.exceptions.NoSuchEntityException:
+            created = iam.create_role(
+                RoleName="openagents-local", AssumeRolePolicyDocument=json.dumps(TRUST)
+            )
+            return str(created["Role"]["Arn"])
+
+    def _function(self, name: str, handler: str, role: str) -> str:
+        function_name = f"{FUNCTION_PREFIX}{name}"
+        _routes[function_name] = handler
+        client = self._client("lambda")
+        try:
+            return str(
+                client.get_function(FunctionName=function_name)["Configuration"]["FunctionArn"]
+            )
+        except client.exceptions.ResourceNotFoundException:
+            created = client.create_function(
+                FunctionName=function_name,
+                Runtime="python3.12",
+                Role=role,
+                Handler=handler,
+                Code={"ZipFile": EMPTY_ZIP},
+            )
+            return str(created["FunctionArn"])

@@ -1,0 +1,1 @@
+"""Sandboxes: the driver port, its local and Fargate adapters, and the sandboxd client."""

@@ -1,0 +1,118 @@
+"""The sandbox driver port. A sandbox is one generation of a session's machine running
+``sandboxd``; a snapshot is a verified copy of its workspace."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, BinaryIO, Protocol
+
+
+class SandboxState(StrEnum):
+    STARTING = "starting"  # accepted, not reachable yet
+    RUNNING = "running"  # sandboxd answers /health
+    STOPPED = "stopped"  # stopped or stopping
+    GONE = "gone"  # unknown to the driver
+
+
+@dataclass(frozen=True)
+class SandboxHandle:
+    """Where a sandbox lives. Persisted on the session (the token is not: it is derived)."""
+
+    driver: str  # "local" | "fargate"
+    session_id: str
+    generation: int
+    ref: str  # driver id: a pid for local, a task ARN for Fargate
+    endpoint: str | None = None  # http://host:port once known
+    volume_id: str | None = None  # EBS volume / EFS access point, when the driver has one
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "driver": self.driver,
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            "ref": self.ref,
+            "endpoint": self.endpoint,
+            "volumeId": self.volume_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SandboxHandle:
+        return cls(
+            driver=str(data["driver"]),
+            session_id=str(data["sessionId"]),
+            generation=int(data["generation"]),
+            ref=str(data["ref"]),
+            endpoint=data.get("endpoint"),
+            volume_id=data.get("volumeId"),
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A completed, verified snapshot: ``id`` is a file path, an EBS snapshot id or an S3 key."""
+
+    driver: str
+    id: str
+    session_id: str
+    generation: int
+    size_bytes: int
+    sha256: str | None
+    created_at: datetime
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Probe:
+    state: SandboxState
+    endpoint: str | None = None
+    reason: str | None = None
+
+
+class SandboxError(Exception):
+    """A driver or sandboxd failure with a readable message; ``status``/``code`` when sandboxd
+    answered with an error (``status`` None: it could not be reached)."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class SandboxdOps(Protocol):
+    """The part of the sandboxd client the drivers use."""
+
+    def health(self) -> dict[str, Any]: ...
+    def sync(self) -> dict[str, Any]: ...
+    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]: ...
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]: ...
+
+
+ClientFactory = Callable[[str, str], SandboxdOps]  # (endpoint, token) -> client
+
+
+class SandboxDriver(Protocol):
+    name: str
+
+    def start(
+        self,
+        session_id: str,
+        generation: int,
+        from_snapshot: SnapshotRef | None = None,
+        read_only_paths: tuple[str, ...] = (),
+    ) -> SandboxHandle: ...
+    def probe(self, handle: SandboxHandle) -> Probe: ...
+    def snapshot(self, handle: SandboxHandle) -> SnapshotRef: ...
+    def stop(self, handle: SandboxHandle) -> None: ...
+    def delete_snapshot(self, ref: SnapshotRef) -> None: ...
+    def token(self, handle: SandboxHandle) -> str: ...
+
+
+def sandbox_token(key: bytes, session_id: str, generation: int) -> str:
+    """The per-sandbox bearer token: derived, never stored, never returned by the API."""
+    message = f"sandbox:{session_id}:{generation}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()

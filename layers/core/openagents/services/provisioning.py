@@ -1,0 +1,252 @@
+"""Provisioning: the steps of the provisioning workflow, and the kick that starts it.
+
+Each step is idempotent: Step Functions may retry any of them. A sandbox generation is claimed
+with a conditional write before a sandbox starts, so a retried start never starts a second one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from openagents.domain.errors import Conflict, NotFound
+from openagents.domain.identity import Identity
+from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.sandbox.port import SandboxDriver, SandboxError, SandboxHandle, SandboxState
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.sessions import owned
+from openagents.settings import Settings
+from openagents.store.port import Gone, StaleState, Store
+from openagents.workflows import Workflows
+
+log = logging.getLogger(__name__)
+PROVISIONING = frozenset({LifecycleState.PROVISIONING})
+MACHINE = "provisioning"
+
+
+class SandboxNotReady(Exception):
+    """The sandbox did not become healthy within the allowed probes."""
+
+
+class WorkspaceOps(Protocol):
+    def prepare_workspace(
+        self,
+        clone_url: str,
+        branch: str | None,
+        is_new_branch: bool,
+        git_name: str,
+        git_email: str,
+        token: str | None = None,
+    ) -> dict[str, Any]: ...
+
+
+class WorkspaceClients(Protocol):
+    def __call__(self, handle: SandboxHandle) -> WorkspaceOps: ...
+
+
+@dataclass(frozen=True)
+class Kick:
+    started: bool
+    generation: int
+
+
+def execution_name(session_id: str, generation: int) -> str:
+    return f"provision-{session_id}-g{generation}"
+
+
+def readable_error(error: dict[str, Any] | None) -> str:
+    """Step Functions' ``{Error, Cause}`` (Cause: a Lambda error as JSON) → one line."""
+    if not error:
+        return "Provisioning failed"
+    cause = error.get("Cause") or ""
+    try:
+        message = json.loads(cause).get("errorMessage") or cause
+    except (ValueError, AttributeError):
+        message = cause
+    name = error.get("Error") or "Error"
+    return f"Provisioning failed: {name}: {message}".strip()[:1000]
+
+
+class ProvisioningService:
+    def __init__(
+        self,
+        store: Store,
+        driver: SandboxDriver,
+        workflows: Workflows,
+        workspaces: WorkspaceClients,
+        settings: Settings,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+    ) -> None:
+        self._store = store
+        self._driver = driver
+        self._workflows = workflows
+        self._workspaces = workspaces
+        self._settings = settings
+        self._clock = clock
+        self._ids = ids
+        self._metrics = metrics
+
+    # ------------------------------------------------------------------ kick
+
+    def kick(self, session: Session, generation: int | None = None) -> Kick:
+        """Start the provisioning workflow for a sandbox generation (default: the claimed one,
+        or the first). The execution name makes a repeated kick a no-op."""
+        generation = generation or max(session.sandbox_generation, 1)
+        payload = {
+            "sessionId": session.id,
+            "generation": generation,
+            "probe": {"ready": False, "attempts": 0},
+        }
+        started = self._workflows.start(MACHINE, execution_name(session.id, generation), payload)
+        return Kick(started=started, generation=generation)
+
+    def ensure(self, identity: Identity, session_id: str) -> tuple[Session, Kick | None]:
+        """``POST /api/sandbox``: re-kick a provisioning session, retry a failed one with a new
+        sandbox generation; leave a running or hibernated sandbox alone."""
+        session = owned(self._store.get_session(session_id), identity)
+        if session.status is SessionStatus.ARCHIVED:
+            raise Conflict("Session is archived; unarchive it first", field="sessionId")
+        if session.lifecycle_state is LifecycleState.FAILED:
+            session = self._store.transition(
+                session.id,
+                expect=frozenset({LifecycleState.FAILED}),
+                changes={"lifecycle_state": LifecycleState.PROVISIONING, "lifecycle_error": None},
+                entry=self._entry(session.id, "sandbox.retry", {}),
+            )
+            return session, self.kick(session, session.sandbox_generation + 1)
+        if session.lifecycle_state is LifecycleState.PROVISIONING:
+            return session, self.kick(session)
+        return session, None
+
+    # ------------------------------------------------------------------ steps
+
+    def start(self, session_id: str, generation: int) -> dict[str, Any]:
+        session = self._session(session_id)
+        if session.lifecycle_state is not LifecycleState.PROVISIONING:
+            return {"started": False, "reason": f"session is {session.lifecycle_state}"}
+        claimed = self._store.claim_generation(session_id, generation)
+        if not claimed and session.sandbox and session.sandbox.get("generation") == generation:
+            return {"started": True, "retry": True}
+        read_only = (session.clone_url.removeprefix("file://"),) if _is_local(session) else ()
+        handle = self._driver.start(session_id, generation, read_only_paths=read_only)
+        try:
+            self._store.transition(
+                session_id,
+                expect=PROVISIONING,
+                changes={"sandbox": handle.to_dict()},
+                generation=generation,
+                entry=self._entry(session_id, "sandbox.starting", {"generation": generation}),
+            )
+        except StaleState:
+            self._driver.stop(handle)  # the session moved on (archived, deleted, newer run)
+            raise
+        return {"started": True}
+
+    def probe(self, session_id: str, generation: int, attempts: int) -> dict[str, Any]:
+        handle = self._handle(self._session(session_id), generation)
+        probe = self._driver.probe(handle)
+        if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
+            raise SandboxError(f"sandbox {probe.state}: {probe.reason or 'no reason given'}")
+        if probe.endpoint and probe.endpoint != handle.endpoint:
+            updated = SandboxHandle.from_dict({**handle.to_dict(), "endpoint": probe.endpoint})
+            self._store.transition(
+                session_id,
+                expect=PROVISIONING,
+                changes={"sandbox": updated.to_dict()},
+                generation=generation,
+                entry=None,
+            )
+        ready = probe.state is SandboxState.RUNNING
+        if not ready and attempts + 1 >= self._settings.sandbox_ready_attempts:
+            raise SandboxNotReady(f"sandbox not ready after {attempts + 1} checks: {probe.reason}")
+        return {"ready": ready, "attempts": attempts + 1}
+
+    def prepare(self, session_id: str, generation: int) -> dict[str, Any]:
+        session = self._session(session_id)
+        handle = self._handle(session, generation)
+        if not session.clone_url:
+            return {"branch": None}
+        result = self._workspaces(handle).prepare_workspace(
+            clone_url=session.clone_url,
+            branch=session.branch,
+            is_new_branch=session.is_new_branch,
+            git_name=session.owner_name or session.user_id,
+            git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
+        )
+        return {"branch": result.get("branch")}
+
+    def activate(self, session_id: str, generation: int) -> dict[str, Any]:
+        now = self._clock()
+        settings = self._settings
+        session = self._store.transition(
+            session_id,
+            expect=PROVISIONING,
+            changes={
+                "lifecycle_state": LifecycleState.ACTIVE,
+                "lifecycle_error": None,
+                "last_activity_at": now,
+                "hibernate_after": now + timedelta(seconds=settings.idle_timeout_seconds),
+                "sandbox_expires_at": now + timedelta(seconds=settings.max_lifetime_seconds),
+            },
+            generation=generation,
+            bump_version=True,
+            entry=self._entry(session_id, "sandbox.active", {"generation": generation}),
+        )
+        self._metrics.count("SandboxActive")
+        # Hand-off to the wait-then-hibernate loop arrives with the lifecycle issue.
+        return {"state": str(session.lifecycle_state)}
+
+    def fail(
+        self, session_id: str, generation: int, error: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        message = readable_error(error)
+        try:
+            session = self._session(session_id)
+        except Gone:
+            return {"state": "gone"}
+        handle = session.sandbox
+        if handle is not None and int(handle.get("generation", -1)) == generation:
+            try:
+                self._driver.stop(SandboxHandle.from_dict(handle))
+            except SandboxError as exc:  # stopping is best effort; the error is recorded
+                log.warning("could not stop the half-started sandbox: %s", exc)
+        try:
+            self._store.transition(
+                session_id,
+                expect=PROVISIONING,
+                changes={"lifecycle_state": LifecycleState.FAILED, "lifecycle_error": message},
+                generation=generation,
+                entry=self._entry(session_id, "sandbox.failed", {"error": message}),
+            )
+        except StaleState:
+            return {"state": str(session.lifecycle_state)}
+        self._metrics.count("SandboxFailed")
+        return {"state": LifecycleState.FAILED.value}
+
+    # ---------------------------------------------------------------- helpers
+
+    def _session(self, session_id: str) -> Session:
+        session = self._store.get_session(session_id)
+        if session is None:
+            raise Gone(f"session {session_id} not found")
+        return session
+
+    @staticmethod
+    def _handle(session: Session, generation: int) -> SandboxHandle:
+        if session.sandbox is None or int(session.sandbox.get("generation", -1)) != generation:
+            raise NotFound(f"no sandbox of generation {generation}")
+        return SandboxHandle.from_dict(session.sandbox)
+
+    def _entry(self, session_id: str, kind: str, detail: dict[str, Any]) -> AuditEntry:
+        return AuditEntry(
+            id=self._ids(), session_id=session_id, at=self._clock(), type=kind, detail=detail
+        )
+
+
+def _is_local(session: Session) -> bool:
+    return bool(session.clone_url and session.clone_url.startswith("file://"))
