@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from moto.server import ThreadedMotoServer
-
 from openagents.local.dynamodb import free_port
 from openagents.settings import Settings
 from openagents.store import items

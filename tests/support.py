@@ -17,11 +17,11 @@ from urllib.parse import urlencode
 import httpx
 import uvicorn
 from mangum import Mangum
-
-from functions.api.app import create_app
 from openagents.composition import local_tokens
 from openagents.local.dynamodb import free_port
 from openagents.settings import Mode, Settings
+
+from functions.api.app import create_app
 
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-tests"
 
@@ -34,7 +34,8 @@ class Reply:
 
     @property
     def error(self) -> dict[str, Any]:
-        assert isinstance(self.body, dict) and "error" in self.body, self.body
+        assert isinstance(self.body, dict), self.body
+        assert "error" in self.body, self.body
         return self.body
 
 
@@ -159,9 +160,17 @@ class LambdaApi(Api):
         query: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Reply:
-        claims = None if user is None else {"sub": user, "username": user, **({"name": name} if name else {})}
+        claims = (
+            None
+            if user is None
+            else {"sub": user, "username": user, **({"name": name} if name else {})}
+        )
         body = _encode(json_body, raw_body)
-        hdrs = {"content-type": "application/json", **(headers or {})} if body is not None else dict(headers or {})
+        hdrs = (
+            {"content-type": "application/json", **(headers or {})}
+            if body is not None
+            else dict(headers or {})
+        )
         event = apigw_event(method, path, claims=claims, body=body, query=query, headers=hdrs)
         response = self._handler(event, LambdaContext())  # type: ignore[arg-type]
         text = response.get("body") or ""
@@ -180,7 +189,9 @@ class HttpApi(Api):
         self.settings = settings
         self.base_url = base_url
         self.tokens = local_tokens(settings)
-        self.client = httpx.Client(base_url=base_url, timeout=30, headers={"user-agent": USER_AGENT})
+        self.client = httpx.Client(
+            base_url=base_url, timeout=30, headers={"user-agent": USER_AGENT}
+        )
 
     def token(self, user: str, name: str | None = None) -> str:
         return self.tokens.mint(user, name=name, ttl_seconds=600)
@@ -212,7 +223,9 @@ class HttpApi(Api):
 def local_server(settings: Settings) -> Iterator[str]:
     """Serve the API app on a free 127.0.0.1 port in a thread, as ``openagents dev`` does."""
     port = free_port()
-    config = uvicorn.Config(create_app(lambda: settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        create_app(lambda: settings), host="127.0.0.1", port=port, log_level="warning"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -226,3 +239,44 @@ def local_server(settings: Settings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def export_settings(settings: Settings, monkeypatch: Any) -> None:
+    """Put ``settings`` in the environment: Lambda task handlers (run in process by moto's
+    Step Functions) read their settings from it, as they do on AWS."""
+    for name, value in settings.model_dump(mode="json").items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        monkeypatch.setenv(f"OPENAGENTS_{name.upper()}", text)
+
+
+def git(cwd: Any, *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def make_origin(root: Any) -> Any:
+    """A bare repository with ``main`` (2 commits) and ``feature`` (1 more), like a remote."""
+    from pathlib import Path
+
+    root = Path(root)
+    origin = root / "origin.git"
+    work = root / "seed"
+    git(root, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(root, "init", "-q", "-b", "main", str(work))
+    git(work, "config", "user.email", "seed@example.com")
+    git(work, "config", "user.name", "Seed")
+    (work / "README.md").write_text("# demo\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "initial")
+    (work / "app.py").write_text("print('hello')\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "app")
+    git(work, "checkout", "-qb", "feature")
+    (work / "feature.txt").write_text("feature\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "feature")
+    git(work, "remote", "add", "origin", str(origin))
+    git(work, "push", "-q", "origin", "main", "feature")
+    return origin

@@ -11,7 +11,9 @@ from openagents.composition import Container
 from openagents.domain.errors import Unauthenticated
 from openagents.domain.identity import Identity
 
-BEARER = HTTPBearer(auto_error=False, description="A JWT: Cognito in AWS, `openagents token` locally")
+BEARER = HTTPBearer(
+    auto_error=False, description="A JWT: Cognito in AWS, `openagents token` locally"
+)
 
 
 def container(request: Request) -> Container:

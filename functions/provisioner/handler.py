@@ -10,7 +10,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from openagents.composition import Container, LazyContainer, build
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 

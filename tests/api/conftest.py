@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-
 from openagents.settings import Settings
+
 from tests.support import Api, HttpApi, LambdaApi, local_server
 
 

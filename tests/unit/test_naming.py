@@ -6,7 +6,6 @@ import itertools
 import re
 
 import pytest
-
 from openagents.domain.naming import CITIES, branch_name, chat_title_from_text, city_candidates
 
 SUFFIXED = re.compile(r"^(?P<city>.+) (?P<n>\d+)$")
@@ -117,7 +116,9 @@ def initials(branch: str) -> str:
         (None, "  ", "nb"),
     ],
 )
-def test_branch_name_initials(username: str | None, display_name: str | None, expected: str) -> None:
+def test_branch_name_initials(
+    username: str | None, display_name: str | None, expected: str
+) -> None:
     assert initials(branch_name(username, display_name)) == expected
 
 

@@ -3,8 +3,9 @@
 import json
 from pathlib import Path
 
-from functions.api.app import create_app
 from openagents.settings import Settings
+
+from functions.api.app import create_app
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 

@@ -29,6 +29,7 @@ class Container:
     chats: ChatService
     provisioning: ProvisioningService
     sandbox_tools: SandboxTools
+    driver: SandboxDriver
     bot_policy: BotPolicy
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
 
@@ -80,7 +81,31 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
             SandboxClient,
             isolation=settings.sandbox_isolation,
         )
-    raise ValueError(f"sandbox driver {settings.sandbox_driver!r} is not configured")
+    from openagents.sandbox.fargate import FargateConfig, FargateDriver
+
+    if not (settings.fargate_cluster and settings.fargate_task_definition):
+        raise ValueError("the fargate driver needs OPENAGENTS_FARGATE_CLUSTER and _TASK_DEFINITION")
+    config = FargateConfig(
+        cluster=settings.fargate_cluster,
+        task_definition=settings.fargate_task_definition,
+        subnets=settings.fargate_subnets,
+        security_groups=settings.fargate_security_groups,
+        token_key=key,
+        storage="efs" if settings.fargate_storage == "efs" else "ebs",
+        ebs_role_arn=settings.fargate_ebs_role_arn,
+        volume_size_gib=settings.fargate_volume_size_gib,
+        kms_key_id=settings.fargate_kms_key_id,
+        efs_file_system_id=settings.fargate_efs_file_system_id,
+        artifact_bucket=settings.artifact_bucket,
+    )
+    return FargateDriver(
+        config,
+        _client("ecs", settings),
+        _client("ec2", settings),
+        _client("efs", settings),
+        _client("s3", settings),
+        SandboxClient,
+    )
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
@@ -111,6 +136,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         chats=ChatService(store, settings, utc_now, new_id, metrics),
         provisioning=provisioning,
         sandbox_tools=SandboxTools(store, sandboxd, utc_now, artifacts),
+        driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         local_tokens=local_tokens(settings) if local else None,
     )

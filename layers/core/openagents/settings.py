@@ -65,6 +65,16 @@ class Settings(BaseSettings):
     sandbox_ready_attempts: int = Field(default=60, ge=1)  # probes, one per Wait (1 s)
     sandbox_token_secret_arn: str | None = None  # AWS: key that derives sandbox tokens
     state_machines: dict[str, str] = {}  # AWS: state machine ARNs by name (JSON)
+    # Fargate driver (AWS)
+    fargate_cluster: str | None = None
+    fargate_task_definition: str | None = None
+    fargate_subnets: tuple[str, ...] = ()
+    fargate_security_groups: tuple[str, ...] = ()
+    fargate_storage: str = Field(default="ebs", pattern="^(ebs|efs)$")
+    fargate_ebs_role_arn: str | None = None
+    fargate_volume_size_gib: int = Field(default=20, ge=1, le=16384)
+    fargate_kms_key_id: str | None = None
+    fargate_efs_file_system_id: str | None = None
     sandboxd_path: Path = Path(__file__).resolve().parents[3] / "sandbox" / "sandboxd.py"
     statemachines_dir: Path = Path(__file__).resolve().parents[3] / "infra" / "statemachines"
 

@@ -33,6 +33,7 @@ def dev(
     import uvicorn
 
     from openagents.local.dynamodb import LocalDynamo
+    from openagents.local.stepfunctions import LocalStepFunctions
 
     base = Settings()
     if base.mode is not Mode.LOCAL:
@@ -42,7 +43,17 @@ def dev(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     dynamo = LocalDynamo(base.home, base.table_name, base.region)
     dynamo.start()
-    settings = base.model_copy(update={"dynamodb_endpoint": dynamo.endpoint})
+    machines = LocalStepFunctions(dynamo.endpoint, base.region, base.statemachines_dir).install()
+    # Lambda tasks run in this process and read their settings from the environment, as on AWS.
+    os.environ.update(
+        {
+            "OPENAGENTS_HOME": str(base.home.resolve()),
+            "OPENAGENTS_DYNAMODB_ENDPOINT": dynamo.endpoint,
+            "OPENAGENTS_STEPFUNCTIONS_ENDPOINT": dynamo.endpoint,
+            "OPENAGENTS_STATE_MACHINES": json.dumps(machines),
+        }
+    )
+    settings = Settings()
     stop = threading.Event()
 
     def autosave() -> None:

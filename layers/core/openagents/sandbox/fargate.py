@@ -19,14 +19,16 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import ClientError, WaiterError
 from botocore.waiter import WaiterModel, create_waiter_with_client
 
 from openagents.sandbox.port import (
+    ClientFactory,
     Probe,
+    SandboxdOps,
     SandboxError,
     SandboxHandle,
     SandboxState,
@@ -70,7 +72,7 @@ _COPIED_TASK_DEFINITION_KEYS = (
     "enableFaultInjection",
 )
 # The stock ``snapshot_completed`` waiter has no failure acceptor: an ``error`` snapshot would be
-# polled until the timeout. This one fails at once.
+# polled until the timeout. This one fails at once, and retries a not-yet-visible snapshot.
 _SNAPSHOT_WAITER = WaiterModel(
     {
         "version": 2,
@@ -92,23 +94,13 @@ _SNAPSHOT_WAITER = WaiterModel(
                         "expected": "error",
                         "state": "failure",
                     },
+                    # EC2 is eventually consistent: a new snapshot may not be listed yet
+                    {"matcher": "error", "expected": "InvalidSnapshot.NotFound", "state": "retry"},
                 ],
             }
         },
     }
 )
-
-
-class SandboxdOps(Protocol):
-    """The part of the sandboxd client this driver needs."""
-
-    def health(self) -> dict[str, Any]: ...
-    def sync(self) -> dict[str, Any]: ...
-    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]: ...
-    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]: ...
-
-
-ClientFactory = Callable[[str, str], SandboxdOps]  # (endpoint, token) -> client
 
 
 @dataclass(frozen=True)
@@ -172,9 +164,15 @@ class FargateDriver:
     # -- start ------------------------------------------------------------------------------
 
     def start(
-        self, session_id: str, generation: int, from_snapshot: SnapshotRef | None = None
+        self,
+        session_id: str,
+        generation: int,
+        from_snapshot: SnapshotRef | None = None,
+        read_only_paths: tuple[str, ...] = (),
     ) -> SandboxHandle:
         _check_session_id(session_id)
+        if read_only_paths:
+            raise SandboxError("read-only host paths are a local-driver feature")
         snapshot_id = self._seed_snapshot(from_snapshot)
         volume_id: str | None = None
         if self._config.storage == "efs":
@@ -623,6 +621,13 @@ class FargateDriver:
         errors = response.get("Errors") or []
         if errors:
             raise SandboxError(f"S3 could not delete {errors[0].get('Key')}: {errors[0]['Code']}")
+
+    def close(self) -> None:
+        """Fargate tasks outlive the control plane's processes: nothing to release."""
+
+    def token(self, handle: SandboxHandle) -> str:
+        """The sandbox's bearer token, for the control plane's sandboxd client only."""
+        return self._token(handle.session_id, handle.generation)
 
     def _token(self, session_id: str, generation: int) -> str:
         return sandbox_token(self._config.token_key, session_id, generation)

@@ -132,7 +132,7 @@ class ProvisioningService:
         claimed = self._store.claim_generation(session_id, generation)
         if not claimed and session.sandbox and session.sandbox.get("generation") == generation:
             return {"started": True, "retry": True}
-        read_only = (session.clone_url.removeprefix("file://"),) if _is_local(session) else ()
+        read_only = _local_repo_paths(session)
         handle = self._driver.start(session_id, generation, read_only_paths=read_only)
         try:
             self._store.transition(
@@ -248,5 +248,7 @@ class ProvisioningService:
         )
 
 
-def _is_local(session: Session) -> bool:
-    return bool(session.clone_url and session.clone_url.startswith("file://"))
+def _local_repo_paths(session: Session) -> tuple[str, ...]:
+    """A local repository the sandbox must be able to read (one-machine runtime only)."""
+    url = session.clone_url or ""
+    return (url.removeprefix("file://"),) if url.startswith("file://") else ()

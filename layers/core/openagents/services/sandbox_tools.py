@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -95,7 +96,8 @@ class SandboxTools:
         diff: dict[str, Any] = _sandbox_call(client.git_diff)
         now = self._clock()
         self._artifacts.put(diff_key(session.id), json.dumps(diff).encode())
-        try:
+        # the session may have left `active` meanwhile; the next diff updates the counts
+        with contextlib.suppress(StaleState):
             self._store.transition(
                 session.id,
                 expect=ACTIVE,
@@ -106,8 +108,6 @@ class SandboxTools:
                 },
                 entry=None,
             )
-        except StaleState:
-            pass  # the session left `active` meanwhile; the next diff updates the counts
         return diff
 
     def cached_diff(self, identity: Identity, session_id: str) -> tuple[dict[str, Any], datetime]:

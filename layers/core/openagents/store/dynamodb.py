@@ -124,12 +124,15 @@ class DynamoStore:
     def __init__(self, artifacts: ArtifactStore, inline_message_bytes: int) -> None:
         self._artifacts = artifacts
         self._inline = inline_message_bytes
+        self._connection: tuple[tuple[str, str | None], Connection] | None = None
 
     def _transaction(self) -> TransactWrite:
+        """Transactions share one connection (a new one would reload botocore's models)."""
         meta = SessionItem.Meta
-        return TransactWrite(
-            connection=Connection(region=meta.region, host=getattr(meta, "host", None))
-        )
+        target = (meta.region, getattr(meta, "host", None))
+        if self._connection is None or self._connection[0] != target:
+            self._connection = (target, Connection(region=target[0], host=target[1]))
+        return TransactWrite(connection=self._connection[1])
 
     # ------------------------------------------------------------------ users
 
@@ -555,7 +558,7 @@ class DynamoStore:
             return "unchanged"
         item = MessageItem(f"C#{chat.id}", claim.message_sk)
         try:
-            old = MessageItem.get(f"C#{chat.id}", claim.message_sk, attributes_to_get=["bodyRef"])
+            old = MessageItem.get(f"C#{chat.id}", claim.message_sk)
             item.update(
                 actions=[
                     MessageItem.body.set(body) if body is not None else MessageItem.body.remove(),

@@ -8,5 +8,6 @@ from typing import Any, Protocol
 
 class Workflows(Protocol):
     def start(self, machine: str, name: str, payload: dict[str, Any]) -> bool:
-        """Start an execution named ``name``; False when one of that name already exists."""
+        """Start an execution named ``name``. Idempotent: while one of that name runs with the
+        same input the call succeeds without starting another; once it has ended, False."""
         ...

@@ -1,0 +1,266 @@
+"""A client for sandboxd, the daemon inside every sandbox (protocol: ``sandbox/README.md``).
+
+Standard library only (urllib): it ships in the core Lambda layer. Every failure is a
+``SandboxError`` with a readable message starting ``sandbox request failed:``. When sandboxd
+answered with an error, the exception (a ``SandboxRequestError``) carries ``status`` and
+sandboxd's machine ``code`` and reads ``… status code 404 not_found: …``; when it could not be
+reached or timed out, ``status`` is None.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.client import HTTPException, HTTPResponse
+from typing import Any, BinaryIO, cast
+from urllib.parse import quote, urlencode, urlsplit
+
+from openagents.sandbox.port import SandboxError
+
+CHUNK_BYTES = 1 << 20
+NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
+EXEC_MARGIN_SECONDS = 15.0
+
+JsonObject = dict[str, Any]
+
+
+class SandboxRequestError(SandboxError):
+    """sandboxd answered with a non-2xx status (always set here)."""
+
+    status: int
+
+    def __init__(self, message: str, status: int, code: str | None) -> None:
+        super().__init__(message, status=status, code=code)
+
+
+class SandboxClient:
+    """One method per sandboxd endpoint. ``timeout`` bounds each network wait, in seconds."""
+
+    def __init__(self, endpoint: str, token: str, timeout: float = 30) -> None:
+        if urlsplit(endpoint).scheme not in ("http", "https"):
+            raise SandboxError(f"sandbox endpoint must be an http(s) URL, got {endpoint!r}")
+        self.endpoint = endpoint.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+
+    def __repr__(self) -> str:  # never show the token
+        return f"SandboxClient({self.endpoint!r})"
+
+    # ------------------------------------------------------------------ health, exec
+
+    def health(self) -> JsonObject:
+        return self._json("GET", "/health")
+
+    def exec(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> JsonObject:
+        """Run a shell command (``bash -lc``) or an argv; the result carries exitCode/stdout/…"""
+        body = {
+            "command": command,
+            "argv": argv,
+            "cwd": cwd,
+            "env": env,
+            "timeoutSeconds": timeout_seconds,
+            "maxOutputBytes": max_output_bytes,
+        }
+        wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
+        return self._json("POST", "/exec", body, timeout=wait)
+
+    # ------------------------------------------------------------------ files
+
+    def list_files(self, path: str = ".", depth: int = 1) -> JsonObject:
+        return self._json("GET", "/files", query={"path": path, "depth": depth})
+
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> JsonObject:
+        return self._json("GET", "/files/content", query={"path": path, "maxBytes": max_bytes})
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes:
+        """The file's (first ``max_bytes``) bytes, whichever encoding sandboxd chose."""
+        answer = self.read_file(path, max_bytes)
+        if answer["encoding"] == "base64":
+            return base64.b64decode(answer["content"])
+        return str(answer["content"]).encode("utf-8")
+
+    def write_file(self, path: str, content: str | bytes) -> JsonObject:
+        """Write text (UTF-8) or bytes (sent as base64); parent directories are created."""
+        if isinstance(content, bytes):
+            body = {
+                "path": path,
+                "content": base64.b64encode(content).decode(),
+                "encoding": "base64",
+            }
+        else:
+            body = {"path": path, "content": content, "encoding": "utf-8"}
+        return self._json("PUT", "/files/content", body)
+
+    # ------------------------------------------------------------------ git
+
+    def prepare_workspace(
+        self,
+        clone_url: str,
+        branch: str | None,
+        is_new_branch: bool,
+        git_name: str,
+        git_email: str,
+        token: str | None = None,
+    ) -> JsonObject:
+        """Clone and check out (idempotent); ``token`` reaches git only via an askpass helper."""
+        body = {
+            "cloneUrl": clone_url,
+            "branch": branch,
+            "isNewBranch": is_new_branch,
+            "gitName": git_name,
+            "gitEmail": git_email,
+            "token": token,
+        }
+        wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
+        return self._json("POST", "/workspace/prepare", body, timeout=wait)
+
+    def git_branch(self) -> JsonObject:
+        return self._json("GET", "/git/branch")
+
+    def git_status(self) -> JsonObject:
+        return self._json("GET", "/git/status")
+
+    def git_diff(self) -> JsonObject:
+        return self._json("GET", "/git/diff")
+
+    # ------------------------------------------------------------------ snapshot, restore
+
+    def snapshot_to(self, out: BinaryIO) -> JsonObject:
+        """Stream the workspace archive into ``out`` and return its verified manifest.
+
+        Raises SandboxError when the stream breaks or the manifest disagrees with the bytes
+        received (sha256 and size), so a returned manifest always describes ``out``'s bytes.
+        """
+        hasher = hashlib.sha256()
+        received = 0
+        with self._open("POST", "/snapshot", b"") as response:
+            snapshot_id = response.headers.get("X-Snapshot-Id") or ""
+            for chunk in self._chunks(response, f"snapshot {snapshot_id}"):
+                hasher.update(chunk)
+                received += len(chunk)
+                out.write(chunk)
+        manifest = self.snapshot_manifest(snapshot_id)
+        verify_manifest(manifest, hasher.hexdigest(), received)
+        return manifest
+
+    def snapshot_manifest(self, snapshot_id: str) -> JsonObject:
+        return self._json("GET", f"/snapshots/{quote(snapshot_id, safe='')}/manifest")
+
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> JsonObject:
+        """Stream an archive from ``src`` (chunked) into the sandbox's empty workspace."""
+        headers = {"X-Expected-Sha256": expected_sha256, "Content-Type": "application/zstd"}
+        wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
+        with self._open("POST", "/restore", read_chunks(src), headers, wait) as response:
+            return self._decode(response, "POST /restore")
+
+    def sync(self) -> JsonObject:
+        return self._json("POST", "/sync", {})
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        body: JsonObject | None = None,
+        *,
+        query: dict[str, str | int] | None = None,
+        timeout: float | None = None,
+    ) -> JsonObject:
+        target = f"{path}?{urlencode(query)}" if query else path
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        with self._open(method, target, data, headers, timeout) as response:
+            return self._decode(response, f"{method} {path}")
+
+    def _open(
+        self,
+        method: str,
+        target: str,
+        data: bytes | Iterator[bytes] | None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> HTTPResponse:
+        request = urllib.request.Request(  # noqa: S310 - __init__ allows only http(s)
+            self.endpoint + target,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self._token}", **(headers or {})},
+        )
+        what = f"{method} {urlsplit(target).path}"
+        try:
+            response = urllib.request.urlopen(request, timeout=timeout or self.timeout)  # noqa: S310
+        except urllib.error.HTTPError as error:
+            raise http_failure(error, what) from None
+        except (urllib.error.URLError, OSError, HTTPException) as error:
+            raise transport_failure(error, what) from error
+        return cast(HTTPResponse, response)
+
+    def _decode(self, response: HTTPResponse, what: str) -> JsonObject:
+        try:
+            value = json.loads(response.read())
+        except (OSError, HTTPException) as error:
+            raise transport_failure(error, what) from error
+        except ValueError as error:
+            raise SandboxError(f"sandbox request failed: invalid JSON from {what}") from error
+        if not isinstance(value, dict):
+            raise SandboxError(f"sandbox request failed: {what} did not answer an object")
+        return value
+
+    def _chunks(self, response: HTTPResponse, what: str) -> Iterator[bytes]:
+        try:
+            while chunk := response.read(CHUNK_BYTES):
+                yield chunk
+        except (OSError, HTTPException) as error:
+            raise transport_failure(error, f"{what}: the stream broke") from error
+
+
+def read_chunks(source: BinaryIO) -> Iterator[bytes]:
+    while chunk := source.read(CHUNK_BYTES):
+        yield chunk
+
+
+def verify_manifest(manifest: JsonObject, sha256: str, size: int) -> None:
+    if manifest.get("error"):
+        raise SandboxError(f"sandbox snapshot failed: {manifest['error']}")
+    if manifest.get("sha256") != sha256 or manifest.get("archiveBytes") != size:
+        raise SandboxError(
+            "sandbox snapshot failed verification: received "
+            f"{size} bytes with sha256 {sha256}, manifest says "
+            f"{manifest.get('archiveBytes')} bytes with sha256 {manifest.get('sha256')}"
+        )
+
+
+def http_failure(error: urllib.error.HTTPError, what: str) -> SandboxRequestError:
+    code: str | None = None
+    detail = error.reason
+    try:
+        payload = json.loads(error.read())
+        code, detail = payload.get("code"), payload.get("error", detail)
+    except (ValueError, OSError, HTTPException, AttributeError):
+        pass
+    finally:
+        error.close()
+    label = f"{code}: " if code else ""
+    message = f"sandbox request failed: status code {error.code} {label}{detail} ({what})"
+    return SandboxRequestError(message, error.code, code)
+
+
+def transport_failure(error: BaseException, what: str) -> SandboxError:
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, TimeoutError):
+        return SandboxError(f"sandbox request failed: timed out ({what})")
+    return SandboxError(f"sandbox request failed: connection error ({what}): {reason}")

@@ -1,0 +1,158 @@
+"""The one-machine DynamoDB: moto on 127.0.0.1, its items dumped to the home folder on stop
+and loaded back on the next start."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from openagents import composition
+from openagents.domain.identity import Identity
+from openagents.domain.models import ListFilter, Role
+from openagents.local.dynamodb import DUMP_FILE, LocalDynamo
+from openagents.services.sessions import NewSession
+from openagents.settings import Settings
+from openagents.store import items
+
+ALICE = Identity(user_id="alice", username="alice")
+
+
+class NoMetrics:
+    def count(self, name: str, value: int = 1) -> None:
+        pass
+
+
+@pytest.fixture
+def table() -> str:
+    # moto keeps tables in process-wide memory, shared by every server of this process:
+    # a table name of its own keeps this test apart from the others.
+    return f"openagents-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def started(tmp_path: Path, table: str, moto_endpoint: str) -> Iterator[list[LocalDynamo]]:
+    running: list[LocalDynamo] = []
+    yield running
+    for dynamo in running:
+        dynamo.stop()
+    client = boto3.client("dynamodb", endpoint_url=moto_endpoint, region_name="us-east-1")
+    if table in client.list_tables()["TableNames"]:
+        client.delete_table(TableName=table)
+
+
+def start(home: Path, table: str, running: list[LocalDynamo]) -> LocalDynamo:
+    dynamo = LocalDynamo(home, table, "us-east-1")
+    dynamo.start()
+    running.append(dynamo)
+    return dynamo
+
+
+def services(home: Path, table: str, dynamo: LocalDynamo) -> composition.Container:
+    settings = Settings(
+        home=home,
+        table_name=table,
+        dynamodb_endpoint=dynamo.endpoint,
+        provision_on_create=False,  # no sandbox workflow here
+    )
+    return composition.build(settings, NoMetrics())
+
+
+def drop_table(endpoint: str, table: str) -> None:
+    """Forget the in-memory table, so that only the dump can bring the data back."""
+    client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    client.delete_table(TableName=table)
+    assert table not in client.list_tables()["TableNames"]
+
+
+def test_data_survives_a_restart(
+    tmp_path: Path, table: str, moto_endpoint: str, started: list[LocalDynamo]
+) -> None:
+    home = tmp_path / "home"
+    first = start(home, table, started)
+    app = services(home, table, first)
+    session, chat = app.sessions.create(ALICE, NewSession(title="Persistent"))
+    app.chats.post_message(
+        ALICE,
+        session.id,
+        chat.id,
+        message_id="m-1",
+        role=Role.USER,
+        ui_message={"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "keep me"}]},
+    )
+    second_chat = app.chats.create(ALICE, session.id, "second-chat")
+
+    first.stop()
+    started.remove(first)
+    assert (home / DUMP_FILE).exists()
+    drop_table(moto_endpoint, table)
+
+    second = start(home, table, started)
+    assert second.endpoint != first.endpoint
+    app = services(home, table, second)
+    restored = app.sessions.get(ALICE, session.id)
+    assert restored.title == "Persistent"
+    assert set(restored.chats) == {chat.id, second_chat.id}
+    listed = app.sessions.list(ALICE, ListFilter.ALL, None, None).page.items
+    assert [s.id for s in listed] == [session.id]  # the list index is rebuilt too
+    messages = app.chats.messages(ALICE, session.id, chat.id, None, None).items
+    assert [m.parts["parts"][0]["text"] for m in messages] == ["keep me"]
+    assert app.chats.get(ALICE, session.id, chat.id).chat.title == "keep me"
+    # claims came back as well: the ids are still taken
+    assert app.chats.create(ALICE, session.id, "second-chat").id == "second-chat"
+    assert len(app.chats.list(ALICE, session.id)) == 2
+
+
+def test_start_without_a_dump_is_empty(
+    tmp_path: Path, table: str, started: list[LocalDynamo]
+) -> None:
+    home = tmp_path / "fresh"
+    dynamo = start(home, table, started)
+    assert dynamo.load() == 0
+    app = services(home, table, dynamo)
+    assert app.sessions.list(ALICE, ListFilter.ALL, None, None).page.items == []
+
+
+def test_dump_is_a_json_list_written_atomically(
+    tmp_path: Path, table: str, started: list[LocalDynamo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    dynamo = start(home, table, started)
+    app = services(home, table, dynamo)
+    app.sessions.create(ALICE, NewSession(title="One"))
+
+    count = dynamo.dump()
+
+    path = home / DUMP_FILE
+    rows = json.loads(path.read_text())
+    assert isinstance(rows, list)
+    assert len(rows) == count == 6  # session, chat, chat claim, audit, title, rate counter
+    assert all({"pk", "sk"} <= set(row) for row in rows)
+    assert {row["sk"]["S"] for row in rows} >= {"SESSION", "CID"}
+    assert not [p for p in home.iterdir() if p.name.startswith(".dump-")]
+    good = path.read_bytes()
+
+    app.sessions.create(ALICE, NewSession(title="Two"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dump", broken)  # the dump writes through json.dump
+    with pytest.raises(OSError, match="disk full"):
+        dynamo.dump()
+    assert path.read_bytes() == good  # a failed dump never leaves a half-written file
+    monkeypatch.undo()
+
+    # one more session: session, chat, chat claim, audit entry, title (same rate counter)
+    assert dynamo.dump() == 11
+    assert len(json.loads(path.read_text())) == 11
+
+
+@pytest.fixture(autouse=True)
+def _rebind_after(settings: Settings) -> Iterator[None]:
+    """LocalDynamo binds the process-wide models to its server: point them back."""
+    yield
+    items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)

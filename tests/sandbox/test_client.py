@@ -1,0 +1,100 @@
+"""SandboxClient's failure modes: every one is a SandboxError with a readable message."""
+
+from __future__ import annotations
+
+import io
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from openagents.sandbox.client import (
+    CHUNK_BYTES,
+    SandboxClient,
+    SandboxRequestError,
+    read_chunks,
+    verify_manifest,
+)
+from openagents.sandbox.port import SandboxdOps, SandboxError
+
+from tests.sandbox.conftest import RunningSandbox
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[str]:
+    """A port that accepts connections (backlog) but never answers."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_connection_refused_is_a_sandbox_error() -> None:
+    client = SandboxClient(f"http://127.0.0.1:{closed_port()}", "token", timeout=2)
+    with pytest.raises(
+        SandboxError, match=r"sandbox request failed: connection error \(GET /health\)"
+    ):
+        client.health()
+
+
+def test_a_silent_sandbox_times_out(silent_listener: str) -> None:
+    client = SandboxClient(silent_listener, "token", timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match="sandbox request failed: timed out"):
+        client.health()
+    assert time.monotonic() - started < 3
+
+
+def test_http_errors_carry_status_and_code(sandbox: RunningSandbox) -> None:
+    with pytest.raises(SandboxRequestError) as missing:
+        sandbox.client.read_file("nope.txt")
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+    assert str(missing.value).startswith("sandbox request failed: status code 404 not_found: ")
+    assert "(GET /files/content)" in str(missing.value)
+    with pytest.raises(SandboxRequestError, match="status code 401 unauthorized") as denied:
+        SandboxClient(sandbox.endpoint, "wrong-token").health()
+    assert denied.value.status == 401
+
+
+def test_the_token_is_never_shown() -> None:
+    client = SandboxClient("http://127.0.0.1:1", "very-secret-token")
+    assert "very-secret-token" not in repr(client)
+    with pytest.raises(SandboxError, match="http"):
+        SandboxClient("file:///etc/passwd", "token")
+
+
+def test_restore_streams_in_chunks() -> None:
+    source = io.BytesIO(b"x" * (CHUNK_BYTES * 2 + 5))
+    assert [len(chunk) for chunk in read_chunks(source)] == [CHUNK_BYTES, CHUNK_BYTES, 5]
+
+
+def test_a_manifest_must_match_the_received_bytes() -> None:
+    good = {"id": "s", "sha256": "a" * 64, "archiveBytes": 10}
+    verify_manifest(good, "a" * 64, 10)
+    with pytest.raises(SandboxError, match="failed verification"):
+        verify_manifest(good, "b" * 64, 10)
+    with pytest.raises(SandboxError, match="failed verification"):
+        verify_manifest(good, "a" * 64, 11)
+    with pytest.raises(SandboxError, match="snapshot failed: tar exited"):
+        verify_manifest({"id": "s", "error": "tar exited with 2"}, "a" * 64, 10)
+
+
+def test_snapshot_to_a_file_object(sandbox: RunningSandbox) -> None:
+    sandbox.client.write_file("big.bin", bytes(range(256)) * 20_000)
+    sink = io.BytesIO()
+    manifest = sandbox.client.snapshot_to(sink)
+    assert manifest["archiveBytes"] == len(sink.getvalue()) > 0
+    assert (manifest["fileCount"], manifest["bytes"]) == (1, 5_120_000)
+
+
+def test_the_client_fits_the_driver_port() -> None:
+    ops: SandboxdOps = SandboxClient("http://127.0.0.1:1", "token")  # checked by mypy
+    assert callable(ops.snapshot_to)
+    assert callable(ops.restore_from)
