@@ -280,3 +280,40 @@ def make_origin(root: Any) -> Any:
     git(work, "remote", "add", "origin", str(origin))
     git(work, "push", "-q", "origin", "main", "feature")
     return origin
+
+
+@contextmanager
+def provisioning_runtime(
+    settings: Settings, moto_endpoint: str, monkeypatch: Any
+) -> Iterator[Settings]:
+    """Settings with provisioning on: the real ASL in moto's Step Functions, the provisioner
+    task in process, sandboxes from the local driver. Waits for every execution on exit and
+    stops the sandboxes the tasks started."""
+    import boto3
+    from openagents.local.stepfunctions import LocalStepFunctions
+
+    from functions.provisioner import handler as provisioner
+
+    machines = LocalStepFunctions(
+        moto_endpoint, settings.region, settings.statemachines_dir
+    ).install()
+    live = settings.model_copy(
+        update={
+            "provision_on_create": True,
+            "state_machines": machines,
+            "stepfunctions_endpoint": moto_endpoint,
+            "sandbox_ready_attempts": 20,
+        }
+    )
+    export_settings(live, monkeypatch)
+    try:
+        yield live
+    finally:
+        sfn = boto3.client("stepfunctions", endpoint_url=moto_endpoint, region_name=live.region)
+        deadline = time.monotonic() + 60
+        machine = machines["provisioning"]
+        while sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("provisioning executions still running")
+            time.sleep(0.2)
+        provisioner.runtime.get(live).driver.close()

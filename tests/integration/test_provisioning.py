@@ -14,13 +14,11 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.local.stepfunctions import LocalStepFunctions
 from openagents.sandbox.port import SandboxHandle, SandboxState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
-from functions.provisioner import handler as provisioner
-from tests.support import export_settings, make_origin
+from tests.support import make_origin, provisioning_runtime
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
 
@@ -37,30 +35,8 @@ class Counter:
 def runtime(
     settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Container]:
-    machines = LocalStepFunctions(
-        moto_endpoint, settings.region, settings.statemachines_dir
-    ).install()
-    live = settings.model_copy(
-        update={
-            "provision_on_create": True,
-            "state_machines": machines,
-            "stepfunctions_endpoint": moto_endpoint,
-            "sandbox_ready_attempts": 20,
-        }
-    )
-    export_settings(live, monkeypatch)
-    container = build(live, Counter())
-    yield container
-    _drain(moto_endpoint, machines["provisioning"])  # no execution may outlive the test's env
-    provisioner.runtime.get(live).driver.close()  # stops the sandboxes the tasks started
-
-
-def _drain(endpoint: str, machine_arn: str) -> None:
-    sfn = boto3.client("stepfunctions", endpoint_url=endpoint, region_name="us-east-1")
-    deadline = time.monotonic() + 60
-    while sfn.list_executions(stateMachineArn=machine_arn, statusFilter="RUNNING")["executions"]:
-        assert time.monotonic() < deadline, "provisioning executions still running"
-        time.sleep(0.2)
+    with provisioning_runtime(settings, moto_endpoint, monkeypatch) as live:
+        yield build(live, Counter())
 
 
 def wait_for(container: Container, session_id: str, states: set[LifecycleState]) -> Session:
