@@ -6,6 +6,15 @@ export AWS_EC2_METADATA_DISABLED := true
 export POWERTOOLS_TRACE_DISABLED := 1
 
 .PHONY: help install dev test unit integration api lint format typecheck clean
+.PHONY: build synth deploy infra-tests
+
+# The CDK CLI (package.json pins it): no telemetry, no version check, no IMDS probing
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 18,20
+CDK := npx --no-install cdk
+STAGE ?= dev
+CDK_ARGS ?=
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -42,6 +51,22 @@ lint: install  ## ruff (lint + format check) and mypy on the whole tree
 format: install  ## apply ruff's fixes and formatting
 	.venv/bin/ruff check --fix .
 	.venv/bin/ruff format .
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+build: install  ## stage Lambda assets in .build/ (deps layer: arm64, Python 3.12) and print sizes
+	$(PY) -m infra.build
+
+synth: install node_modules/.installed build  ## cdk synth to cdk.out/ (no AWS credentials needed)
+	$(CDK) synth --quiet -c stage=$(STAGE) $(CDK_ARGS)
+
+deploy: install node_modules/.installed build  ## cdk deploy OpenAgents-$(STAGE) (AWS credentials)
+	$(CDK) deploy -c stage=$(STAGE) $(CDK_ARGS)
+
+infra-tests: install  ## CDK assertions, cdk-nag, cfn-lint, least privilege (no AWS, no Docker)
+	$(PY) -m pytest tests/infra
 
 clean:  ## remove build and test output (keeps .openagents/ state)
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out .build

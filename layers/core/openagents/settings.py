@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,7 +24,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OPENAGENTS_", extra="ignore", frozen=True)
 
     mode: Mode = Mode.LOCAL
-    region: str = "us-east-1"
+    region: str = Field(
+        default="us-east-1",
+        validation_alias=AliasChoices("OPENAGENTS_REGION", "AWS_REGION", "region"),
+    )  # Lambda sets AWS_REGION
 
     # one-machine runtime
     home: Path = Path(".openagents")

@@ -823,7 +823,7 @@ def _session(item: SessionItem) -> Session:
     """Full items and list-index projections both map here (absent fields take defaults)."""
     values: dict[str, Any] = {
         "id": item.id,
-        "user_id": item.user_id,
+        "user_id": item.user_id or item.user_status.rsplit("#", 1)[0],
         "title": item.title,
         "status": item.status,
         "repo_owner": item.repo_owner,

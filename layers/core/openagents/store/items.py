@@ -33,9 +33,21 @@ from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
 
 LIST_FIELDS = [
-    "id", "title", "status", "repoOwner", "repoName", "branch", "linesAdded", "linesRemoved",
-    "prNumber", "prStatus", "lifecycleState", "createdAt", "updatedAt", "chats", "userId",
-]  # fmt: skip
+    "id",
+    "title",
+    "status",
+    "repoOwner",
+    "repoName",
+    "branch",
+    "linesAdded",
+    "linesRemoved",
+    "prNumber",
+    "prStatus",
+    "lifecycleState",
+    "createdAt",
+    "updatedAt",
+    "chats",
+]  # fmt: skip  (userId is a key of byUser and part of userStatus: never a projected attribute)
 
 
 class _Base(Model):

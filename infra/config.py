@@ -1,0 +1,121 @@
+"""Typed stage configuration, read once from CDK context (``cdk.json`` or ``-c key=value``).
+
+| context key | default | meaning |
+|---|---|---|
+| ``stage`` | ``dev`` | names the stack ``OpenAgents-<stage>`` and tags every resource |
+| ``prod`` | ``false`` | RETAIN on data, deletion protection, longer log retention, MFA required |
+| ``protection`` | ``false`` | create a CloudFront-scope WAF web ACL (stack must be in us-east-1) |
+| ``webAclArn`` | - | attach an existing CloudFront-scope web ACL instead (any region) |
+| ``jwtIssuer`` / ``jwtAudience`` | - | trust an existing OIDC issuer instead of creating Cognito |
+| ``spaOrigins`` | - | extra browser origins allowed by CORS (comma-separated), e.g. a dev server |
+| ``buildDir`` | ``.build`` | where ``make build`` staged the assets |
+| ``depsLayerDir`` | ``<buildDir>/layers/deps`` | the deps layer (tests: a tiny placeholder) |
+| ``account`` / ``region`` | ``CDK_DEFAULT_*`` | the target; unset: env-agnostic |
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from constructs import Node
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+WAF_REGION = "us-east-1"  # CloudFront-scope web ACLs live in us-east-1, whatever the stack's
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def _optional(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    stage: str = "dev"
+    prod: bool = False
+    protection: bool = False
+    web_acl_arn: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: tuple[str, ...] = ()
+    spa_origins: tuple[str, ...] = ()
+    build_dir: Path = ROOT / ".build"
+    deps_layer_dir: Path | None = None
+    account: str | None = None
+    region: str | None = None
+
+    def __post_init__(self) -> None:
+        if not STAGE_PATTERN.match(self.stage):
+            raise ValueError(f"stage {self.stage!r}: lowercase letters, digits and '-', <= 20")
+        if bool(self.jwt_issuer) != bool(self.jwt_audience):
+            raise ValueError("jwtIssuer and jwtAudience go together")
+        if self.jwt_issuer and not self.jwt_issuer.startswith("https://"):
+            raise ValueError("jwtIssuer must be an https:// URL")
+        if self.protection and self.web_acl_arn:
+            raise ValueError("protection (create a web ACL) and webAclArn (use one) exclude")
+        if self.protection and self.region not in (None, WAF_REGION):
+            raise ValueError(
+                f"protection creates a CloudFront-scope web ACL, which must live in {WAF_REGION}: "
+                f"deploy this stack to {WAF_REGION}, or create the ACL there and pass webAclArn "
+                "(docs/deploy.md, 'Protection')"
+            )
+        for origin in self.spa_origins:
+            if not re.match(r"^https?://[^/\s*]+$", origin):
+                raise ValueError(f"spaOrigins: {origin!r} is not a scheme://host[:port] origin")
+
+    @property
+    def stack_name(self) -> str:
+        return f"OpenAgents-{self.stage}"
+
+    @property
+    def create_user_pool(self) -> bool:
+        return self.jwt_issuer is None
+
+    @property
+    def deps_layer(self) -> Path:
+        return self.deps_layer_dir or self.build_dir / "layers" / "deps"
+
+    def function_asset(self, name: str) -> Path:
+        return self.build_dir / "functions" / name
+
+    @property
+    def core_layer(self) -> Path:
+        return self.build_dir / "layers" / "core"
+
+    @classmethod
+    def from_context(cls, node: Node) -> StageConfig:
+        def get(key: str) -> Any:
+            return node.try_get_context(key)
+
+        build_dir = Path(get("buildDir") or ROOT / ".build")
+        deps = get("depsLayerDir")
+        return cls(
+            stage=str(get("stage") or "dev"),
+            prod=_bool(get("prod") or False),
+            protection=_bool(get("protection") or False),
+            web_acl_arn=_optional(get("webAclArn")),
+            jwt_issuer=_optional(get("jwtIssuer")),
+            jwt_audience=_list(get("jwtAudience")),
+            spa_origins=tuple(o.rstrip("/") for o in _list(get("spaOrigins"))),
+            build_dir=build_dir if build_dir.is_absolute() else ROOT / build_dir,
+            deps_layer_dir=(Path(deps) if Path(deps).is_absolute() else ROOT / deps)
+            if deps
+            else None,
+            account=_optional(get("account")) or os.environ.get("CDK_DEFAULT_ACCOUNT"),
+            region=_optional(get("region")) or os.environ.get("CDK_DEFAULT_REGION"),
+        )

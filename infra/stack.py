@@ -1,0 +1,83 @@
+"""The stack: composes the capability constructs, tags them and exports what people need.
+It defines no resources of its own."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Environment, Stack, Tags
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.api import Api
+from infra.constructs.buckets import AccessLogs
+from infra.constructs.data import Data
+from infra.constructs.events import Events
+from infra.constructs.function import Layers
+from infra.constructs.identity import Identity
+from infra.constructs.protection import Protection
+from infra.constructs.web import Web
+
+# Output keys (stable logical ids): docs/deploy.md and scripts read them.
+OUTPUTS = {
+    "AppUrl": "the SPA, and the API under /api/*",
+    "ApiUrl": "the HTTP API's own endpoint (execute-api)",
+    "TableName": "the DynamoDB table",
+    "ArtifactBucketName": "large message bodies, bundles, snapshots",
+    "WebBucketName": "upload the built SPA here",
+    "DistributionId": "CloudFront distribution (for invalidations)",
+    "EventBusName": "domain events",
+    "UserPoolId": "Cognito user pool (when the stack creates it)",
+    "UserPoolClientId": "the SPA's public client id (when the stack creates it)",
+    "HostedUiUrl": "Cognito hosted UI base URL (when the stack creates it)",
+}
+
+
+class OpenAgentsStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, config: StageConfig) -> None:
+        env = Environment(account=config.account, region=config.region)
+        super().__init__(scope, id, env=env, description="Open Agents on AWS: control plane")
+        self.config = config
+        Tags.of(self).add("project", "openagents")
+        Tags.of(self).add("stage", config.stage)
+
+        access_logs = AccessLogs(self, "AccessLogs", config=config)
+        self.data = Data(self, "Data", config=config, access_logs=access_logs.bucket)
+        self.events = Events(self, "Events", config=config)
+        web_acl_arn = config.web_acl_arn
+        if config.protection:
+            self.protection = Protection(self, "Protection", config=config)
+            web_acl_arn = self.protection.arn
+        self.web = Web(
+            self, "Web", config=config, access_logs=access_logs.bucket, web_acl_arn=web_acl_arn
+        )
+        self.identity = Identity(
+            self, "Identity", config=config, app_urls=[self.web.url, *config.spa_origins]
+        )
+        layers = Layers(self, "Layers", config=config)
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            data=self.data,
+            layers=layers,
+            authorizer=self.identity.authorizer,
+        )
+        self.web.add_api(self.api.domain_name)
+        self._outputs()
+
+    def _output(self, key: str, value: str | None) -> None:
+        if value is not None:
+            CfnOutput(self, key, value=value, description=OUTPUTS[key]).override_logical_id(key)
+
+    def _outputs(self) -> None:
+        self._output("AppUrl", self.web.url)
+        self._output("ApiUrl", self.api.url)
+        self._output("TableName", self.data.table.table_name)
+        self._output("ArtifactBucketName", self.data.artifacts.bucket_name)
+        self._output("WebBucketName", self.web.bucket.bucket_name)
+        self._output("DistributionId", self.web.distribution.distribution_id)
+        self._output("EventBusName", self.events.bus.event_bus_name)
+        identity = self.identity
+        if identity.user_pool is not None and identity.client is not None:
+            self._output("UserPoolId", identity.user_pool.user_pool_id)
+            self._output("UserPoolClientId", identity.client.user_pool_client_id)
+            self._output("HostedUiUrl", identity.hosted_ui_url)

@@ -1,0 +1,145 @@
+"""Api: the Lambda's shape, the routes' authorizer, the stage, CORS and the user pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+from infra.constructs.api import PROXY_PATH, PUBLIC_ROUTES
+from tests.infra.conftest import SPA_ORIGIN, Synth
+
+PUBLIC_ROUTE_KEYS = {f"{method} {path}" for method, path in PUBLIC_ROUTES}
+
+
+def _function(synth: Synth) -> dict[str, Any]:
+    props: dict[str, Any] = synth.one("AWS::Lambda::Function")[1]["Properties"]
+    return props
+
+
+def test_api_function_runtime_and_shape(dev: Synth) -> None:
+    props = _function(dev)
+    assert props["Handler"] == "functions.api.handler.lambda_handler"
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    assert props["MemorySize"] == 1024
+    assert props["Timeout"] == 29
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"]["LogFormat"] == "JSON"
+    assert len(props["Layers"]) == 2
+    log_group = dev.logical_id(dev.stack.api.function.log_group)
+    assert props["LoggingConfig"]["LogGroup"] == {"Ref": log_group}
+
+
+def test_api_function_environment(dev: Synth) -> None:
+    env = _function(dev)["Environment"]["Variables"]
+    assert env == {
+        "OPENAGENTS_MODE": "aws",
+        "OPENAGENTS_REGION": {"Ref": "AWS::Region"},
+        "OPENAGENTS_TABLE_NAME": {"Ref": dev.logical_id(dev.stack.data.table)},
+        "OPENAGENTS_ARTIFACT_BUCKET": {"Ref": dev.logical_id(dev.stack.data.artifacts)},
+        "POWERTOOLS_SERVICE_NAME": "openagents-api",
+        "POWERTOOLS_METRICS_NAMESPACE": "OpenAgents",
+        "OPENAGENTS_PROVISION_ON_CREATE": "false",
+    }
+
+
+def test_log_groups_have_retention(dev: Synth, prod: Synth) -> None:
+    for synth, days in ((dev, 30), (prod, 365)):
+        groups = synth.resources("AWS::Logs::LogGroup")
+        assert groups
+        for group in groups.values():
+            assert group["Properties"]["RetentionInDays"] == days
+
+
+def test_authorizer_on_every_route_but_the_public_ones(dev: Synth) -> None:
+    routes = {
+        r["Properties"]["RouteKey"]: r["Properties"]
+        for r in dev.resources("AWS::ApiGatewayV2::Route").values()
+    }
+    assert f"ANY {PROXY_PATH}" in routes
+    assert "GET /api/health" in PUBLIC_ROUTE_KEYS
+    authorizer = dev.one("AWS::ApiGatewayV2::Authorizer")[0]
+    for key, props in routes.items():
+        if key in PUBLIC_ROUTE_KEYS:
+            assert props["AuthorizationType"] == "NONE", key
+            assert "AuthorizerId" not in props
+        else:
+            assert props["AuthorizationType"] == "JWT", key
+            assert props["AuthorizerId"] == {"Ref": authorizer}, key
+    assert set(routes) - PUBLIC_ROUTE_KEYS, "at least one protected route"
+    assert not any(k.startswith("$default") for k in routes), "no unauthenticated catch-all"
+
+
+def test_jwt_authorizer_trusts_the_created_user_pool(dev: Synth) -> None:
+    pool = dev.logical_id(dev.stack.identity.user_pool)
+    client = dev.logical_id(dev.stack.identity.client)
+    dev.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Authorizer",
+        {
+            "AuthorizerType": "JWT",
+            "IdentitySource": ["$request.header.Authorization"],
+            "JwtConfiguration": {
+                "Audience": [{"Ref": client}],
+                "Issuer": {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "https://cognito-idp.",
+                            {"Ref": "AWS::Region"},
+                            ".amazonaws.com/",
+                            {"Ref": pool},
+                        ],
+                    ]
+                },
+            },
+        },
+    )
+
+
+def test_spa_client_is_public_with_code_flow(dev: Synth) -> None:
+    dev.template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient",
+        {
+            "GenerateSecret": False,
+            "AllowedOAuthFlows": ["code"],
+            "AllowedOAuthFlowsUserPoolClient": True,
+            "AllowedOAuthScopes": ["openid", "email", "profile"],
+            "CallbackURLs": Match.array_with([f"{SPA_ORIGIN}/"]),
+        },
+    )
+    dev.template.has_resource_properties(
+        "AWS::Cognito::UserPool",
+        {
+            "AdminCreateUserConfig": {"AllowAdminCreateUserOnly": True},
+            "Policies": {"PasswordPolicy": Match.object_like({"MinimumLength": 12})},
+        },
+    )
+
+
+def test_stage_throttles_and_logs_access(dev: Synth) -> None:
+    _, stage = dev.one("AWS::ApiGatewayV2::Stage")
+    props = stage["Properties"]
+    assert props["StageName"] == "$default"
+    assert props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 100, "ThrottlingRateLimit": 50}
+    logs = dev.logical_id(dev.stack.api.access_logs)
+    assert props["AccessLogSettings"]["DestinationArn"] == {"Fn::GetAtt": [logs, "Arn"]}
+    assert "$context.requestId" in props["AccessLogSettings"]["Format"]
+
+
+def test_cors_allows_only_the_spa_origins(dev: Synth, prod: Synth) -> None:
+    _, api = dev.one("AWS::ApiGatewayV2::Api")
+    cors = api["Properties"]["CorsConfiguration"]
+    assert cors["AllowOrigins"] == [SPA_ORIGIN]
+    assert "authorization" in cors["AllowHeaders"]
+    assert cors.get("AllowCredentials") in (None, False)
+    # same-origin through CloudFront needs no CORS: without spaOrigins there is none
+    _, api = prod.one("AWS::ApiGatewayV2::Api")
+    assert "CorsConfiguration" not in api["Properties"]
+
+
+def test_outputs(dev: Synth) -> None:
+    for key in ("AppUrl", "ApiUrl", "TableName", "ArtifactBucketName", "WebBucketName",
+                "DistributionId", "UserPoolId", "UserPoolClientId", "HostedUiUrl"):  # fmt: skip
+        dev.template.has_output(key, {"Value": Match.any_value()})
