@@ -1,6 +1,6 @@
 # The single interface: CI calls these targets, and so do people.
 SHELL := /bin/bash
-UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV ?= $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 PY := .venv/bin/python
 export AWS_EC2_METADATA_DISABLED := true
 export POWERTOOLS_TRACE_DISABLED := 1
@@ -19,10 +19,8 @@ CDK_ARGS ?=
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(UV):
-	python3 -m pip install --user --quiet uv==0.13.9
-
-.venv/.installed: pyproject.toml uv.lock | $(UV)
+.venv/.installed: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
 	$(UV) sync --frozen --all-extras
 	touch $@
 
