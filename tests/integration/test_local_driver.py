@@ -1,0 +1,141 @@
+"""The local sandbox driver with real sandboxd processes: isolation, limits, snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openagents.sandbox.client import SandboxClient
+from openagents.sandbox.local import LocalDriver
+from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
+from openagents.settings import Settings
+
+KEY = b"k" * 32
+SANDBOXD = Settings().sandboxd_path
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> Iterator[LocalDriver]:
+    local = LocalDriver(tmp_path / "home", SANDBOXD, KEY, SandboxClient)
+    yield local
+    local.close()
+
+
+def client(driver: LocalDriver, handle: SandboxHandle) -> SandboxClient:
+    assert handle.endpoint is not None
+    return SandboxClient(handle.endpoint, driver.token(handle))
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_start_is_idempotent_and_probe_follows_the_process(driver: LocalDriver) -> None:
+    handle = driver.start("s1", 1)
+    assert driver.probe(handle).state is SandboxState.RUNNING
+    assert driver.start("s1", 1) == handle  # a retried start returns the running sandbox
+    driver.stop(handle)
+    assert driver.probe(handle).state is SandboxState.STOPPED
+    driver.stop(handle)  # stopping twice is fine
+    unknown = SandboxHandle(driver="local", session_id="nope", generation=1, ref="999999")
+    assert driver.probe(unknown).state is SandboxState.GONE
+
+
+def test_tokens_differ_per_generation_and_gate_sandboxd(driver: LocalDriver) -> None:
+    first = driver.start("s2", 1)
+    second = driver.start("s2", 2)
+    assert driver.token(first) != driver.token(second)
+    assert first.endpoint is not None
+    with pytest.raises(SandboxError) as refused:
+        SandboxClient(first.endpoint, driver.token(second)).health()
+    assert refused.value.status == 401
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_bubblewrap_confines_the_sandbox(driver: LocalDriver, tmp_path: Path) -> None:
+    assert driver.isolated
+    handle = driver.start("s3", 1)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    sandbox = client(driver, handle)
+    looked = sandbox.exec(command=f"cat {outside}; id -u; cat /proc/self/status | grep CapEff")
+    assert "secret" not in looked["stdout"]  # the host's files are not there
+    assert "CapEff:\t0000000000000000" in looked["stdout"]  # no capabilities at all
+    wrote = sandbox.exec(command="touch /usr/evil")
+    assert wrote["exitCode"] != 0  # the system is read-only
+    assert sandbox.exec(command="echo ok > inside.txt")["exitCode"] == 0
+    workspace = tmp_path / "home" / "sandboxes" / "s3" / "1" / "workspace"
+    assert (workspace / "inside.txt").read_text() == "ok\n"
+
+
+def test_file_size_limit_applies(tmp_path: Path) -> None:
+    from openagents.sandbox.local import LocalLimits
+
+    small = LocalDriver(
+        tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=LocalLimits(file_size_bytes=1 << 20)
+    )
+    try:
+        handle = small.start("s4", 1)
+        result = client(small, handle).exec(command="head -c 2000000 /dev/zero > big.bin")
+        assert result["exitCode"] != 0
+    finally:
+        small.close()
+
+
+def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: Path) -> None:
+    # Given a workspace with a git repository, text and binary files
+    handle = driver.start("s5", 1)
+    sandbox = client(driver, handle)
+    sandbox.exec(
+        command=(
+            "git init -q -b main && git config user.email t@e && git config user.name T && "
+            "mkdir -p src/deep && for i in $(seq 1 50); do echo line $i > src/deep/f$i.txt; done "
+            "&& head -c 300000 /dev/urandom > blob.bin && git add -A && git commit -qm one "
+            "&& echo dirty > src/uncommitted.txt"
+        )
+    )
+    workspace = tmp_path / "home" / "sandboxes" / "s5" / "1" / "workspace"
+    before = tree(workspace)
+    # When it is snapshotted, and a new generation starts from the snapshot
+    ref = driver.snapshot(handle)
+    assert Path(ref.id).exists()
+    assert ref.sha256 == hashlib.sha256(Path(ref.id).read_bytes()).hexdigest()
+    assert ref.manifest["fileCount"] >= 52
+    driver.stop(handle)
+    restored = driver.start("s5", 2, from_snapshot=ref)
+    # Then every file is back, byte for byte, with git's HEAD and uncommitted work
+    assert tree(tmp_path / "home" / "sandboxes" / "s5" / "2" / "workspace") == before
+    status = client(driver, restored).git_status()
+    assert status["untrackedCount"] == 1
+    driver.delete_snapshot(ref)
+    assert not Path(ref.id).exists()
+    driver.delete_snapshot(ref)  # deleting twice is fine
+
+
+def test_a_corrupted_snapshot_is_refused(driver: LocalDriver) -> None:
+    handle = driver.start("s6", 1)
+    client(driver, handle).exec(command="echo data > a.txt")
+    ref = driver.snapshot(handle)
+    data = bytearray(Path(ref.id).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(ref.id).write_bytes(bytes(data))
+    with pytest.raises(SandboxError):
+        driver.start("s6", 2, from_snapshot=ref)
+    bogus = SnapshotRef(
+        driver="local",
+        id=str(Path(ref.id).with_name("missing.tar.zst")),
+        session_id="s6",
+        generation=1,
+        size_bytes=1,
+        sha256="0" * 64,
+        created_at=ref.created_at,
+    )
+    with pytest.raises(SandboxError, match="not found"):
+        driver.start("s6", 3, from_snapshot=bogus)
