@@ -289,7 +289,6 @@ def provisioning_runtime(
     """Settings with provisioning on: the real ASL in moto's Step Functions, the provisioner
     task in process, sandboxes from the local driver. Waits for every execution on exit and
     stops the sandboxes the tasks started."""
-    import boto3
     from openagents.local.stepfunctions import LocalStepFunctions
 
     from functions.provisioner import handler as provisioner
@@ -309,11 +308,28 @@ def provisioning_runtime(
     try:
         yield live
     finally:
-        sfn = boto3.client("stepfunctions", endpoint_url=moto_endpoint, region_name=live.region)
-        deadline = time.monotonic() + 60
-        machine = machines["provisioning"]
-        while sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]:
-            if time.monotonic() > deadline:
-                raise RuntimeError("provisioning executions still running")
-            time.sleep(0.2)
+        _stop_executions(moto_endpoint, live.region, list(machines.values()))
         provisioner.runtime.get(live).driver.close()
+
+
+def _stop_executions(endpoint: str, region: str, machines: list[str]) -> None:
+    """No execution may outlive the test: its tasks would run with another test's settings."""
+    import boto3
+
+    sfn = boto3.client("stepfunctions", endpoint_url=endpoint, region_name=region)
+    deadline = time.monotonic() + 60
+    while True:
+        running = [
+            run["executionArn"]
+            for machine in machines
+            for run in sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")[
+                "executions"
+            ]
+        ]
+        if not running:
+            return
+        for arn in running:
+            sfn.stop_execution(executionArn=arn, cause="test finished")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"executions still running: {running}")
+        time.sleep(0.2)

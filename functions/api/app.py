@@ -16,6 +16,7 @@ from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.settings import Settings
 
 from functions.api import errors
+from functions.api.limits import BodyLimit
 from functions.api.routes import chats, sandbox, sessions
 
 SERVICE = "openagents-api"
@@ -66,14 +67,7 @@ def create_app(
             or str(uuid.uuid4())
         )
         logger.set_correlation_id(correlation_id)
-        limit = app.state.container().settings.max_message_bytes + REQUEST_OVERHEAD_BYTES
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > limit:
-            response: Response = errors.error_response(
-                413, "payload_too_large", f"Request body is larger than {limit} bytes", "body"
-            )
-        else:
-            response = await call_next(request)
+        response = await call_next(request)
         response.headers["x-correlation-id"] = correlation_id
         logger.info(
             "request",
@@ -86,6 +80,11 @@ def create_app(
         if metrics.metric_set:
             metrics.flush_metrics()
         return response
+
+    app.add_middleware(
+        BodyLimit,
+        limit=lambda: app.state.container().settings.max_message_bytes + REQUEST_OVERHEAD_BYTES,
+    )
 
     @app.get("/api/health", tags=["ops"])
     def health() -> dict[str, str]:

@@ -333,3 +333,59 @@ class CachedDiffOut(Out):
     data: DiffOut
     cached_at: datetime
     is_stale: Literal[True] = True
+
+
+class SessionRef(Body):
+    session_id: str = Field(min_length=1, max_length=64)
+
+
+class ActivityIn(SessionRef):
+    turn: Literal["start", "end"] | None = Field(
+        default=None, description="An agent marks a turn in progress (start, heartbeat) or done"
+    )
+
+
+class ActivityOut(Out):
+    success: bool
+    reason: str | None = None
+
+
+class LifecycleTimes(Out):
+    server_time: int = Field(description="Milliseconds since the epoch, as every time here")
+    state: LifecycleState | None
+    last_activity_at: int | None
+    hibernate_after: int | None
+    sandbox_expires_at: int | None
+    error: str | None
+
+
+class SnapshotInfo(Out):
+    id: str
+    created_at: int
+    size_bytes: int
+
+
+class SandboxStatusOut(Out):
+    status: Literal["active", "paused", "no_sandbox"]
+    has_snapshot: bool
+    lifecycle_version: int
+    lifecycle: LifecycleTimes
+    snapshot: SnapshotInfo | None
+
+
+class ExtendOut(Out):
+    success: Literal[True] = True
+    expires_at: int
+    extended_by: int = Field(description="Milliseconds added")
+
+
+class PauseOut(Out):
+    success: Literal[True] = True
+    hibernating: bool
+
+
+class ResumeOut(Out):
+    success: Literal[True] = True
+    already_running: bool = False
+    restoring: bool = False
+    restored_from: str | None = None

@@ -4,6 +4,7 @@ Lambda in process and real sandboxes (sandboxd processes) from the local driver.
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,7 +113,9 @@ def test_a_failed_clone_marks_the_session_failed_and_stops_the_sandbox(
     failed = wait_for(container, session.id, {LifecycleState.FAILED, LifecycleState.ACTIVE})
     assert failed.lifecycle_state is LifecycleState.FAILED
     assert (failed.lifecycle_error or "").startswith("Provisioning failed")
-    handle = SandboxHandle.from_dict(failed.sandbox or {})
+    assert failed.sandbox is None  # the handle of the stopped sandbox is dropped
+    recorded = container.settings.home / "sandboxes" / session.id / "1" / "sandbox.json"
+    handle = SandboxHandle.from_dict(json.loads(recorded.read_text()))
     probe = container.driver.probe(handle)
     assert probe.state in {SandboxState.STOPPED, SandboxState.GONE}
     events = container.sessions.events(ALICE, session.id, None, None).items

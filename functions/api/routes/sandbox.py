@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from functions.api.deps import App, Caller
 from functions.api.schemas import (
+    ActivityIn,
+    ActivityOut,
     CachedDiffOut,
     DiffOut,
     EnsureSandboxIn,
@@ -15,9 +18,16 @@ from functions.api.schemas import (
     ErrorOut,
     ExecIn,
     ExecOut,
+    ExtendOut,
     FileContentOut,
     FilesOut,
     GitStatusOut,
+    LifecycleTimes,
+    PauseOut,
+    ResumeOut,
+    SandboxStatusOut,
+    SessionRef,
+    SnapshotInfo,
 )
 
 router = APIRouter(prefix="/api", tags=["sandbox"])
@@ -85,3 +95,73 @@ def sandbox_cached_diff(session_id: str, app: App, caller: Caller) -> CachedDiff
     """The last computed diff, for a paused or archived session (404 when none)."""
     diff, cached_at = app.sandbox_tools.cached_diff(caller, session_id)
     return CachedDiffOut(data=DiffOut.model_validate(diff), cached_at=cached_at)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+@router.get("/sandbox/status", responses=ERRORS)
+def sandbox_status(
+    app: App, caller: Caller, session_id: Annotated[str, Query(alias="sessionId", min_length=1)]
+) -> SandboxStatusOut:
+    """The status chip (polled every 15 s): one read, never refreshes activity; kicks a
+    lifecycle run when the session is overdue and has none."""
+    view = app.lifecycle.status(caller, session_id)
+    session, snapshot = view.session, view.session.snapshot
+    return SandboxStatusOut(
+        status=view.status.value,
+        has_snapshot=bool(snapshot),
+        lifecycle_version=session.lifecycle_version,
+        lifecycle=LifecycleTimes(
+            server_time=_ms(view.server_time) or 0,
+            state=session.lifecycle_state,
+            last_activity_at=_ms(session.last_activity_at),
+            hibernate_after=_ms(session.hibernate_after),
+            sandbox_expires_at=_ms(session.sandbox_expires_at),
+            error=session.lifecycle_error,
+        ),
+        snapshot=SnapshotInfo(
+            id=str(snapshot["id"]),
+            created_at=_ms(datetime.fromisoformat(str(snapshot["createdAt"]))) or 0,
+            size_bytes=int(snapshot["sizeBytes"]),
+        )
+        if snapshot
+        else None,
+    )
+
+
+@router.post("/sandbox/activity", responses=ERRORS)
+def sandbox_activity(body: ActivityIn, app: App, caller: Caller) -> ActivityOut:
+    """Activity moves `hibernateAfter` (only while active); `turn: start` from an agent holds
+    hibernation off for a bounded heartbeat, `turn: end` releases it."""
+    return ActivityOut.model_validate(app.lifecycle.activity(caller, body.session_id, body.turn))
+
+
+@router.post("/sandbox/extend", responses=ERRORS)
+def sandbox_extend(body: SessionRef, app: App, caller: Caller) -> ExtendOut:
+    """Add the extend step (20 min) to the sandbox's hard lifetime."""
+    session = app.lifecycle.extend(caller, body.session_id)
+    return ExtendOut(
+        expires_at=_ms(session.sandbox_expires_at) or 0,
+        extended_by=app.settings.extend_seconds * 1000,
+    )
+
+
+@router.post("/sandbox/snapshot", status_code=202, responses=ERRORS)
+def sandbox_pause(body: SessionRef, app: App, caller: Caller) -> PauseOut:
+    """Hibernate now: snapshot, verify, stop (asynchronous; poll the status)."""
+    session = app.lifecycle.pause(caller, body.session_id)
+    return PauseOut(hibernating=session.lifecycle_state is not None)
+
+
+@router.put("/sandbox/snapshot", responses=ERRORS)
+def sandbox_resume(body: SessionRef, app: App, caller: Caller) -> ResumeOut:
+    """Resume from the snapshot into a new sandbox generation (asynchronous; poll the status).
+    404 "No sandbox available for resume" when there is no snapshot."""
+    result = app.lifecycle.resume(caller, body.session_id)
+    return ResumeOut(
+        already_running=bool(result.get("alreadyRunning")),
+        restoring=bool(result.get("restoring")),
+        restored_from=result.get("restoredFrom"),
+    )

@@ -13,6 +13,7 @@ from openagents.auth.tokens import LocalTokens, load_or_create_secret
 from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.chats import ChatService
+from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.sandbox_tools import SandboxTools
 from openagents.services.sessions import SessionService
@@ -28,6 +29,7 @@ class Container:
     sessions: SessionService
     chats: ChatService
     provisioning: ProvisioningService
+    lifecycle: LifecycleService
     sandbox_tools: SandboxTools
     driver: SandboxDriver
     bot_policy: BotPolicy
@@ -125,8 +127,26 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
         settings.state_machines,
     )
+    lifecycle = LifecycleService(
+        store,
+        driver,
+        workflows,
+        settings,
+        utc_now,
+        new_id,
+        metrics,
+        restore=lambda session, generation: provisioning.kick(session, generation),
+    )
     provisioning = ProvisioningService(
-        store, driver, workflows, sandboxd, settings, utc_now, new_id, metrics
+        store,
+        driver,
+        workflows,
+        sandboxd,
+        settings,
+        utc_now,
+        new_id,
+        metrics,
+        on_active=lambda session: lifecycle.kick(session, "sandbox-active"),
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -135,7 +155,10 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sessions=SessionService(store, settings, utc_now, new_id, metrics, kick=kick),
         chats=ChatService(store, settings, utc_now, new_id, metrics),
         provisioning=provisioning,
-        sandbox_tools=SandboxTools(store, sandboxd, utc_now, artifacts),
+        lifecycle=lifecycle,
+        sandbox_tools=SandboxTools(
+            store, sandboxd, utc_now, artifacts, on_unreachable=lifecycle.verify_running
+        ),
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         local_tokens=local_tokens(settings) if local else None,

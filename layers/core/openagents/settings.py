@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     idle_timeout_seconds: int = Field(default=1800, ge=1)
     max_lifetime_seconds: int = Field(default=18000, ge=1)
 
+    extend_seconds: int = Field(default=1200, ge=1)  # POST /api/sandbox/extend
+    turn_heartbeat_seconds: int = Field(default=600, ge=1)  # an agent turn holds activity this long
+    snapshot_retry_seconds: int = Field(default=300, ge=1)  # wait after failed snapshot retries
+    sweep_seconds: int = Field(default=60, ge=1)  # the reconciler's period
+    lifecycle_min_sleep_seconds: float = Field(default=5.0, gt=0)  # shortest loop wait
+
     # guards
     rate_limit_per_minute: int = Field(default=10, ge=1)
     rate_limit_window_seconds: int = Field(default=60, ge=1)

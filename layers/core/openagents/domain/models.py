@@ -106,6 +106,9 @@ class Session(Model):
     sandbox: dict[str, Any] | None = None  # a SandboxHandle as a dict
     sandbox_generation: int = 0
     cached_diff_at: datetime | None = None
+    lifecycle_run_id: str | None = None  # the lease of the one lifecycle run
+    snapshot: dict[str, Any] | None = None  # the last verified snapshot (a SnapshotRef)
+    turn_active_until: datetime | None = None  # an agent turn holds activity until then
 
     @property
     def has_unread(self) -> bool:

@@ -33,6 +33,7 @@ def dev(
     import uvicorn
 
     from openagents.local.dynamodb import LocalDynamo
+    from openagents.local.schedules import Timer, run_schedule
     from openagents.local.stepfunctions import LocalStepFunctions
 
     base = Settings()
@@ -54,6 +55,9 @@ def dev(
         }
     )
     settings = Settings()
+    run_schedule("reconciler", checkAll=True)  # sandboxes of a previous run died with it
+    timer = Timer(settings.sweep_seconds)
+    timer.start()
     stop = threading.Event()
 
     def autosave() -> None:
@@ -67,6 +71,7 @@ def dev(
         uvicorn.run(load_app(settings), host="127.0.0.1", port=port or settings.port)
     finally:
         stop.set()
+        timer.stop()
         dynamo.stop()
 
 

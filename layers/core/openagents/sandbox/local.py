@@ -63,13 +63,42 @@ def _die_with_parent() -> None:
 
 
 def _alive(pid: int) -> bool:
+    """True for a live process; a zombie (exited, not yet reaped) is dead."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
     return True
+
+
+class _Children:
+    """This process's sandbox children. Process-wide on purpose: every driver instance in the
+    process (the API's, each Lambda task's) must be able to stop and reap any of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_pid: dict[int, subprocess.Popen[bytes]] = {}
+
+    def add(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._by_pid[process.pid] = process
+
+    def pop(self, pid: int) -> subprocess.Popen[bytes] | None:
+        with self._lock:
+            return self._by_pid.pop(pid, None)
+
+    def exited(self, pid: int) -> bool:
+        with self._lock:
+            child = self._by_pid.get(pid)
+        return child is not None and child.poll() is not None
+
+
+_children = _Children()
 
 
 class LocalDriver:
@@ -97,8 +126,7 @@ class LocalDriver:
         # Spawn from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
         # forked exits, and request threads come and go.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
-        self._lock = threading.Lock()
+        self._started: set[int] = set()
 
     @staticmethod
     def _pick_isolation(isolation: str) -> str | None:
@@ -176,8 +204,8 @@ class LocalDriver:
         )
         stderr.close()
         port = self._await_ready(process, root)
-        with self._lock:
-            self._children[process.pid] = process
+        _children.add(process)
+        self._started.add(process.pid)
         handle = SandboxHandle(
             driver=self.name,
             session_id=session_id,
@@ -267,7 +295,7 @@ class LocalDriver:
         pid = int(handle.ref)
         if not self._dir(handle.session_id, handle.generation).exists():
             return Probe(SandboxState.GONE, reason="sandbox not found")
-        if not _alive(pid) or self._exited(pid):
+        if not _alive(pid) or _children.exited(pid):
             return Probe(SandboxState.STOPPED, reason="sandbox is stopped")
         if handle.endpoint is None:
             return Probe(SandboxState.STARTING)
@@ -277,16 +305,10 @@ class LocalDriver:
             return Probe(SandboxState.STARTING, handle.endpoint, reason=str(exc))
         return Probe(SandboxState.RUNNING, handle.endpoint)
 
-    def _exited(self, pid: int) -> bool:
-        with self._lock:
-            child = self._children.get(pid)
-        return child is not None and child.poll() is not None
-
     def stop(self, handle: SandboxHandle) -> None:
         """Idempotent; SIGTERM, then SIGKILL after a grace period."""
         pid = int(handle.ref)
-        with self._lock:
-            child = self._children.pop(pid, None)
+        child = _children.pop(pid)
         if child is None and not _alive(pid):
             return
         with contextlib.suppress(ProcessLookupError):
@@ -306,12 +328,15 @@ class LocalDriver:
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
     def close(self) -> None:
-        """Stop every sandbox this runtime started (on shutdown)."""
-        with self._lock:
-            pids = list(self._children)
-        for pid in pids:
+        """Stop every sandbox this driver started (on shutdown)."""
+        for pid in list(self._started):
+            child = _children.pop(pid)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=STOP_GRACE_SECONDS)
+        self._started.clear()
         self._spawner.shutdown(wait=False)
 
     # -------------------------------------------------------------- snapshots

@@ -65,6 +65,31 @@ class SnapshotRef:
     created_at: datetime
     manifest: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "driver": self.driver,
+            "id": self.id,
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            "sizeBytes": self.size_bytes,
+            "sha256": self.sha256,
+            "createdAt": self.created_at.isoformat(),
+            "manifest": self.manifest,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SnapshotRef:
+        return cls(
+            driver=str(data["driver"]),
+            id=str(data["id"]),
+            session_id=str(data["sessionId"]),
+            generation=int(data["generation"]),
+            size_bytes=int(data["sizeBytes"]),
+            sha256=data.get("sha256"),
+            created_at=datetime.fromisoformat(str(data["createdAt"])),
+            manifest=dict(data.get("manifest") or {}),
+        )
+
 
 @dataclass(frozen=True)
 class Probe:

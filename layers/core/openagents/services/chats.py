@@ -9,6 +9,7 @@ from typing import Any
 
 from openagents.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import with_due
 from openagents.domain.models import Chat, Message, Page, Role, Session
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import FIRST_CHAT_TITLE, owned
@@ -151,7 +152,13 @@ class ChatService:
         activity = None
         if role is Role.USER:  # user messages keep the sandbox awake; polls never do
             hibernate_after = now + timedelta(seconds=self._settings.idle_timeout_seconds)
-            activity = Activity(at=now, hibernate_after=hibernate_after)
+            due = with_due(session, {"hibernate_after": hibernate_after})
+            activity = Activity(
+                at=now,
+                hibernate_after=hibernate_after,
+                due_at=due["due_at"],
+                due_shard=due["due_shard"],
+            )
         message = Message(
             id=message_id, chat_id=chat.id, role=role, parts=ui_message, created_at=now
         )

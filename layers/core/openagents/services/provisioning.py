@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
-from openagents.sandbox.port import SandboxDriver, SandboxError, SandboxHandle, SandboxState
+from openagents.sandbox.port import (
+    SandboxDriver,
+    SandboxError,
+    SandboxHandle,
+    SandboxState,
+    SnapshotRef,
+)
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import owned
 from openagents.settings import Settings
@@ -23,7 +31,7 @@ from openagents.store.port import Gone, StaleState, Store
 from openagents.workflows import Workflows
 
 log = logging.getLogger(__name__)
-PROVISIONING = frozenset({LifecycleState.PROVISIONING})
+PROVISIONING = frozenset({LifecycleState.PROVISIONING, LifecycleState.RESTORING})
 MACHINE = "provisioning"
 
 
@@ -32,6 +40,8 @@ class SandboxNotReady(Exception):
 
 
 class WorkspaceOps(Protocol):
+    def git_branch(self) -> dict[str, Any]: ...
+
     def prepare_workspace(
         self,
         clone_url: str,
@@ -81,7 +91,9 @@ class ProvisioningService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
+        on_active: Callable[[Session], object] | None = None,
     ) -> None:
+        self._on_active = on_active
         self._store = store
         self._driver = driver
         self._workflows = workflows
@@ -95,11 +107,13 @@ class ProvisioningService:
 
     def kick(self, session: Session, generation: int | None = None) -> Kick:
         """Start the provisioning workflow for a sandbox generation (default: the claimed one,
-        or the first). The execution name makes a repeated kick a no-op."""
+        or the first); a ``restoring`` session restores its snapshot. The execution name makes
+        a repeated kick a no-op."""
         generation = generation or max(session.sandbox_generation, 1)
         payload = {
             "sessionId": session.id,
             "generation": generation,
+            "restore": session.lifecycle_state is LifecycleState.RESTORING,
             "probe": {"ready": False, "attempts": 0},
         }
         started = self._workflows.start(MACHINE, execution_name(session.id, generation), payload)
@@ -119,7 +133,7 @@ class ProvisioningService:
                 entry=self._entry(session.id, "sandbox.retry", {}),
             )
             return session, self.kick(session, session.sandbox_generation + 1)
-        if session.lifecycle_state is LifecycleState.PROVISIONING:
+        if session.lifecycle_state in PROVISIONING:
             return session, self.kick(session)
         return session, None
 
@@ -127,13 +141,21 @@ class ProvisioningService:
 
     def start(self, session_id: str, generation: int) -> dict[str, Any]:
         session = self._session(session_id)
-        if session.lifecycle_state is not LifecycleState.PROVISIONING:
+        if session.lifecycle_state not in PROVISIONING:
             return {"started": False, "reason": f"session is {session.lifecycle_state}"}
         claimed = self._store.claim_generation(session_id, generation)
         if not claimed and session.sandbox and session.sandbox.get("generation") == generation:
             return {"started": True, "retry": True}
-        read_only = _local_repo_paths(session)
-        handle = self._driver.start(session_id, generation, read_only_paths=read_only)
+        restoring = session.lifecycle_state is LifecycleState.RESTORING
+        snapshot = (
+            SnapshotRef.from_dict(session.snapshot) if restoring and session.snapshot else None
+        )
+        handle = self._driver.start(
+            session_id,
+            generation,
+            from_snapshot=snapshot,
+            read_only_paths=_local_repo_paths(session),
+        )
         try:
             self._store.transition(
                 session_id,
@@ -169,6 +191,8 @@ class ProvisioningService:
     def prepare(self, session_id: str, generation: int) -> dict[str, Any]:
         session = self._session(session_id)
         handle = self._handle(session, generation)
+        if session.lifecycle_state is LifecycleState.RESTORING:
+            return self._verify_restore(session, handle)
         if not session.clone_url:
             return {"branch": None}
         result = self._workspaces(handle).prepare_workspace(
@@ -180,25 +204,49 @@ class ProvisioningService:
         )
         return {"branch": result.get("branch")}
 
+    def _verify_restore(self, session: Session, handle: SandboxHandle) -> dict[str, Any]:
+        """The restored workspace is the snapshot's: git HEAD as the manifest recorded it."""
+        manifest = (session.snapshot or {}).get("manifest") or {}
+        branch = self._workspaces(handle).git_branch()
+        expected = manifest.get("gitHead")
+        if expected and branch.get("head") != expected:
+            raise SandboxError(
+                f"restore verification failed: git HEAD {branch.get('head')} != {expected}"
+            )
+        return {"branch": branch.get("branch")}
+
     def activate(self, session_id: str, generation: int) -> dict[str, Any]:
         now = self._clock()
         settings = self._settings
+        before = self._session(session_id)
+        changes = {
+            "lifecycle_state": LifecycleState.ACTIVE,
+            "lifecycle_error": None,
+            "last_activity_at": now,
+            "hibernate_after": now + timedelta(seconds=settings.idle_timeout_seconds),
+            "sandbox_expires_at": now + timedelta(seconds=settings.max_lifetime_seconds),
+            "turn_active_until": None,
+        }
+        kind = (
+            "sandbox.resumed"
+            if before.lifecycle_state is LifecycleState.RESTORING
+            else "sandbox.active"
+        )
         session = self._store.transition(
             session_id,
             expect=PROVISIONING,
-            changes={
-                "lifecycle_state": LifecycleState.ACTIVE,
-                "lifecycle_error": None,
-                "last_activity_at": now,
-                "hibernate_after": now + timedelta(seconds=settings.idle_timeout_seconds),
-                "sandbox_expires_at": now + timedelta(seconds=settings.max_lifetime_seconds),
-            },
+            changes=with_due(before, changes),
             generation=generation,
             bump_version=True,
-            entry=self._entry(session_id, "sandbox.active", {"generation": generation}),
+            entry=self._entry(
+                session_id,
+                kind,
+                {"generation": generation, "from": str(before.lifecycle_state), "to": "active"},
+            ),
         )
-        self._metrics.count("SandboxActive")
-        # Hand-off to the wait-then-hibernate loop arrives with the lifecycle issue.
+        self._metrics.count("SandboxResumed" if kind == "sandbox.resumed" else "SandboxActive")
+        if self._on_active is not None:
+            self._on_active(session)  # hand over to the wait-then-hibernate loop
         return {"state": str(session.lifecycle_state)}
 
     def fail(
@@ -215,18 +263,25 @@ class ProvisioningService:
                 self._driver.stop(SandboxHandle.from_dict(handle))
             except SandboxError as exc:  # stopping is best effort; the error is recorded
                 log.warning("could not stop the half-started sandbox: %s", exc)
+        restoring = session.lifecycle_state is LifecycleState.RESTORING
+        # A failed restore keeps the snapshot: the session goes back to hibernated.
+        target = LifecycleState.HIBERNATED if restoring else LifecycleState.FAILED
+        if restoring:
+            message = message.replace("Provisioning failed", "Restore failed", 1)
         try:
             self._store.transition(
                 session_id,
                 expect=PROVISIONING,
-                changes={"lifecycle_state": LifecycleState.FAILED, "lifecycle_error": message},
+                changes={"lifecycle_state": target, "lifecycle_error": message, "sandbox": None},
                 generation=generation,
-                entry=self._entry(session_id, "sandbox.failed", {"error": message}),
+                entry=self._entry(
+                    session_id, "sandbox.failed", {"error": message, "to": str(target)}
+                ),
             )
         except StaleState:
             return {"state": str(session.lifecycle_state)}
         self._metrics.count("SandboxFailed")
-        return {"state": LifecycleState.FAILED.value}
+        return {"state": target.value}
 
     # ---------------------------------------------------------------- helpers
 

@@ -48,7 +48,9 @@ class SandboxTools:
         clients: Callable[[SandboxHandle], ToolsOps],
         clock: Clock,
         artifacts: ArtifactStore,
+        on_unreachable: Callable[[Session], object] | None = None,
     ) -> None:
+        self._on_unreachable = on_unreachable
         self._store = store
         self._clients = clients
         self._clock = clock
@@ -65,8 +67,20 @@ class SandboxTools:
         return session, self._clients(sandbox)
 
     def _call(self, identity: Identity, session_id: str, op: Callable[[ToolsOps], Any]) -> Any:
-        _, client = self._running(identity, session_id)
-        return _sandbox_call(lambda: op(client))
+        session, client = self._running(identity, session_id)
+        return self._sandbox_call(session, lambda: op(client))
+
+    def _sandbox_call(self, session: Session, call: Callable[[], Any]) -> Any:
+        """sandboxd's 4xx answers are the caller's input errors; an unreachable sandbox is
+        checked (a dead one is recorded as lost) and answered with 409."""
+        try:
+            return call()
+        except SandboxError as exc:
+            if exc.status is not None and 400 <= exc.status < 500 and exc.status != 401:
+                raise InvalidInput(str(exc), field=_field(exc.code)) from exc
+            if exc.status is None and self._on_unreachable is not None:
+                self._on_unreachable(session)
+            raise SandboxNotRunning(f"Sandbox is unavailable ({exc}). Please resume it.") from exc
 
     def exec(self, identity: Identity, session_id: str, **request: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._call(identity, session_id, lambda c: c.exec(**request))
@@ -93,7 +107,7 @@ class SandboxTools:
     def diff(self, identity: Identity, session_id: str) -> dict[str, Any]:
         """Compute the diff, then cache it (artifact store) with the line counts on the session."""
         session, client = self._running(identity, session_id)
-        diff: dict[str, Any] = _sandbox_call(client.git_diff)
+        diff: dict[str, Any] = self._sandbox_call(session, client.git_diff)
         now = self._clock()
         self._artifacts.put(diff_key(session.id), json.dumps(diff).encode())
         # the session may have left `active` meanwhile; the next diff updates the counts
@@ -116,17 +130,6 @@ class SandboxTools:
             raise NotFound("No cached diff available")
         diff: dict[str, Any] = json.loads(self._artifacts.get(diff_key(session.id)))
         return diff, session.cached_diff_at
-
-
-def _sandbox_call(call: Callable[[], Any]) -> Any:
-    """sandboxd's 4xx answers are the caller's input errors; anything else means the sandbox
-    is not reachable as running."""
-    try:
-        return call()
-    except SandboxError as exc:
-        if exc.status is not None and 400 <= exc.status < 500 and exc.status != 401:
-            raise InvalidInput(str(exc), field=_field(exc.code)) from exc
-        raise SandboxNotRunning(f"Sandbox is unavailable ({exc}). Please resume it.") from exc
 
 
 def _field(code: str | None) -> str | None:

@@ -29,6 +29,7 @@ from openagents.store.port import (
     Gone,
     RateLimitExceeded,
     RateWindow,
+    StaleState,
     Store,
     TitleTaken,
 )
@@ -231,6 +232,11 @@ class SessionService:
                 session = self._set_status(session, status)
         except Gone:
             raise NotFound("Session not found") from None
+        except StaleState:  # a concurrent archive/unarchive won: same outcome is a no-op
+            current = self.get(identity, session_id)
+            if current.status is not status:
+                raise Conflict("The session changed meanwhile; try again") from None
+            return current
         return session
 
     def _set_status(self, session: Session, status: SessionStatus) -> Session:

@@ -5,10 +5,13 @@ Every access pattern is one request: GetItem, one Query, or one TransactWriteIte
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import random
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
@@ -22,6 +25,7 @@ from pynamodb.transactions import TransactWrite
 
 from openagents.artifacts import ArtifactStore
 from openagents.domain.errors import Unavailable
+from openagents.domain.lifecycle import DUE_SHARDS
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -97,10 +101,64 @@ def _user_pk(user_id: str) -> str:
     return f"U#{user_id}"
 
 
-def _failed(error: TransactWriteError, index: int) -> bool:
-    reasons = error.cancellation_reasons
-    reason = reasons[index] if index < len(reasons) else None
-    return reason is not None and reason.code == "ConditionalCheckFailed"
+CONFLICT_RETRIES = 3
+KIND_ORDER = ("condition_check", "delete", "save", "update")  # how PynamoDB sends them
+
+
+class _Transaction:
+    """Collects a transaction's writes, commits them on exit, and replays them when DynamoDB
+    cancels the transaction for a conflict with another one in flight (``TransactionConflict``).
+
+    PynamoDB sends items grouped by kind (condition checks, deletes, puts, updates), so the
+    cancellation reasons come in that order; ``failed(error, n)`` takes ``n`` in call order.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def _record(self, kind: str, *args: Any, **kwargs: Any) -> None:
+        self._ops.append((kind, args, kwargs))
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self._record("save", *args, **kwargs)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._record("update", *args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> None:
+        self._record("delete", *args, **kwargs)
+
+    def __enter__(self) -> _Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            return
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with TransactWrite(connection=self._connection) as write:
+                    for kind, args, kwargs in self._ops:
+                        getattr(write, kind)(*args, **kwargs)
+                return
+            except TransactWriteError as error:
+                if attempt == CONFLICT_RETRIES or not _conflicted(error):
+                    raise
+                time.sleep(0.02 * 2**attempt * (1 + random.random()))  # noqa: S311 - jitter
+
+    def failed(self, error: TransactWriteError, index: int) -> bool:
+        """Did the ``index``-th write (in call order) fail its condition?"""
+        order = sorted(range(len(self._ops)), key=lambda i: KIND_ORDER.index(self._ops[i][0]))
+        reasons = error.cancellation_reasons
+        position = order.index(index)
+        reason = reasons[position] if position < len(reasons) else None
+        return reason is not None and reason.code == "ConditionalCheckFailed"
+
+
+def _conflicted(error: TransactWriteError) -> bool:
+    return any(
+        r is not None and r.code == "TransactionConflict" for r in error.cancellation_reasons
+    )
 
 
 def _guard(method: Callable[P, R]) -> Callable[P, R]:
@@ -126,13 +184,13 @@ class DynamoStore:
         self._inline = inline_message_bytes
         self._connection: tuple[tuple[str, str | None], Connection] | None = None
 
-    def _transaction(self) -> TransactWrite:
+    def _transaction(self) -> _Transaction:
         """Transactions share one connection (a new one would reload botocore's models)."""
         meta = SessionItem.Meta
         target = (meta.region, getattr(meta, "host", None))
         if self._connection is None or self._connection[0] != target:
             self._connection = (target, Connection(region=target[0], host=target[1]))
-        return TransactWrite(connection=self._connection[1])
+        return _Transaction(self._connection[1])
 
     # ------------------------------------------------------------------ users
 
@@ -211,9 +269,9 @@ class DynamoStore:
                     condition=CounterItem.hits.does_not_exist() | (CounterItem.hits < rate.limit),
                 )
         except TransactWriteError as exc:
-            if _failed(exc, 5):
+            if tx.failed(exc, 5):
                 raise RateLimitExceeded(rate.ends_at) from exc
-            if _failed(exc, 4):
+            if tx.failed(exc, 4):
                 raise TitleTaken from exc
             raise
 
@@ -277,7 +335,7 @@ class DynamoStore:
                 )
                 tx.save(_audit_item(entry))
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 raise Gone from exc
             raise
         return session.model_copy(update={"title": title, "updated_at": entry.at})
@@ -312,8 +370,8 @@ class DynamoStore:
                     )
                 tx.save(_audit_item(entry))
         except TransactWriteError as exc:
-            if _failed(exc, 0):
-                raise Gone from exc
+            if tx.failed(exc, 0):  # the status changed (or the session went) meanwhile
+                raise StaleState from exc
             raise
         return session.model_copy(
             update={"status": status, "lifecycle_state": lifecycle_state, "updated_at": entry.at}
@@ -336,7 +394,7 @@ class DynamoStore:
                         actions=[ProfileItem.archived_count.add(-1)],
                     )
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 raise Gone from exc
             raise
         children = list(ChatItem.query(pk, ChatItem.sk.startswith("C#")))
@@ -358,9 +416,11 @@ class DynamoStore:
         changes: dict[str, Any],
         entry: AuditEntry | None,
         generation: int | None = None,
+        lease: str | None = None,
         bump_version: bool = False,
     ) -> Session:
-        """Conditional lifecycle write: only from an expected state (and sandbox generation)."""
+        """Conditional lifecycle write: only from an expected state (and sandbox generation,
+        and lifecycle lease)."""
         unknown = set(changes) - LIFECYCLE_FIELDS
         if unknown:
             raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
@@ -371,6 +431,8 @@ class DynamoStore:
         condition = SessionItem.lifecycle_state.is_in(*(state.value for state in expect))
         if generation is not None:
             condition &= SessionItem.sandbox_generation == generation
+        if lease is not None:
+            condition &= SessionItem.lifecycle_run_id == lease
         item = SessionItem(_session_pk(session_id), SESSION_SK)
         try:
             with self._transaction() as tx:
@@ -378,7 +440,7 @@ class DynamoStore:
                 if entry is not None:
                     tx.save(_audit_item(entry))
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 raise StaleState from exc
             raise
         updated = self.get_session(session_id)
@@ -409,6 +471,45 @@ class DynamoStore:
                 return False
             raise StaleState from exc
         return True
+
+    @_guard
+    def claim_lease(self, session_id: str, run_id: str, stale_due_before: datetime) -> bool:
+        """Take the lifecycle lease: free, already ours, or held by a run that is long overdue."""
+        stale = SessionItem.due_at < _iso(stale_due_before)
+        try:
+            SessionItem(_session_pk(session_id), SESSION_SK).update(
+                actions=[SessionItem.lifecycle_run_id.set(run_id)],
+                condition=SessionItem.lifecycle_state.is_in(
+                    LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value
+                )
+                & (
+                    SessionItem.lifecycle_run_id.does_not_exist()
+                    | (SessionItem.lifecycle_run_id == run_id)
+                    | stale
+                ),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    @_guard
+    def release_lease(self, session_id: str, run_id: str) -> None:
+        with contextlib.suppress(UpdateError):  # not ours any more: nothing to release
+            SessionItem(_session_pk(session_id), SESSION_SK).update(
+                actions=[SessionItem.lifecycle_run_id.remove()],
+                condition=SessionItem.lifecycle_run_id == run_id,
+            )
+
+    @_guard
+    def overdue(self, now: datetime) -> list[str]:
+        """Sessions whose sandbox is past due, from every shard of the sparse index."""
+        found: list[str] = []
+        for shard in range(DUE_SHARDS):
+            for item in SessionItem.overdue.query(f"due#{shard}", SessionItem.due_at <= _iso(now)):
+                found.append(item.pk.removeprefix("S#"))
+        return found
 
     @_guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
@@ -456,10 +557,10 @@ class DynamoStore:
                     condition=SessionItem.pk.exists() & (SessionItem.chat_count < max_chats),
                 )
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 claim = ChatClaimItem.get(f"CID#{chat.id}", "CID")
                 raise ChatIdTaken(claim.session_id) from exc
-            if _failed(exc, 2):
+            if tx.failed(exc, 2):
                 if self.get_session(session.id) is None:
                     raise Gone from exc
                 raise TooManyChats from exc
@@ -488,7 +589,7 @@ class DynamoStore:
                     condition=SessionItem.chats[chat.id].exists(),
                 )
         except TransactWriteError as exc:
-            if _failed(exc, 0) or _failed(exc, 1):
+            if tx.failed(exc, 0) or tx.failed(exc, 1):
                 raise Gone from exc
             raise
         changes: dict[str, Any] = {"updated_at": at}
@@ -513,9 +614,9 @@ class DynamoStore:
                     condition=SessionItem.chat_count > 1,
                 )
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 raise Gone from exc
-            if _failed(exc, 2):
+            if tx.failed(exc, 2):
                 raise LastChat from exc
             raise
         self._delete_messages(chat_id)
@@ -595,6 +696,8 @@ class DynamoStore:
             session_actions += [
                 SessionItem.last_activity_at.set(_iso(activity.at)),
                 SessionItem.hibernate_after.set(_iso(activity.hibernate_after)),
+                _set_or_remove("due_at", activity.due_at),
+                _set_or_remove("due_shard", activity.due_shard),
             ]
         title = _first_message_title(chat, message)
         chat_condition: Condition = ChatItem.pk.exists()
@@ -636,12 +739,12 @@ class DynamoStore:
                     condition=mark.exists(),
                 )
         except TransactWriteError as exc:
-            if _failed(exc, 0):
+            if tx.failed(exc, 0):
                 raise MessageIdTaken from exc
-            if _failed(exc, 2) and title is not None:  # another first message won the race
+            if tx.failed(exc, 2) and title is not None:  # another first message won the race
                 fresh = chat.model_copy(update={"message_count": chat.message_count + 1})
                 return self._insert_message(session, fresh, message, body, body_ref, activity)
-            if _failed(exc, 2) or _failed(exc, 3):
+            if tx.failed(exc, 2) or tx.failed(exc, 3):
                 raise Gone from exc
             raise
         return "inserted"
@@ -816,6 +919,9 @@ def _session_item(session: Session) -> SessionItem:
         sandbox=session.sandbox,
         sandbox_generation=session.sandbox_generation,
         cached_diff_at=_iso_or_none(session.cached_diff_at),
+        lifecycle_run_id=session.lifecycle_run_id,
+        snapshot=session.snapshot,
+        turn_active_until=_iso_or_none(session.turn_active_until),
     )
 
 
@@ -851,6 +957,9 @@ def _session(item: SessionItem) -> Session:
         "sandbox": _plain(item.sandbox) if item.sandbox is not None else None,
         "sandbox_generation": int(item.sandbox_generation or 0),
         "cached_diff_at": _dt(item.cached_diff_at),
+        "lifecycle_run_id": item.lifecycle_run_id,
+        "snapshot": _plain(item.snapshot) if item.snapshot is not None else None,
+        "turn_active_until": _dt(item.turn_active_until),
     }
     return Session.model_validate(values)
 

@@ -29,7 +29,7 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UnicodeSetAttribute,
 )
-from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
+from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection, KeysOnlyProjection
 from pynamodb.models import Model
 
 LIST_FIELDS = [
@@ -77,6 +77,17 @@ class ByUserStatus(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-unty
     created_key = UnicodeAttribute(range_key=True, attr_name="createdKey")
 
 
+class Overdue(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call]
+    """Sparse: only active sessions carry ``dueShard``/``dueAt`` (for the reconciler)."""
+
+    class Meta:
+        index_name = "overdue"
+        projection = KeysOnlyProjection()
+
+    due_shard = UnicodeAttribute(hash_key=True, attr_name="dueShard")
+    due_at = UnicodeAttribute(range_key=True, attr_name="dueAt")
+
+
 class SessionItem(_Base):
     id = UnicodeAttribute()
     user_id = UnicodeAttribute(attr_name="userId")
@@ -110,9 +121,15 @@ class SessionItem(_Base):
     sandbox: MapAttribute[str, Any] = MapAttribute(null=True)  # type: ignore[no-untyped-call]
     sandbox_generation = NumberAttribute(attr_name="sandboxGeneration", default=0)
     cached_diff_at = UnicodeAttribute(attr_name="cachedDiffAt", null=True)
+    lifecycle_run_id = UnicodeAttribute(attr_name="lifecycleRunId", null=True)
+    snapshot: MapAttribute[str, Any] = MapAttribute(null=True)  # type: ignore[no-untyped-call]
+    turn_active_until = UnicodeAttribute(attr_name="turnActiveUntil", null=True)
+    due_shard = UnicodeAttribute(attr_name="dueShard", null=True)
+    due_at = UnicodeAttribute(attr_name="dueAt", null=True)
 
     by_user = ByUser()
     by_user_status = ByUserStatus()
+    overdue = Overdue()
 
 
 class ChatItem(_Base):

@@ -70,6 +70,11 @@ LIFECYCLE_FIELDS = frozenset(
         "lines_added",
         "lines_removed",
         "cached_diff_at",
+        "lifecycle_run_id",
+        "snapshot",
+        "turn_active_until",
+        "due_at",
+        "due_shard",
     }
 )
 
@@ -92,10 +97,12 @@ class UserRecord:
 
 @dataclass(frozen=True)
 class Activity:
-    """Activity fields a user message refreshes on its session."""
+    """Activity fields a user message refreshes on its session (with the due time they imply)."""
 
     at: datetime
     hibernate_after: datetime
+    due_at: datetime | None = None
+    due_shard: str | None = None
 
 
 UpsertResult = Literal["inserted", "updated", "unchanged"]
@@ -138,9 +145,13 @@ class Store(Protocol):
         changes: dict[str, Any],
         entry: AuditEntry | None,
         generation: int | None = None,
+        lease: str | None = None,
         bump_version: bool = False,
     ) -> Session: ...
     def claim_generation(self, session_id: str, generation: int) -> bool: ...
+    def claim_lease(self, session_id: str, run_id: str, stale_due_before: datetime) -> bool: ...
+    def release_lease(self, session_id: str, run_id: str) -> None: ...
+    def overdue(self, now: datetime) -> list[str]: ...
     def list_events(self, session_id: str, limit: int, cursor: str | None) -> Page[AuditEntry]: ...
 
     # chats

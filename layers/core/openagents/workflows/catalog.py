@@ -14,10 +14,17 @@ from typing import Any
 
 FUNCTIONS: dict[str, str] = {
     "provisioner": "functions.provisioner.handler.lambda_handler",
+    "lifecycle": "functions.lifecycle.handler.lambda_handler",
 }
 
 STATE_MACHINES: dict[str, str] = {
     "provisioning": "provisioning.asl.json",
+    "lifecycle": "lifecycle.asl.json",
+}
+
+# Scheduled entry points (EventBridge schedule on AWS, a timer on one machine).
+SCHEDULES: dict[str, dict[str, str]] = {
+    "reconciler": {"function": "lifecycle", "step": "reconcile"},
 }
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)FunctionArn\}")

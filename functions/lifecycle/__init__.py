@@ -1,0 +1,1 @@
+"""Lifecycle loop tasks and the reconciler."""

@@ -1,0 +1,94 @@
+"""Lifecycle rules (pure): when a sandbox is due to hibernate, and what the status chip shows.
+
+``due = min(max(hibernateAfter, turnActiveUntil), sandboxExpiresAt - 10 s)``: an agent turn in
+progress holds off idle hibernation (until its bounded heartbeat runs out), never the hard
+lifetime.
+"""
+
+from __future__ import annotations
+
+import zlib
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from openagents.domain.models import LifecycleState, Session, SessionStatus
+
+EXPIRY_BUFFER = timedelta(seconds=10)
+MIN_SLEEP = timedelta(seconds=5)
+STALE_LEASE_GRACE = timedelta(minutes=2)
+DUE_SHARDS = 8  # the sparse "overdue" index is spread over this many partitions
+RUNNING_STATES = frozenset(
+    {LifecycleState.ACTIVE, LifecycleState.HIBERNATING, LifecycleState.RESTORING}
+)
+
+
+class ChipStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    NO_SANDBOX = "no_sandbox"
+
+
+LOOPED_STATES = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
+
+
+def due_at(session: Session) -> datetime | None:
+    """When the session's sandbox should hibernate; None when no lifecycle run looks after it.
+    ``hibernating`` keeps its due time so a run lost mid-hibernation is found and finished."""
+    if session.lifecycle_state not in LOOPED_STATES:
+        return None
+    idle = session.hibernate_after
+    if idle is not None and session.turn_active_until is not None:
+        idle = max(idle, session.turn_active_until)
+    expiry = session.sandbox_expires_at - EXPIRY_BUFFER if session.sandbox_expires_at else None
+    candidates = [moment for moment in (idle, expiry) if moment is not None]
+    return min(candidates) if candidates else None
+
+
+def wake_at(session: Session, now: datetime, minimum: timedelta = MIN_SLEEP) -> datetime:
+    """The loop's next wake-up: the due time, at least ``minimum`` ahead."""
+    due = due_at(session)
+    return max(due or now, now + minimum)
+
+
+def due_shard(session_id: str) -> str:
+    return f"due#{zlib.crc32(session_id.encode()) % DUE_SHARDS}"
+
+
+def lease_is_stale(session: Session, now: datetime) -> bool:
+    """A lease whose session is more than the grace past due belongs to a lost run."""
+    due = due_at(session)
+    return (
+        session.lifecycle_run_id is not None and due is not None and now - due > STALE_LEASE_GRACE
+    )
+
+
+def chip_status(session: Session) -> ChipStatus:
+    if session.status is SessionStatus.ARCHIVED:
+        return ChipStatus.NO_SANDBOX
+    if session.lifecycle_state in RUNNING_STATES and session.sandbox:
+        return ChipStatus.ACTIVE
+    if session.snapshot:
+        return ChipStatus.PAUSED
+    return ChipStatus.NO_SANDBOX
+
+
+DUE_INPUTS = frozenset(
+    {"lifecycle_state", "hibernate_after", "sandbox_expires_at", "turn_active_until"}
+)
+
+
+def with_due(session: Session, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` plus the sparse index fields (``due_at``, ``due_shard``) they imply.
+
+    Present only while a sandbox is active, so the "overdue" index holds exactly the sessions
+    a lifecycle run must look after."""
+    if not DUE_INPUTS & changes.keys():
+        return changes
+    after = session.model_copy(update=changes)
+    due = due_at(after)
+    return {
+        **changes,
+        "due_at": due,
+        "due_shard": due_shard(session.id) if due is not None else None,
+    }

@@ -1,0 +1,75 @@
+"""The git host port: pull requests, default branches and short-lived clone tokens for a
+session's repository.
+
+Adapters: GitHub REST (``git/github.py``) and local bare repositories with a small PR registry
+(``git/local.py``, the one-machine runtime). Every method takes the session's ``Repo`` (owner,
+name, clone URL): GitHub needs owner and name, a local repository has only its clone URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from openagents.domain.models import PrStatus, Repo
+
+__all__ = ["GitHost", "GitHostError", "PrStatus", "PullRequest", "Repo", "pr_status"]
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    state: PrStatus  # merged when the host says so; closed-unmerged is "closed"
+    url: str  # where a human looks at it
+    head_branch: str
+    base_branch: str
+    title: str
+
+
+class GitHostError(Exception):
+    """A git host failure with a readable message that never contains a token. ``status`` is the
+    host's HTTP-like status (None: the host could not be reached); ``retry_after`` is set, in
+    seconds, when the host asked us to slow down."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+class GitHost(Protocol):
+    name: str  # "github" | "local"
+
+    def clone_token(self, repo: Repo) -> str | None:
+        """A short-lived token that can clone and push ``repo``; None when none is needed
+        (local repositories, public repositories the host has no credentials for)."""
+        ...
+
+    def pull_request(self, repo: Repo, number: int) -> PullRequest | None:
+        """Pull request ``number``; None when the host does not know it."""
+        ...
+
+    def pull_request_for_branch(self, repo: Repo, branch: str) -> PullRequest | None:
+        """The most recently updated pull request from ``branch`` of ``repo`` itself, any state."""
+        ...
+
+    def create_pull_request(
+        self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
+    ) -> PullRequest:
+        """Open a pull request; when an open one for the same head and base already exists
+        (a lost race), return that one."""
+        ...
+
+    def default_branch(self, repo: Repo) -> str | None:
+        """The repository's default branch; None when the repository is unknown."""
+        ...
+
+
+def pr_status(*, state: str, merged: bool) -> PrStatus:
+    """Reference §5.2: merged if merged, else closed if closed, else open."""
+    if merged:
+        return PrStatus.MERGED
+    return PrStatus.CLOSED if state == "closed" else PrStatus.OPEN

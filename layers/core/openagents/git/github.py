@@ -1,0 +1,428 @@
+"""The GitHub adapter: REST API v3 over httpx (github.com or GitHub Enterprise Server).
+
+Two ways to authenticate, both loaded lazily so the composition root can read them from Secrets
+Manager on first use:
+
+- ``StaticToken``: one token (a fine-grained PAT) for every repository;
+- ``GitHubApp``: an app JWT (RS256, app id and private key) is exchanged for an installation
+  token of the repository owner's installation, scoped to the repository, and cached until five
+  minutes before it expires.
+
+A 401 drops the cached token and retries once with a fresh one. A rate limit with a short
+``retry-after`` is retried once; anything longer is a ``GitHostError`` with ``retry_after``.
+Tokens never appear in errors or logs: messages are built from paths and GitHub's own message,
+which is scrubbed of every token the request used.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+import jwt
+
+from openagents.git import GitHostError, PullRequest, Repo, pr_status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+MEDIA_TYPE = "application/vnd.github+json"
+USER_AGENT = "openagents-control-plane"
+TIMEOUT_SECONDS = 10.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+JWT_BACKDATE_SECONDS = 60  # GitHub's clock may be behind ours
+JWT_LIFETIME_SECONDS = 9 * 60  # GitHub accepts at most 10 minutes
+TOKEN_REFRESH_MARGIN_SECONDS = 5 * 60
+MAX_RETRY_AFTER_SECONDS = 2.0  # one short wait and retry on a rate limit; longer waits raise
+APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
+ALREADY_EXISTS = "a pull request already exists"
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class StaticToken:
+    """A token read from ``source`` on first use, and again after GitHub rejects it."""
+
+    source: Callable[[], str]
+
+
+@dataclass(frozen=True)
+class GitHubApp:
+    """A GitHub App: ``private_key`` returns its PEM. Installation tokens are scoped to the one
+    repository (contents and pull requests: write) unless ``scope_to_repository`` is off."""
+
+    app_id: str
+    private_key: Callable[[], str]
+    scope_to_repository: bool = True
+
+
+Credentials = StaticToken | GitHubApp
+
+
+@dataclass(frozen=True)
+class _CachedToken:
+    value: str = field(repr=False)
+    expires_at: float  # epoch seconds
+
+
+class _Api:
+    """Sends one request with GitHub's headers; one short retry on a rate limit."""
+
+    def __init__(
+        self, client: httpx.Client, clock: Callable[[], float], sleep: Callable[[float], None]
+    ) -> None:
+        self.client = client
+        self._clock = clock
+        self._sleep = sleep
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        bearer: str | None,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> httpx.Response:
+        response = self._send_once(method, path, bearer, params, body)
+        wait = _retry_after(response, self._clock())
+        if wait is not None and wait <= MAX_RETRY_AFTER_SECONDS:
+            log.warning("GitHub rate limit on %s %s; retrying in %.1f s", method, path, wait)
+            self._sleep(wait)
+            response = self._send_once(method, path, bearer, params, body)
+        return response
+
+    def ok_json(self, response: httpx.Response, what: str, secrets: Iterable[str | None]) -> Any:
+        """The JSON of a 2xx answer; anything else is a ``GitHostError`` without secrets."""
+        if response.is_success:
+            try:
+                return response.json()
+            except ValueError:
+                raise GitHostError(f"GitHub sent an unreadable answer ({what})") from None
+        raise _error(response, what, secrets, self._clock())
+
+    def _send_once(
+        self,
+        method: str,
+        path: str,
+        bearer: str | None,
+        params: Mapping[str, str | int] | None,
+        body: Mapping[str, Any] | None,
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        try:
+            return self.client.request(method, path, params=params, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            reason = _scrub(f"{type(exc).__name__}: {exc}", [bearer])
+            raise GitHostError(f"GitHub {method} {path} failed: {reason}") from None
+
+
+class _StaticTokens:
+    def __init__(self, credentials: StaticToken) -> None:
+        self._source = credentials.source
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def token(self, owner: str, name: str) -> str | None:
+        with self._lock:
+            if self._token is None:
+                token = self._source().strip()
+                if not token:
+                    raise GitHostError("The GitHub token source returned an empty token")
+                self._token = token
+            return self._token
+
+    def forget(self, owner: str, name: str) -> None:
+        with self._lock:
+            self._token = None
+
+
+class _AppTokens:
+    """Installation tokens per repository, minted with the app JWT and cached."""
+
+    def __init__(self, app: GitHubApp, api: _Api, clock: Callable[[], float]) -> None:
+        self._app = app
+        self._api = api
+        self._clock = clock
+        self._installations: dict[tuple[str, str], int] = {}
+        self._tokens: dict[tuple[str, str], _CachedToken] = {}
+        self._lock = threading.Lock()
+
+    def token(self, owner: str, name: str) -> str | None:
+        key = (owner.lower(), name.lower())
+        with self._lock:
+            cached = self._tokens.get(key)
+            if cached and self._clock() < cached.expires_at - TOKEN_REFRESH_MARGIN_SECONDS:
+                return cached.value
+            installation_id = self._installation(owner, name)
+            if installation_id is None:
+                return None
+            cached = self._exchange(installation_id, owner, name)
+            self._tokens[key] = cached
+            return cached.value
+
+    def forget(self, owner: str, name: str) -> None:
+        key = (owner.lower(), name.lower())
+        with self._lock:
+            self._tokens.pop(key, None)
+            self._installations.pop(key, None)
+
+    def app_jwt(self) -> str:
+        now = int(self._clock())
+        claims = {
+            "iat": now - JWT_BACKDATE_SECONDS,
+            "exp": now + JWT_LIFETIME_SECONDS,
+            "iss": self._app.app_id,
+        }
+        return jwt.encode(claims, self._app.private_key(), algorithm="RS256")
+
+    def _installation(self, owner: str, name: str) -> int | None:
+        """The app's installation for the repository (cached); None when the app is not
+        installed there (not cached: it may be installed at any time)."""
+        key = (owner.lower(), name.lower())
+        if key not in self._installations:
+            app_jwt = self.app_jwt()
+            path = f"/repos/{owner}/{name}/installation"
+            response = self._api.send("GET", path, app_jwt)
+            if response.status_code == 404:
+                log.info("GitHub App is not installed for %s/%s", owner, name)
+                return None
+            what = f"the app installation for {owner}/{name}"
+            data = self._api.ok_json(response, what, [app_jwt])
+            self._installations[key] = int(data["id"])
+        return self._installations[key]
+
+    def _exchange(self, installation_id: int, owner: str, name: str) -> _CachedToken:
+        app_jwt = self.app_jwt()
+        body: dict[str, Any] = {}
+        if self._app.scope_to_repository:
+            body = {"repositories": [name], "permissions": dict(APP_PERMISSIONS)}
+        path = f"/app/installations/{installation_id}/access_tokens"
+        response = self._api.send("POST", path, app_jwt, body=body)
+        if response.status_code == 404:  # uninstalled since we looked it up
+            self._installations.pop((owner.lower(), name.lower()), None)
+        data = self._api.ok_json(response, f"an installation token for {owner}/{name}", [app_jwt])
+        expires_at = datetime.fromisoformat(str(data["expires_at"])).timestamp()
+        return _CachedToken(value=str(data["token"]), expires_at=expires_at)
+
+
+class GitHubHost:
+    """The git host port on GitHub's REST API."""
+
+    name = "github"
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        timeout_seconds: float = TIMEOUT_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=httpx.Timeout(timeout_seconds, connect=CONNECT_TIMEOUT_SECONDS),
+            headers={
+                "Accept": MEDIA_TYPE,
+                "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": USER_AGENT,
+            },
+            transport=transport,
+            follow_redirects=False,
+        )
+        self._api = _Api(client, clock, sleep)
+        self._tokens: _StaticTokens | _AppTokens
+        if isinstance(credentials, GitHubApp):
+            self._tokens = _AppTokens(credentials, self._api, clock)
+        else:
+            self._tokens = _StaticTokens(credentials)
+
+    def close(self) -> None:
+        self._api.client.close()
+
+    def __enter__(self) -> GitHubHost:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the port
+
+    def clone_token(self, repo: Repo) -> str | None:
+        owner, name = _owner_and_name(repo)
+        return self._tokens.token(owner, name)
+
+    def pull_request(self, repo: Repo, number: int) -> PullRequest | None:
+        owner, name = _owner_and_name(repo)
+        path = f"/repos/{owner}/{name}/pulls/{number}"
+        data = self._read(owner, name, path, f"pull request #{number} of {owner}/{name}")
+        return None if data is None else _pull_request(data)
+
+    def pull_request_for_branch(self, repo: Repo, branch: str) -> PullRequest | None:
+        owner, name = _owner_and_name(repo)
+        params = _branch_query(owner, branch, state="all")
+        path = f"/repos/{owner}/{name}/pulls"
+        found = self._read(owner, name, path, f"pull requests from {branch}", params)
+        return _pull_request(found[0]) if found else None
+
+    def create_pull_request(
+        self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
+    ) -> PullRequest:
+        owner, name = _owner_and_name(repo)
+        path = f"/repos/{owner}/{name}/pulls"
+        request = {"title": title, "head": head_branch, "base": base_branch, "body": body}
+        response, token = self._call("POST", owner, name, path, body=request)
+        what = f"creating a pull request from {head_branch} into {base_branch}"
+        if response.status_code == 422 and ALREADY_EXISTS in _error_text(response):
+            existing = self._open_pull_request(owner, name, head_branch, base_branch)
+            if existing is not None:
+                return existing
+        return _pull_request(self._api.ok_json(response, what, [token]))
+
+    def default_branch(self, repo: Repo) -> str | None:
+        owner, name = _owner_and_name(repo)
+        data = self._read(owner, name, f"/repos/{owner}/{name}", f"repository {owner}/{name}")
+        return None if data is None else str(data["default_branch"])
+
+    # ------------------------------------------------------------------ helpers
+
+    def _open_pull_request(
+        self, owner: str, name: str, head_branch: str, base_branch: str
+    ) -> PullRequest | None:
+        params = {**_branch_query(owner, head_branch, state="open"), "base": base_branch}
+        path = f"/repos/{owner}/{name}/pulls"
+        found = self._read(owner, name, path, f"open pull requests from {head_branch}", params)
+        return _pull_request(found[0]) if found else None
+
+    def _read(
+        self,
+        owner: str,
+        name: str,
+        path: str,
+        what: str,
+        params: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        """GET ``path``: its JSON, or None on 404."""
+        response, token = self._call("GET", owner, name, path, params=params)
+        if response.status_code == 404:
+            return None
+        return self._api.ok_json(response, what, [token])
+
+    def _call(
+        self,
+        method: str,
+        owner: str,
+        name: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> tuple[httpx.Response, str | None]:
+        """One request with the repository's token; a 401 retries once with a fresh token."""
+        token = self._tokens.token(owner, name)
+        response = self._api.send(method, path, token, params=params, body=body)
+        if response.status_code == 401 and token is not None:
+            log.warning("GitHub rejected the token for %s/%s; fetching a new one", owner, name)
+            self._tokens.forget(owner, name)
+            token = self._tokens.token(owner, name)
+            response = self._api.send(method, path, token, params=params, body=body)
+        return response, token
+
+
+# ---------------------------------------------------------------------- pure helpers
+
+
+def _owner_and_name(repo: Repo) -> tuple[str, str]:
+    if not repo.owner or not repo.name:
+        where = repo.clone_url or "this repository"
+        raise GitHostError(f"GitHub needs a repository owner and name ({where} has none)")
+    return repo.owner, repo.name
+
+
+def _branch_query(owner: str, branch: str, *, state: str) -> dict[str, str | int]:
+    return {
+        "head": f"{owner}:{branch}",
+        "state": state,
+        "sort": "updated",
+        "direction": "desc",
+        "per_page": 1,
+    }
+
+
+def _pull_request(data: Mapping[str, Any]) -> PullRequest:
+    merged = bool(data.get("merged")) or data.get("merged_at") is not None
+    return PullRequest(
+        number=int(data["number"]),
+        state=pr_status(state=str(data["state"]), merged=merged),
+        url=str(data["html_url"]),
+        head_branch=str(data["head"]["ref"]),
+        base_branch=str(data["base"]["ref"]),
+        title=str(data["title"]),
+    )
+
+
+def _error(
+    response: httpx.Response, what: str, secrets: Iterable[str | None], now: float
+) -> GitHostError:
+    status = response.status_code
+    retry_after = _retry_after(response, now)
+    if retry_after is not None or _rate_limited(response):
+        wait = f"; retry after {retry_after:.0f} s" if retry_after is not None else ""
+        message = f"GitHub rate limit exceeded ({what}){wait}"
+    elif status == 401:
+        message = f"GitHub rejected the credentials ({what})"
+    else:
+        detail = _scrub(_error_text(response, original_case=True), secrets)
+        message = f"GitHub request failed ({what}): {status} {detail}".rstrip()
+    return GitHostError(message, status=status, retry_after=retry_after)
+
+
+def _error_text(response: httpx.Response, *, original_case: bool = False) -> str:
+    """GitHub's message plus each validation error's message."""
+    try:
+        data = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    parts = [str(data.get("message") or "")]
+    errors = data.get("errors")
+    if isinstance(errors, list):
+        parts += [str(e.get("message") or "") for e in errors if isinstance(e, dict)]
+    text = "; ".join(part for part in parts if part)[:500]
+    return text if original_case else text.lower()
+
+
+def _rate_limited(response: httpx.Response) -> bool:
+    if response.status_code == 429:
+        return True
+    return response.status_code == 403 and response.headers.get("x-ratelimit-remaining") == "0"
+
+
+def _retry_after(response: httpx.Response, now: float) -> float | None:
+    """Seconds to wait when the answer is a rate limit that says how long, else None."""
+    if response.status_code not in (403, 429):
+        return None
+    header = response.headers.get("retry-after")
+    if header is not None and header.strip().isdigit():
+        return float(header.strip())
+    reset = response.headers.get("x-ratelimit-reset")
+    if _rate_limited(response) and reset is not None and reset.strip().isdigit():
+        return max(0.0, float(reset) - now)
+    return None
+
+
+def _scrub(text: str, secrets: Iterable[str | None]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text

@@ -1,0 +1,477 @@
+"""The sandbox lifecycle: the wait-then-hibernate loop's steps, resume, pause, status, activity,
+extend, and the reconciler. Every transition is a conditional write with an audit entry."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from openagents.domain.errors import Conflict, NotFound
+from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import (
+    STALE_LEASE_GRACE,
+    ChipStatus,
+    chip_status,
+    due_at,
+    lease_is_stale,
+    wake_at,
+    with_due,
+)
+from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.sandbox.port import (
+    SandboxDriver,
+    SandboxError,
+    SandboxHandle,
+    SandboxState,
+    SnapshotRef,
+)
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.sessions import owned
+from openagents.settings import Settings
+from openagents.store.port import StaleState, Store
+from openagents.workflows import Workflows
+
+log = logging.getLogger(__name__)
+MACHINE = "lifecycle"
+ACTIVE = frozenset({LifecycleState.ACTIVE})
+HIBERNATING = frozenset({LifecycleState.HIBERNATING})
+RUNNING = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
+BUSY = frozenset(
+    {
+        LifecycleState.PROVISIONING,
+        LifecycleState.ACTIVE,
+        LifecycleState.HIBERNATING,
+        LifecycleState.RESTORING,
+    }
+)
+
+
+class SnapshotFailed(Exception):
+    """Snapshot or its verification failed; the sandbox keeps running (Step Functions retries)."""
+
+
+@dataclass(frozen=True)
+class StatusView:
+    session: Session
+    status: ChipStatus
+    server_time: datetime
+
+
+def _iso_z(moment: datetime) -> str:
+    """Step Functions' Wait ``TimestampPath`` format."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def decision(
+    action: str, wake: datetime | None = None, reason: str | None = None
+) -> dict[str, Any]:
+    return {"action": action, "wakeAt": _iso_z(wake) if wake else None, "reason": reason}
+
+
+class LifecycleService:
+    def __init__(
+        self,
+        store: Store,
+        driver: SandboxDriver,
+        workflows: Workflows,
+        settings: Settings,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+        restore: Callable[[Session, int], object] | None = None,
+    ) -> None:
+        self._restore = restore
+        self._store = store
+        self._driver = driver
+        self._workflows = workflows
+        self._settings = settings
+        self._clock = clock
+        self._ids = ids
+        self._metrics = metrics
+
+    # ------------------------------------------------------------------ kick
+
+    def kick(self, session: Session, reason: str, *, force: bool = False) -> bool:
+        """Start a lifecycle run if none owns the session (or its lease is stale, or ``force``
+        replaces it). The lease is claimed atomically, so concurrent kicks start one run."""
+        if session.status is SessionStatus.ARCHIVED or session.lifecycle_state not in RUNNING:
+            return False
+        now = self._clock()
+        run_id = f"lifecycle-{int(now.timestamp() * 1000)}-{secrets.token_hex(6)}"
+        stale_before = now + timedelta(days=365) if force else now - STALE_LEASE_GRACE
+        if not self._store.claim_lease(session.id, run_id, stale_before):
+            return False
+        try:
+            self._workflows.start(MACHINE, run_id, {"sessionId": session.id, "runId": run_id})
+        except Exception:
+            self._store.release_lease(session.id, run_id)
+            raise
+        log.info("lifecycle run %s started for %s (%s)", run_id, session.id, reason)
+        return True
+
+    # ------------------------------------------------------- the loop's steps
+
+    def _owned_run(self, session_id: str, run_id: str) -> Session | dict[str, Any]:
+        """The session when this run still owns it, else the decision to exit."""
+        session = self._store.get_session(session_id)
+        if session is None:
+            return decision("exit", reason="session-not-found")
+        if session.lifecycle_run_id != run_id:
+            return decision("exit", reason="run-replaced")
+        if session.status is SessionStatus.ARCHIVED or session.lifecycle_state not in RUNNING:
+            self._store.release_lease(session_id, run_id)
+            return decision("exit", reason=f"session-{session.lifecycle_state or 'idle'}")
+        return session
+
+    def claim(self, session_id: str, run_id: str) -> dict[str, Any]:
+        owned_run = self._owned_run(session_id, run_id)
+        if isinstance(owned_run, dict):
+            return owned_run
+        return decision("wait", self._wake(owned_run))
+
+    def evaluate(self, session_id: str, run_id: str) -> dict[str, Any]:
+        owned_run = self._owned_run(session_id, run_id)
+        if isinstance(owned_run, dict):
+            return owned_run
+        session, now = owned_run, self._clock()
+        if not self._alive(session):
+            self.mark_lost(session, "the sandbox stopped on its own")
+            return decision("exit", reason="sandbox-lost")
+        due = due_at(session)
+        if session.lifecycle_state is LifecycleState.ACTIVE and due is not None and now < due:
+            return decision("wait", self._wake(session), "not-due-yet")
+        return decision("hibernate")
+
+    def hibernate(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """hibernating → snapshot → verify → re-check activity → stop → hibernated."""
+        owned_run = self._owned_run(session_id, run_id)
+        if isinstance(owned_run, dict):
+            return owned_run
+        session, now = owned_run, self._clock()
+        due = due_at(session)
+        if session.lifecycle_state is LifecycleState.ACTIVE:
+            if due is not None and now < due:
+                return decision("wait", self._wake(session), "not-due-yet")
+            session = self._move(
+                session,
+                ACTIVE,
+                {"lifecycle_state": LifecycleState.HIBERNATING},
+                "sandbox.hibernating",
+                run_id,
+            )
+        handle = SandboxHandle.from_dict(session.sandbox or {})
+        try:
+            snapshot = self._driver.snapshot(handle)
+        except SandboxError as exc:
+            message = f"Snapshot failed: {exc}"
+            self._move(
+                session,
+                HIBERNATING,
+                {"lifecycle_state": LifecycleState.ACTIVE, "lifecycle_error": message},
+                "sandbox.snapshot_failed",
+                run_id,
+            )
+            self._metrics.count("SnapshotFailed")
+            raise SnapshotFailed(message) from exc
+        fresh = self._store.get_session(session_id)
+        if fresh is not None and self._activity_moved(fresh):
+            self._remember(fresh, snapshot)
+            self._move(
+                fresh,
+                HIBERNATING,
+                {"lifecycle_state": LifecycleState.ACTIVE},
+                "sandbox.hibernate_aborted",
+                run_id,
+            )
+            return decision(
+                "wait",
+                wake_at(
+                    fresh.model_copy(update={"lifecycle_state": LifecycleState.ACTIVE}),
+                    self._clock(),
+                ),
+                "activity-moved",
+            )
+        self._driver.stop(handle)
+        previous = session.snapshot
+        self._move(
+            session,
+            HIBERNATING,
+            {
+                "lifecycle_state": LifecycleState.HIBERNATED,
+                "lifecycle_error": None,
+                "snapshot": snapshot.to_dict(),
+                "sandbox": None,
+                "sandbox_expires_at": None,
+                "hibernate_after": None,
+                "turn_active_until": None,
+                "lifecycle_run_id": None,
+            },
+            "sandbox.hibernated",
+            run_id,
+            detail={"snapshotBytes": snapshot.size_bytes, "snapshotId": snapshot.id},
+        )
+        self._drop_snapshot(previous, keep=snapshot)
+        self._metrics.count("SandboxHibernated")
+        return decision("exit", reason="hibernated")
+
+    def recover(self, session_id: str, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
+        """After the retries of a failed hibernation: keep the sandbox running, try later."""
+        owned_run = self._owned_run(session_id, run_id)
+        if isinstance(owned_run, dict):
+            return owned_run
+        session = owned_run
+        if session.lifecycle_state is LifecycleState.HIBERNATING:
+            cause = (error or {}).get("Cause") or "hibernation failed"
+            session = self._move(
+                session,
+                HIBERNATING,
+                {"lifecycle_state": LifecycleState.ACTIVE, "lifecycle_error": str(cause)[:1000]},
+                "sandbox.hibernate_failed",
+                run_id,
+            )
+        later = self._clock() + timedelta(seconds=self._settings.snapshot_retry_seconds)
+        return decision("wait", later, "retry-later")
+
+    # --------------------------------------------------------- lost sandboxes
+
+    def _alive(self, session: Session) -> bool:
+        if not session.sandbox:
+            return False
+        probe = self._driver.probe(SandboxHandle.from_dict(session.sandbox))
+        return probe.state not in (SandboxState.STOPPED, SandboxState.GONE)
+
+    def mark_lost(self, session: Session, reason: str) -> Session:
+        """A sandbox that died on its own: back to its last snapshot, or failed without one."""
+        if session.snapshot:
+            taken = session.snapshot.get("createdAt")
+            changes: dict[str, Any] = {
+                "lifecycle_state": LifecycleState.HIBERNATED,
+                "lifecycle_error": f"Sandbox lost ({reason}); resume restores the snapshot "
+                f"of {taken}",
+            }
+        else:
+            changes = {
+                "lifecycle_state": LifecycleState.FAILED,
+                "lifecycle_error": f"Sandbox lost ({reason}) and no snapshot exists",
+            }
+        changes |= {
+            "sandbox": None,
+            "sandbox_expires_at": None,
+            "hibernate_after": None,
+            "turn_active_until": None,
+            "lifecycle_run_id": None,
+        }
+        try:
+            lost = self._move(
+                session, RUNNING, changes, "sandbox.lost", None, detail={"reason": reason}
+            )
+        except StaleState:
+            return session
+        self._metrics.count("SandboxLost")
+        return lost
+
+    def verify_running(self, session: Session) -> bool:
+        """Called when a tool call could not reach the sandbox."""
+        if session.lifecycle_state in RUNNING and not self._alive(session):
+            self.mark_lost(session, "the sandbox is unreachable")
+            return False
+        return True
+
+    # ---------------------------------------------------------------- the API
+
+    def status(self, identity: Identity, session_id: str) -> StatusView:
+        """One GetItem; a write only when the session is overdue and needs a run."""
+        session = owned(self._store.get_session(session_id), identity)
+        now = self._clock()
+        due = due_at(session)
+        overdue = due is not None and now >= due
+        if overdue and (session.lifecycle_run_id is None or lease_is_stale(session, now)):
+            with contextlib.suppress(Exception):  # a poll never fails because of a kick
+                self.kick(session, "status-check-overdue")
+        return StatusView(session=session, status=chip_status(session), server_time=now)
+
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> dict[str, Any]:
+        session = owned(self._store.get_session(session_id), identity)
+        if session.lifecycle_state is not LifecycleState.ACTIVE:
+            return {"success": False, "reason": "not-active"}
+        now = self._clock()
+        changes: dict[str, Any] = {
+            "last_activity_at": now,
+            "hibernate_after": now + timedelta(seconds=self._settings.idle_timeout_seconds),
+        }
+        if turn == "start":
+            changes["turn_active_until"] = now + timedelta(
+                seconds=self._settings.turn_heartbeat_seconds
+            )
+        elif turn == "end":
+            changes["turn_active_until"] = None
+        try:
+            updated = self._store.transition(
+                session.id, expect=ACTIVE, changes=with_due(session, changes), entry=None
+            )
+        except StaleState:
+            return {"success": False, "reason": "not-active"}
+        if turn == "end":  # the due time moved earlier than the waiting run's wake-up
+            self.kick(updated, "turn-ended", force=True)
+        return {"success": True}
+
+    def extend(self, identity: Identity, session_id: str) -> Session:
+        session = owned(self._store.get_session(session_id), identity)
+        if (
+            session.lifecycle_state is not LifecycleState.ACTIVE
+            or session.sandbox_expires_at is None
+        ):
+            raise Conflict("Sandbox is not active", field="sessionId")
+        now = self._clock()
+        step = timedelta(seconds=self._settings.extend_seconds)
+        changes: dict[str, Any] = {
+            "sandbox_expires_at": session.sandbox_expires_at + step,
+            "last_activity_at": now,
+            "hibernate_after": now + timedelta(seconds=self._settings.idle_timeout_seconds),
+        }
+        try:
+            return self._move(
+                session,
+                ACTIVE,
+                changes,
+                "sandbox.extended",
+                None,
+                bump=True,
+                detail={"seconds": self._settings.extend_seconds},
+            )
+        except StaleState:
+            raise Conflict("Sandbox is not active", field="sessionId") from None
+
+    def pause(self, identity: Identity, session_id: str) -> Session:
+        """Hibernate now, through the same verified path (a new run replaces the waiting one)."""
+        session = owned(self._store.get_session(session_id), identity)
+        if session.lifecycle_state is not LifecycleState.ACTIVE:
+            raise Conflict("Sandbox is not running", field="sessionId")
+        now = self._clock()
+        changes: dict[str, Any] = {"hibernate_after": now, "turn_active_until": None}
+        if session.sandbox_expires_at is not None and session.sandbox_expires_at > now + timedelta(
+            seconds=10
+        ):
+            pass
+        session = self._move(session, ACTIVE, changes, "sandbox.pause_requested", None, bump=True)
+        self.kick(session, "manual-pause", force=True)
+        return session
+
+    def resume(self, identity: Identity, session_id: str) -> dict[str, Any]:
+        """``hibernated → restoring``, then a restore run (the provisioning workflow seeded from
+        the snapshot). The conditional write lets exactly one of many concurrent resumes in."""
+        session = owned(self._store.get_session(session_id), identity)
+        if session.status is SessionStatus.ARCHIVED:
+            raise Conflict("Session is archived; unarchive it first", field="sessionId")
+        if session.lifecycle_state in BUSY:
+            return {"success": True, "alreadyRunning": True, "state": str(session.lifecycle_state)}
+        if not session.snapshot:
+            raise NotFound("No sandbox available for resume")
+        try:
+            restoring = self._move(
+                session,
+                frozenset({LifecycleState.HIBERNATED, LifecycleState.FAILED}),
+                {"lifecycle_state": LifecycleState.RESTORING, "lifecycle_error": None},
+                "sandbox.restoring",
+                None,
+                bump=True,
+            )
+        except StaleState:
+            return {"success": True, "alreadyRunning": True, "state": "restoring"}
+        if self._restore is not None:
+            self._restore(restoring, restoring.sandbox_generation + 1)
+        return {"success": True, "restoring": True, "restoredFrom": session.snapshot.get("id")}
+
+    # -------------------------------------------------------------- reconciler
+
+    def reconcile(self, *, check_all: bool = False) -> dict[str, int]:
+        """Kick every overdue session whose run is missing or stale. ``check_all`` (the
+        one-machine runtime's start) also probes every running sandbox: a runtime that
+        restarted lost its child sandboxes, and they are recorded as lost at once."""
+        now = self._clock()
+        kicked = 0
+        horizon = now + timedelta(days=3650) if check_all else now
+        overdue = self._store.overdue(horizon)
+        for session_id in overdue:
+            session = self._store.get_session(session_id)
+            if session is None:
+                continue
+            if check_all and not self._alive(session):
+                self.mark_lost(session, "the runtime restarted")
+                continue
+            due = due_at(session)
+            if due is None or due > now:
+                continue
+            if session.lifecycle_run_id and not lease_is_stale(session, now):
+                continue
+            try:
+                kicked += self.kick(session, "reconciler")
+            except Exception as exc:  # one bad session must not stop the sweep
+                log.warning("reconciler could not kick %s: %s", session_id, exc)
+        return {"overdue": len(overdue), "kicked": kicked}
+
+    # ---------------------------------------------------------------- helpers
+
+    def _wake(self, session: Session) -> datetime:
+        minimum = timedelta(seconds=self._settings.lifecycle_min_sleep_seconds)
+        return wake_at(session, self._clock(), minimum)
+
+    def _move(
+        self,
+        session: Session,
+        expect: frozenset[LifecycleState],
+        changes: dict[str, Any],
+        kind: str,
+        lease: str | None,
+        *,
+        bump: bool = False,
+        detail: dict[str, Any] | None = None,
+    ) -> Session:
+        to = changes.get("lifecycle_state", session.lifecycle_state)
+        entry = AuditEntry(
+            id=self._ids(),
+            session_id=session.id,
+            at=self._clock(),
+            type=kind,
+            detail={
+                "from": str(session.lifecycle_state),
+                "to": str(to),
+                "generation": session.sandbox_generation,
+                **(detail or {}),
+            },
+        )
+        return self._store.transition(
+            session.id,
+            expect=expect,
+            changes=with_due(session, changes),
+            entry=entry,
+            lease=lease,
+            bump_version=bump,
+        )
+
+    def _activity_moved(self, fresh: Session) -> bool:
+        """Activity arrived while the snapshot was taken (re-checked right before stopping):
+        the session, were it active, would no longer be due."""
+        due = due_at(fresh.model_copy(update={"lifecycle_state": LifecycleState.ACTIVE}))
+        return due is not None and due > self._clock()
+
+    def _remember(self, session: Session, snapshot: SnapshotRef) -> None:
+        """A verified snapshot taken before an abort is still the newest copy: keep it."""
+        previous = session.snapshot
+        with contextlib.suppress(StaleState):
+            self._store.transition(
+                session.id, expect=RUNNING, changes={"snapshot": snapshot.to_dict()}, entry=None
+            )
+            self._drop_snapshot(previous, keep=snapshot)
+
+    def _drop_snapshot(self, previous: dict[str, Any] | None, keep: SnapshotRef) -> None:
+        if previous and previous.get("id") != keep.id:
+            try:
+                self._driver.delete_snapshot(SnapshotRef.from_dict(previous))
+            except SandboxError as exc:  # an orphan costs storage, never data
+                log.warning("could not delete the previous snapshot: %s", exc)
