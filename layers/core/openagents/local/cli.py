@@ -34,6 +34,7 @@ def dev(
 
     from openagents.local.dynamodb import LocalDynamo
     from openagents.local.schedules import Timer, run_schedule
+    from openagents.local.spa import mount_spa
     from openagents.local.stepfunctions import LocalStepFunctions
 
     base = Settings()
@@ -66,9 +67,14 @@ def dev(
 
     saver = threading.Thread(target=autosave, name="dynamodb-autosave", daemon=True)
     saver.start()
+    app = load_app(settings)
+    web = mount_spa(app)
     try:
-        typer.echo(f"Open Agents: http://127.0.0.1:{port or settings.port}  (docs at /docs)")
-        uvicorn.run(load_app(settings), host="127.0.0.1", port=port or settings.port)
+        url = f"http://127.0.0.1:{port or settings.port}"
+        typer.echo(
+            f"Open Agents: {url}  (API docs at {url}/docs{'' if web else '; web app not built'})"
+        )
+        uvicorn.run(app, host="127.0.0.1", port=port or settings.port)
     finally:
         stop.set()
         timer.stop()
