@@ -114,6 +114,17 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     assert run(container, session.id, FINGERPRINT)["stdout"] == before
     assert container.sandbox_tools.git_status(ALICE, session.id) == status_before
     assert "sandbox.resumed" in events(container, session.id)
+    # And every transition was published as an event
+    log = container.settings.home / "events.jsonl"
+    published = [json.loads(line) for line in log.read_text().splitlines()]
+    mine = [e["detail-type"] for e in published if e["detail"]["sessionId"] == session.id]
+    for expected in (
+        "Session Created",
+        "Sandbox Provisioned",
+        "Sandbox Hibernated",
+        "Sandbox Resumed",
+    ):
+        assert expected in mine
 
 
 def test_activity_postpones_hibernation_and_an_agent_turn_blocks_it(

@@ -10,9 +10,11 @@ from typing import Any
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.tokens import LocalTokens, load_or_create_secret
+from openagents.events import EventBus
 from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.chats import ChatService
+from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.sandbox_tools import SandboxTools
@@ -110,6 +112,18 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
     )
 
 
+def _bus(settings: Settings) -> EventBus | None:
+    if settings.mode is Mode.LOCAL:
+        from openagents.events.local import LocalBus
+
+        return LocalBus(settings.home / "events.jsonl")
+    if not settings.event_bus_name:
+        return None
+    from openagents.events.eventbridge import EventBridgeBus
+
+    return EventBridgeBus(_client("events", settings), settings.event_bus_name)
+
+
 def build(settings: Settings, metrics: Metrics) -> Container:
     items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
     artifacts = _artifacts(settings)
@@ -123,6 +137,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             raise ValueError("the sandbox has no endpoint yet")
         return SandboxClient(handle.endpoint, driver.token(handle))
 
+    journal = Journal(_bus(settings), metrics)
     workflows = StepFunctionsWorkflows(
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
         settings.state_machines,
@@ -136,6 +151,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         restore=lambda session, generation: provisioning.kick(session, generation),
+        journal=journal,
     )
     provisioning = ProvisioningService(
         store,
@@ -147,12 +163,15 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         on_active=lambda session: lifecycle.kick(session, "sandbox-active"),
+        journal=journal,
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
         settings=settings,
-        sessions=SessionService(store, settings, utc_now, new_id, metrics, kick=kick),
+        sessions=SessionService(
+            store, settings, utc_now, new_id, metrics, kick=kick, journal=journal
+        ),
         chats=ChatService(store, settings, utc_now, new_id, metrics),
         provisioning=provisioning,
         lifecycle=lifecycle,

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     sweep_seconds: int = Field(default=60, ge=1)  # the reconciler's period
     lifecycle_min_sleep_seconds: float = Field(default=5.0, gt=0)  # shortest loop wait
 
+    event_bus_name: str | None = None  # AWS: the EventBridge bus domain events go to
+
     # guards
     rate_limit_per_minute: int = Field(default=10, ge=1)
     rate_limit_window_seconds: int = Field(default=60, ge=1)

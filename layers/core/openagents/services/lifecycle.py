@@ -31,6 +31,7 @@ from openagents.sandbox.port import (
     SnapshotRef,
 )
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
@@ -84,7 +85,9 @@ class LifecycleService:
         ids: IdFactory,
         metrics: Metrics,
         restore: Callable[[Session, int], object] | None = None,
+        journal: Journal | None = None,
     ) -> None:
+        self._journal = journal or Journal(None, metrics)
         self._restore = restore
         self._store = store
         self._driver = driver
@@ -445,7 +448,7 @@ class LifecycleService:
                 **(detail or {}),
             },
         )
-        return self._store.transition(
+        moved = self._store.transition(
             session.id,
             expect=expect,
             changes=with_due(session, changes),
@@ -453,6 +456,8 @@ class LifecycleService:
             lease=lease,
             bump_version=bump,
         )
+        self._journal.publish(session.user_id, entry)
+        return moved
 
     def _activity_moved(self, fresh: Session) -> bool:
         """Activity arrived while the snapshot was taken (re-checked right before stopping):

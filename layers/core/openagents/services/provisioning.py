@@ -25,6 +25,7 @@ from openagents.sandbox.port import (
     SnapshotRef,
 )
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import Gone, StaleState, Store
@@ -92,7 +93,9 @@ class ProvisioningService:
         ids: IdFactory,
         metrics: Metrics,
         on_active: Callable[[Session], object] | None = None,
+        journal: Journal | None = None,
     ) -> None:
+        self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
         self._store = store
         self._driver = driver
@@ -126,7 +129,8 @@ class ProvisioningService:
         if session.status is SessionStatus.ARCHIVED:
             raise Conflict("Session is archived; unarchive it first", field="sessionId")
         if session.lifecycle_state is LifecycleState.FAILED:
-            session = self._store.transition(
+            session = self._transition(
+                session.user_id,
                 session.id,
                 expect=frozenset({LifecycleState.FAILED}),
                 changes={"lifecycle_state": LifecycleState.PROVISIONING, "lifecycle_error": None},
@@ -157,7 +161,8 @@ class ProvisioningService:
             read_only_paths=_local_repo_paths(session),
         )
         try:
-            self._store.transition(
+            self._transition(
+                session.user_id,
                 session_id,
                 expect=PROVISIONING,
                 changes={"sandbox": handle.to_dict()},
@@ -232,7 +237,8 @@ class ProvisioningService:
             if before.lifecycle_state is LifecycleState.RESTORING
             else "sandbox.active"
         )
-        session = self._store.transition(
+        session = self._transition(
+            before.user_id,
             session_id,
             expect=PROVISIONING,
             changes=with_due(before, changes),
@@ -269,7 +275,8 @@ class ProvisioningService:
         if restoring:
             message = message.replace("Provisioning failed", "Restore failed", 1)
         try:
-            self._store.transition(
+            self._transition(
+                session.user_id,
                 session_id,
                 expect=PROVISIONING,
                 changes={"lifecycle_state": target, "lifecycle_error": message, "sandbox": None},
@@ -284,6 +291,12 @@ class ProvisioningService:
         return {"state": target.value}
 
     # ---------------------------------------------------------------- helpers
+
+    def _transition(self, user_id: str, session_id: str, **change: Any) -> Session:
+        """A conditional lifecycle write, then its audit entry published as an event."""
+        moved = self._store.transition(session_id, **change)
+        self._journal.publish(user_id, change.get("entry"))
+        return moved
 
     def _session(self, session_id: str) -> Session:
         session = self._store.get_session(session_id)

@@ -23,6 +23,7 @@ from openagents.domain.models import (
     SessionStatus,
 )
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.journal import Journal
 from openagents.settings import Settings
 from openagents.store.port import (
     BadCursor,
@@ -85,7 +86,9 @@ class SessionService:
         metrics: Metrics,
         *,
         kick: Callable[[Session], object] | None = None,
+        journal: Journal | None = None,
     ) -> None:
+        self._journal = journal or Journal(None, metrics)
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -173,6 +176,7 @@ class SessionService:
                     retry_after_seconds=retry,
                 ) from None
             self._metrics.count("SessionCreated")
+            self._journal.publish(session.user_id, entry)
             return self._provision(session), chat
         raise AssertionError("title candidates never run out")  # pragma: no cover
 
@@ -228,6 +232,7 @@ class SessionService:
                         session.id, "session.renamed", self._clock(), {"title": title}
                     )
                     session = self._store.rename_session(session, title, entry)
+                    self._journal.publish(session.user_id, entry)
             if status is not None and status is not session.status:
                 session = self._set_status(session, status)
         except Gone:
@@ -246,6 +251,7 @@ class SessionService:
         kind = "session.archived" if status is SessionStatus.ARCHIVED else "session.unarchived"
         entry = self._entry(session.id, kind, self._clock(), {})
         updated = self._store.set_status(session, status, lifecycle, entry)
+        self._journal.publish(session.user_id, entry)
         self._metrics.count("SessionArchived" if lifecycle else "SessionUnarchived")
         return updated
 

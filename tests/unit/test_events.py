@@ -1,0 +1,133 @@
+"""Event publishing: EventBridge batches and retries, the local bus's log and rules."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+from openagents.domain.models import AuditEntry
+from openagents.events import Event, from_entry
+from openagents.events.eventbridge import EventBridgeBus
+from openagents.events.local import LocalBus
+from openagents.services.journal import Journal
+
+AT = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+def event(n: int) -> Event:
+    return Event(detail_type="Sandbox Hibernated", detail={"n": n}, time=AT)
+
+
+def test_audit_entries_become_catalogued_events() -> None:
+    entry = AuditEntry(
+        id="e1", session_id="s1", at=AT, type="sandbox.active", detail={"generation": 2}
+    )
+    published = from_entry(entry, "alice")
+    assert published.detail_type == "Sandbox Provisioned"
+    assert published.source == "openagents"
+    assert published.detail == {
+        "sessionId": "s1",
+        "userId": "alice",
+        "type": "sandbox.active",
+        "entryId": "e1",
+        "at": AT.isoformat(),
+        "generation": 2,
+    }
+
+
+def test_eventbridge_puts_batches_of_ten_and_retries_failed_entries_once() -> None:
+    client = boto3.client("events", region_name="us-east-1")
+    bus = EventBridgeBus(client, "openagents-bus")
+    with Stubber(client) as stub:
+        first = {"Entries": ANY}
+        stub.add_response(
+            "put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "x"}] * 10}, first
+        )
+        stub.add_response(
+            "put_events",
+            {
+                "FailedEntryCount": 1,
+                "Entries": [{"EventId": "y"}, {"ErrorCode": "InternalFailure"}],
+            },
+            first,
+        )
+        stub.add_response(
+            "put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "z"}]}, first
+        )
+        bus.publish([event(n) for n in range(12)])
+        stub.assert_no_pending_responses()
+
+
+def test_eventbridge_raises_when_a_retry_fails_too() -> None:
+    client = boto3.client("events", region_name="us-east-1")
+    bus = EventBridgeBus(client, "b")
+    failed = {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "ThrottlingException"}]}
+    with Stubber(client) as stub:
+        stub.add_response("put_events", failed, {"Entries": ANY})
+        stub.add_response("put_events", failed, {"Entries": ANY})
+        with pytest.raises(RuntimeError, match="ThrottlingException"):
+            bus.publish([event(1)])
+
+
+def test_an_entry_carries_bus_source_type_and_json_detail() -> None:
+    client = boto3.client("events", region_name="us-east-1")
+    expected = {
+        "Entries": [
+            {
+                "Source": "openagents",
+                "DetailType": "Sandbox Hibernated",
+                "Detail": json.dumps({"n": 7}),
+                "EventBusName": "b",
+                "Time": AT,
+                "Resources": [],
+            }
+        ]
+    }
+    with Stubber(client) as stub:
+        stub.add_response(
+            "put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "1"}]}, expected
+        )
+        EventBridgeBus(client, "b").publish([event(7)])
+
+
+def test_local_bus_logs_every_event_and_runs_rule_targets(tmp_path: Path) -> None:
+    delivered: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def target(envelope: dict[str, Any]) -> None:
+        delivered.append(envelope)
+        done.set()
+
+    bus = LocalBus(tmp_path / "events.jsonl", {"Sandbox Hibernated": [target]})
+    bus.publish([event(1), Event(detail_type="Other", detail={}, time=AT)])
+    assert done.wait(5)
+    assert delivered[0]["detail-type"] == "Sandbox Hibernated"
+    assert delivered[0]["detail"] == {"n": 1}
+    lines = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [line["detail-type"] for line in lines] == ["Sandbox Hibernated", "Other"]
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def count(self, name: str, value: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + value
+
+
+class Broken:
+    def publish(self, events: Any) -> None:
+        raise ConnectionError("bus down")
+
+
+def test_a_failed_publish_is_counted_not_raised() -> None:
+    metrics = Counting()
+    entry = AuditEntry(id="e", session_id="s", at=AT, type="session.created")
+    Journal(Broken(), metrics).publish("alice", entry, None)
+    assert metrics.counts == {"EventPublishFailed": 1}
