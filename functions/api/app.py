@@ -17,7 +17,7 @@ from openagents.settings import Settings
 
 from functions.api import errors
 from functions.api.limits import BodyLimit
-from functions.api.routes import chats, local, sandbox, sessions
+from functions.api.routes import chats, github, local, sandbox, sessions
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -56,6 +56,7 @@ def create_app(
     app.include_router(chats.router)
     app.include_router(sandbox.router)
     app.include_router(local.router)
+    app.include_router(github.router)
 
     @app.middleware("http")
     async def observe(

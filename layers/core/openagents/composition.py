@@ -11,8 +11,10 @@ from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.tokens import LocalTokens, load_or_create_secret
 from openagents.events import EventBus
+from openagents.git import GitHost
 from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
+from openagents.services.archive import ArchiveService
 from openagents.services.chats import ChatService
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
@@ -29,6 +31,7 @@ from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 class Container:
     settings: Settings
     sessions: SessionService
+    archive: ArchiveService
     chats: ChatService
     provisioning: ProvisioningService
     lifecycle: LifecycleService
@@ -36,6 +39,7 @@ class Container:
     driver: SandboxDriver
     bot_policy: BotPolicy
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
+    webhook_secret: Callable[[], str | None]  # the GitHub webhook's HMAC key (read on first use)
 
 
 def local_tokens(settings: Settings) -> LocalTokens:
@@ -115,13 +119,52 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
 def _bus(settings: Settings) -> EventBus | None:
     if settings.mode is Mode.LOCAL:
         from openagents.events.local import LocalBus
+        from openagents.local.rules import local_rules
 
-        return LocalBus(settings.home / "events.jsonl")
+        return LocalBus(settings.home / "events.jsonl", rules=local_rules(settings))
     if not settings.event_bus_name:
         return None
     from openagents.events.eventbridge import EventBridgeBus
 
     return EventBridgeBus(_client("events", settings), settings.event_bus_name)
+
+
+def _secret(settings: Settings, arn: str | None) -> str | None:
+    if not arn:
+        return None
+    value = _client("secretsmanager", settings).get_secret_value(SecretId=arn)
+    return str(value["SecretString"]).strip() or None
+
+
+def _git_host(settings: Settings) -> GitHost | None:
+    """Local bare repositories on one machine; GitHub with a token from Secrets Manager on
+    AWS (none configured: PR refreshes are skipped)."""
+    if settings.mode is Mode.LOCAL:
+        from openagents.git.local import LocalGitHost
+
+        return LocalGitHost(settings.home / "git")
+    if not settings.github_token_secret_arn:
+        return None
+    from openagents.git.github import GitHubHost, StaticToken
+
+    arn = settings.github_token_secret_arn
+    return GitHubHost(
+        StaticToken(lambda: _secret(settings, arn) or ""), base_url=settings.github_api_url
+    )
+
+
+def _webhook_secret(settings: Settings) -> Callable[[], str | None]:
+    cached: list[str | None] = []
+
+    def read() -> str | None:
+        if not cached:
+            cached.append(
+                settings.github_webhook_secret
+                or _secret(settings, settings.github_webhook_secret_arn)
+            )
+        return cached[0]
+
+    return read
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
@@ -164,14 +207,30 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         metrics,
         on_active=lambda session: lifecycle.kick(session, "sandbox-active"),
         journal=journal,
+        from_bundle=lambda session, handle: archive.restore_workspace(session, handle),
+    )
+    archive = ArchiveService(
+        store,
+        driver,
+        sandboxd,
+        artifacts,
+        _git_host(settings),
+        settings,
+        utc_now,
+        new_id,
+        metrics,
+        journal,
+        provision=lambda session, generation: provisioning.kick(session, generation),
+        on_active=lambda session: lifecycle.kick(session, "unarchived", force=True),
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
         settings=settings,
         sessions=SessionService(
-            store, settings, utc_now, new_id, metrics, kick=kick, journal=journal
+            store, settings, utc_now, new_id, metrics, kick=kick, journal=journal, archive=archive
         ),
+        archive=archive,
         chats=ChatService(store, settings, utc_now, new_id, metrics),
         provisioning=provisioning,
         lifecycle=lifecycle,
@@ -181,6 +240,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         local_tokens=local_tokens(settings) if local else None,
+        webhook_secret=_webhook_secret(settings),
     )
 
 

@@ -52,6 +52,14 @@ class Settings(BaseSettings):
 
     event_bus_name: str | None = None  # AWS: the EventBridge bus domain events go to
 
+    # archive and GitHub
+    archive_retry_attempts: int = Field(default=4, ge=1)  # one machine: the rule's retries
+    archive_retry_base_seconds: float = Field(default=1.0, ge=0)  # backoff 1, 2, 4 … seconds
+    github_webhook_secret: str | None = None  # HMAC key of POST /api/github/webhook
+    github_webhook_secret_arn: str | None = None  # AWS: the same, from Secrets Manager
+    github_token_secret_arn: str | None = None  # AWS: a GitHub token for PR lookups
+    github_api_url: str = "https://api.github.com"
+
     # guards
     rate_limit_per_minute: int = Field(default=10, ge=1)
     rate_limit_window_seconds: int = Field(default=60, ge=1)

@@ -109,6 +109,8 @@ class Session(Model):
     lifecycle_run_id: str | None = None  # the lease of the one lifecycle run
     snapshot: dict[str, Any] | None = None  # the last verified snapshot (a SnapshotRef)
     turn_active_until: datetime | None = None  # an agent turn holds activity until then
+    bundle: dict[str, Any] | None = None  # the archive's git bundle (a BundleRef as a dict)
+    archive_pending: bool | None = None  # archive finalisation has not completed yet
 
     @property
     def has_unread(self) -> bool:
@@ -128,6 +130,13 @@ class Session(Model):
     @property
     def chat_activity_at(self) -> datetime:
         return max((mark.updated_at for mark in self.chats.values()), default=self.created_at)
+
+
+def pr_key(owner: str | None, name: str | None, number: int | None) -> str | None:
+    """The webhook's lookup key: ``lower(owner/name)#number`` (None without a PR)."""
+    if not owner or not name or number is None:
+        return None
+    return f"{owner}/{name}".lower() + f"#{number}"
 
 
 class Chat(Model):

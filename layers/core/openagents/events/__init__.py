@@ -16,7 +16,9 @@ SOURCE = "openagents"
 DETAIL_TYPES: dict[str, str] = {
     "session.created": "Session Created",
     "session.renamed": "Session Renamed",
-    "session.archived": "Session Archived",
+    "session.archived": "Session Archived",  # detail.finalize: the archiver has work to do
+    "session.archive_finalized": "Session Archive Finalized",
+    "session.archive_failed": "Session Archive Failed",
     "session.unarchived": "Session Unarchived",
     "session.deleted": "Session Deleted",
     "sandbox.starting": "Sandbox Starting",

@@ -94,7 +94,9 @@ class ProvisioningService:
         metrics: Metrics,
         on_active: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
+        from_bundle: Callable[[Session, SandboxHandle], str] | None = None,
     ) -> None:
+        self._from_bundle = from_bundle
         self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
         self._store = store
@@ -198,6 +200,8 @@ class ProvisioningService:
         handle = self._handle(session, generation)
         if session.lifecycle_state is LifecycleState.RESTORING:
             return self._verify_restore(session, handle)
+        if session.bundle and self._from_bundle is not None:  # unarchived: the archive's bundle
+            return {"branch": self._from_bundle(session, handle), "fromBundle": True}
         if not session.clone_url:
             return {"branch": None}
         result = self._workspaces(handle).prepare_workspace(

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from openagents.domain import naming, validation
 from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited
@@ -41,6 +41,11 @@ TITLE_ATTEMPTS = 8
 ARCHIVED_DEFAULT_LIMIT = 50
 LIST_DEFAULT_LIMIT = 100
 MAX_LIMIT = 100
+
+
+class ArchiveFlow(Protocol):
+    def archive(self, session: Session) -> Session: ...
+    def unarchive(self, session: Session) -> Session: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,9 @@ class SessionService:
         *,
         kick: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
+        archive: ArchiveFlow | None = None,
     ) -> None:
+        self._archive = archive
         self._journal = journal or Journal(None, metrics)
         self._store = store
         self._settings = settings
@@ -245,8 +252,10 @@ class SessionService:
         return session
 
     def _set_status(self, session: Session, status: SessionStatus) -> Session:
-        # Archive finalisation (bundle, stop, snapshot drop) arrives with the archive flow;
-        # until then archiving flips the state and the audit log records it.
+        if self._archive is not None:  # the archive flow (services/archive.py)
+            if status is SessionStatus.ARCHIVED:
+                return self._archive.archive(session)
+            return self._archive.unarchive(session)
         lifecycle = LifecycleState.ARCHIVED if status is SessionStatus.ARCHIVED else None
         kind = "session.archived" if status is SessionStatus.ARCHIVED else "session.unarchived"
         entry = self._entry(session.id, kind, self._clock(), {})

@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ParamSpec, TypeVar
 
 from pynamodb.attributes import MapAttribute
@@ -38,6 +39,7 @@ from openagents.domain.models import (
     Role,
     Session,
     SessionStatus,
+    pr_key,
 )
 from openagents.domain.naming import chat_title_from_text
 from openagents.store import cursor
@@ -347,7 +349,15 @@ class DynamoStore:
         status: SessionStatus,
         lifecycle_state: LifecycleState | None,
         entry: AuditEntry,
+        changes: dict[str, Any] | None = None,
     ) -> Session:
+        """Archive or unarchive: status, lifecycle fields and ``archivedCount`` in one
+        transaction, conditional on the status the caller read."""
+        extra = dict(changes or {})
+        extra.pop("lifecycle_state", None)
+        unknown = set(extra) - LIFECYCLE_FIELDS
+        if unknown:
+            raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
         delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
         try:
             with self._transaction() as tx:
@@ -360,6 +370,7 @@ class DynamoStore:
                         if lifecycle_state
                         else SessionItem.lifecycle_state.remove(),
                         SessionItem.updated_at.set(_iso(entry.at)),
+                        *(_set_or_remove(name, value) for name, value in extra.items()),
                     ],
                     condition=SessionItem.status == session.status.value,
                 )
@@ -373,9 +384,22 @@ class DynamoStore:
             if tx.failed(exc, 0):  # the status changed (or the session went) meanwhile
                 raise StaleState from exc
             raise
+        if extra:
+            updated = self.get_session(session.id)
+            if updated is None:
+                raise Gone
+            return updated
         return session.model_copy(
             update={"status": status, "lifecycle_state": lifecycle_state, "updated_at": entry.at}
         )
+
+    @_guard
+    def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]:
+        """Every session of pull request ``number`` of ``owner/name`` (case-insensitive)."""
+        key = pr_key(owner, name, number)
+        if key is None:
+            return []
+        return [_session(item) for item in SessionItem.by_pr.query(key)]
 
     @_guard
     def delete_session(self, session: Session) -> None:
@@ -812,7 +836,7 @@ def _set_or_remove(name: str, value: Any) -> Action:
         return attribute.remove()  # type: ignore[no-any-return]
     if isinstance(value, datetime):
         value = _iso(value)
-    elif isinstance(value, LifecycleState):
+    elif isinstance(value, StrEnum):
         value = value.value
     return attribute.set(value)  # type: ignore[no-any-return]
 
@@ -922,6 +946,9 @@ def _session_item(session: Session) -> SessionItem:
         lifecycle_run_id=session.lifecycle_run_id,
         snapshot=session.snapshot,
         turn_active_until=_iso_or_none(session.turn_active_until),
+        bundle=session.bundle,
+        archive_pending=session.archive_pending,
+        pr_key=pr_key(session.repo_owner, session.repo_name, session.pr_number),
     )
 
 
@@ -960,6 +987,8 @@ def _session(item: SessionItem) -> Session:
         "lifecycle_run_id": item.lifecycle_run_id,
         "snapshot": _plain(item.snapshot) if item.snapshot is not None else None,
         "turn_active_until": _dt(item.turn_active_until),
+        "bundle": _plain(item.bundle) if item.bundle is not None else None,
+        "archive_pending": item.archive_pending,
     }
     return Session.model_validate(values)
 

@@ -15,7 +15,8 @@ Key design (one table, ``pk``/``sk`` strings):
 | rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
-project only what a list shows.
+project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
+(sparse, ``byPr``, all attributes) serve the reconciler and the GitHub webhook.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UnicodeSetAttribute,
 )
-from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection, KeysOnlyProjection
+from pynamodb.indexes import (
+    AllProjection,
+    GlobalSecondaryIndex,
+    IncludeProjection,
+    KeysOnlyProjection,
+)
 from pynamodb.models import Model
 
 LIST_FIELDS = [
@@ -88,6 +94,17 @@ class Overdue(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-c
     due_at = UnicodeAttribute(range_key=True, attr_name="dueAt")
 
 
+class ByPr(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call]
+    """Sparse: only sessions with a PR carry ``prKey`` = ``lower(owner/name)#<number>``
+    (the GitHub webhook finds its sessions with one Query)."""
+
+    class Meta:
+        index_name = "byPr"
+        projection = AllProjection()
+
+    pr_key = UnicodeAttribute(hash_key=True, attr_name="prKey")
+
+
 class SessionItem(_Base):
     id = UnicodeAttribute()
     user_id = UnicodeAttribute(attr_name="userId")
@@ -126,10 +143,14 @@ class SessionItem(_Base):
     turn_active_until = UnicodeAttribute(attr_name="turnActiveUntil", null=True)
     due_shard = UnicodeAttribute(attr_name="dueShard", null=True)
     due_at = UnicodeAttribute(attr_name="dueAt", null=True)
+    bundle: MapAttribute[str, Any] = MapAttribute(null=True)  # type: ignore[no-untyped-call]
+    archive_pending = BooleanAttribute(attr_name="archivePending", null=True)
+    pr_key = UnicodeAttribute(attr_name="prKey", null=True)
 
     by_user = ByUser()
     by_user_status = ByUserStatus()
     overdue = Overdue()
+    by_pr = ByPr()
 
 
 class ChatItem(_Base):

@@ -75,6 +75,13 @@ LIFECYCLE_FIELDS = frozenset(
         "turn_active_until",
         "due_at",
         "due_shard",
+        "bundle",
+        "archive_pending",
+        # git and PR state the archive flow refreshes (pr_key keeps the byPr index in step)
+        "branch",
+        "pr_number",
+        "pr_status",
+        "pr_key",
     }
 )
 
@@ -135,7 +142,9 @@ class Store(Protocol):
         status: SessionStatus,
         lifecycle_state: LifecycleState | None,
         entry: AuditEntry,
+        changes: dict[str, Any] | None = None,
     ) -> Session: ...
+    def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]: ...
     def delete_session(self, session: Session) -> None: ...
     def transition(
         self,

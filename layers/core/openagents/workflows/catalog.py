@@ -15,6 +15,7 @@ from typing import Any
 FUNCTIONS: dict[str, str] = {
     "provisioner": "functions.provisioner.handler.lambda_handler",
     "lifecycle": "functions.lifecycle.handler.lambda_handler",
+    "archiver": "functions.archiver.handler.lambda_handler",
 }
 
 STATE_MACHINES: dict[str, str] = {
@@ -25,6 +26,19 @@ STATE_MACHINES: dict[str, str] = {
 # Scheduled entry points (EventBridge schedule on AWS, a timer on one machine).
 SCHEDULES: dict[str, dict[str, str]] = {
     "reconciler": {"function": "lifecycle", "step": "reconcile"},
+}
+
+# Event rules on the custom bus (EventBridge rules on AWS, the in-process bus on one machine):
+# the event pattern and the function its target invokes (asynchronously, with retries).
+RULES: dict[str, dict[str, Any]] = {
+    "archive-finalizer": {
+        "function": "archiver",
+        "pattern": {
+            "source": ["openagents"],
+            "detail-type": ["Session Archived"],
+            "detail": {"finalize": [True]},
+        },
+    },
 }
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)FunctionArn\}")

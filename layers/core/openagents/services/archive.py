@@ -1,0 +1,581 @@
+"""Archive: the synchronous part (git/PR refresh, mark archived), the asynchronous finalisation
+(git bundle to the artifact store, stop the sandbox, drop the snapshot), unarchive, and the
+GitHub webhook's PR updates. Every transition is a conditional write with an audit entry that is
+published as an event (``docs/archive.md``)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from openagents.domain.errors import Conflict
+from openagents.domain.lifecycle import with_due
+from openagents.domain.models import (
+    AuditEntry,
+    LifecycleState,
+    PrStatus,
+    Repo,
+    Session,
+    SessionStatus,
+    pr_key,
+)
+from openagents.git import GitHost
+from openagents.sandbox.port import (
+    SandboxDriver,
+    SandboxError,
+    SandboxHandle,
+    SandboxState,
+    SnapshotRef,
+)
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.journal import Journal
+from openagents.settings import Settings
+from openagents.store.port import StaleState, Store
+
+log = logging.getLogger(__name__)
+ARCHIVED = frozenset({LifecycleState.ARCHIVED})
+LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
+BUNDLE_FILE = ".git/openagents/archive.bundle"
+RESTORE_DIR = ".openagents-restore"
+READ_CHUNK_BYTES = 6 << 20  # base64 of it stays under sandboxd's 16 MiB exec output cap
+WRITE_CHUNK_BYTES = 24 << 20  # base64 of it stays under sandboxd's 64 MiB JSON body cap
+GIT_TIMEOUT_SECONDS = 600.0
+ARCHIVE_REFS = "refs/openagents/archive"
+ERROR_PREFIX = "Archive finalization failed: "
+
+# Saves the staging area and the working tree (tracked changes and untracked files, .gitignore
+# respected) as two commits under refs/openagents/archive/ without moving HEAD, the branch or
+# the index, then bundles every ref. Prints branch, head, sha256 and size, one per line.
+SAVE_SCRIPT = r"""
+set -euo pipefail
+out=.git/openagents
+mkdir -p "$out"
+rm -f "$out/archive.bundle" "$out/index"
+git() { command git -c user.name="$OA_NAME" -c user.email="$OA_EMAIL" "$@"; }
+head=$(git rev-parse -q --verify HEAD || true)
+parent=()
+if [ -n "$head" ]; then parent=(-p "$head"); fi
+branch=$(git symbolic-ref -q --short HEAD || true)
+index_tree=$(git write-tree)
+if [ -f .git/index ]; then cp .git/index "$out/index"; fi
+export GIT_INDEX_FILE="$out/index"
+worktree_tree=$(git add -A && git write-tree)
+unset GIT_INDEX_FILE
+rm -f "$out/index"
+index_commit=$(git commit-tree "$index_tree" "${parent[@]}" -m "openagents archive: staged")
+worktree_commit=$(git commit-tree "$worktree_tree" "${parent[@]}" -m "openagents archive: work")
+git update-ref REFS/index "$index_commit"
+git update-ref REFS/worktree "$worktree_commit"
+git bundle create -q "$out/archive.bundle" --all
+printf '%s\n%s\n' "$branch" "$head"
+sha256sum "$out/archive.bundle" | cut -d' ' -f1
+stat -c %s "$out/archive.bundle"
+git rev-parse -q --abbrev-ref --symbolic-full-name '@{upstream}' 2>/dev/null || echo
+git symbolic-ref -q refs/remotes/origin/HEAD || echo
+""".replace("REFS", ARCHIVE_REFS)
+
+# Rebuilds the repository from the bundle in an empty workspace: every ref, HEAD on the saved
+# branch (or detached at the saved commit), the working tree and then the staging area as saved.
+RESTORE_SCRIPT = r"""
+set -euo pipefail
+d=RESTORE
+cat "$d"/part-* > "$d/archive.bundle"
+echo "$OA_SHA256  $d/archive.bundle" | sha256sum -c --quiet -
+git init -q
+git fetch -q --update-head-ok "$d/archive.bundle" '+refs/*:refs/*'
+rm -rf "$d"
+if [ -n "$OA_BRANCH" ]; then
+  git symbolic-ref HEAD "refs/heads/$OA_BRANCH"
+elif [ -n "$OA_HEAD" ]; then
+  git update-ref --no-deref HEAD "$OA_HEAD"
+fi
+git read-tree -u --reset REFS/worktree
+git read-tree REFS/index
+git update-ref -d REFS/worktree
+git update-ref -d REFS/index
+git config user.name "$OA_NAME"
+git config user.email "$OA_EMAIL"
+if [ -n "$OA_CLONE_URL" ]; then
+  git remote add origin "$OA_CLONE_URL" 2>/dev/null || git remote set-url origin "$OA_CLONE_URL"
+fi
+if [ -n "$OA_ORIGIN_HEAD" ] && git rev-parse -q --verify "$OA_ORIGIN_HEAD" >/dev/null; then
+  git symbolic-ref refs/remotes/origin/HEAD "$OA_ORIGIN_HEAD"
+fi
+if [ -n "$OA_BRANCH" ] && [ -n "$OA_UPSTREAM" ]; then
+  git branch -q --set-upstream-to="$OA_UPSTREAM" "$OA_BRANCH" 2>/dev/null || true
+fi
+git symbolic-ref -q --short HEAD || git rev-parse HEAD
+""".replace("REFS", ARCHIVE_REFS).replace("RESTORE", RESTORE_DIR)
+
+
+class ArchiveFailed(Exception):
+    """Finalisation failed; the error is recorded on the session and the caller retries."""
+
+
+class GitOps(Protocol):
+    def exec(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> dict[str, Any]: ...
+    def git_branch(self) -> dict[str, Any]: ...
+    def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
+
+
+Workspaces = Callable[[SandboxHandle], GitOps]
+
+
+class ArtifactBytes(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def delete(self, key: str) -> None: ...
+
+
+def bundle_key(session_id: str, generation: int) -> str:
+    return f"bundles/{session_id}/{generation}.bundle"
+
+
+def git_identity(session: Session) -> dict[str, str]:
+    return {
+        "OA_NAME": session.owner_name or session.user_id,
+        "OA_EMAIL": session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
+    }
+
+
+def _checked(result: dict[str, Any], what: str) -> str:
+    if result.get("exitCode") != 0:
+        detail = (result.get("stderr") or result.get("stdout") or "").strip()[-500:]
+        raise SandboxError(f"{what} failed (exit {result.get('exitCode')}): {detail}")
+    return str(result.get("stdout") or "")
+
+
+def save_bundle(client: GitOps, session: Session) -> tuple[bytes, dict[str, Any]]:
+    """Commit uncommitted work under refs/openagents/archive/ and read ``git bundle --all``."""
+    out = _checked(
+        client.exec(SAVE_SCRIPT, env=git_identity(session), timeout_seconds=GIT_TIMEOUT_SECONDS),
+        "git bundle",
+    )
+    branch, head, sha256, size, upstream, origin_head = [*out.split("\n"), *[""] * 6][:6]
+    total = int(size.strip() or 0)
+    data = bytearray()
+    while len(data) < total:
+        count = min(READ_CHUNK_BYTES, total - len(data))
+        chunk = _checked(
+            client.exec(
+                f"tail -c +{len(data) + 1} {BUNDLE_FILE} | head -c {count} | base64 -w0",
+                timeout_seconds=GIT_TIMEOUT_SECONDS,
+                max_output_bytes=16 << 20,
+            ),
+            "reading the bundle",
+        )
+        piece = base64.b64decode(chunk)
+        if not piece:
+            raise SandboxError("reading the bundle: no bytes")
+        data += piece
+    if hashlib.sha256(data).hexdigest() != sha256.strip():
+        raise SandboxError("the bundle read back does not match its sha256")
+    client.exec(f"rm -f {BUNDLE_FILE}")
+    return bytes(data), {
+        "branch": branch.strip() or None,
+        "head": head.strip() or None,
+        "upstream": upstream.strip() or None,
+        "originHead": origin_head.strip() or None,
+    }
+
+
+def restore_bundle(client: GitOps, session: Session, data: bytes) -> str:
+    """Rebuild the workspace's repository from an archive bundle; returns the branch (or the
+    detached commit)."""
+    ref = session.bundle or {}
+    for index, start in enumerate(range(0, max(len(data), 1), WRITE_CHUNK_BYTES)):
+        client.write_file(
+            f"{RESTORE_DIR}/part-{index:05d}", data[start : start + WRITE_CHUNK_BYTES]
+        )
+    env = {
+        **git_identity(session),
+        "OA_SHA256": str(ref.get("sha256") or ""),
+        "OA_BRANCH": str(ref.get("branch") or ""),
+        "OA_HEAD": str(ref.get("head") or ""),
+        "OA_CLONE_URL": session.clone_url or "",
+        "OA_UPSTREAM": str(ref.get("upstream") or ""),
+        "OA_ORIGIN_HEAD": str(ref.get("originHead") or ""),
+    }
+    out = _checked(
+        client.exec(RESTORE_SCRIPT, env=env, timeout_seconds=GIT_TIMEOUT_SECONDS),
+        "restoring the bundle",
+    )
+    return out.strip().splitlines()[-1] if out.strip() else ""
+
+
+class ArchiveService:
+    def __init__(
+        self,
+        store: Store,
+        driver: SandboxDriver,
+        workspaces: Workspaces,
+        artifacts: ArtifactBytes,
+        git_host: GitHost | None,
+        settings: Settings,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+        journal: Journal,
+        *,
+        provision: Callable[[Session, int], object] | None = None,
+        on_active: Callable[[Session], object] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._driver = driver
+        self._workspaces = workspaces
+        self._artifacts = artifacts
+        self._git_host = git_host
+        self._settings = settings
+        self._clock = clock
+        self._ids = ids
+        self._metrics = metrics
+        self._journal = journal
+        self._provision = provision
+        self._sleep = sleep
+        self._on_active = on_active
+
+    # ------------------------------------------------------------ synchronous part
+
+    def archive(self, session: Session, *, pr_status: PrStatus | None = None) -> Session:
+        """Refresh git/PR state (never blocking), then mark archived in one transaction with
+        the archived count; ``Session Archived`` starts the finalisation."""
+        if session.status is SessionStatus.ARCHIVED:
+            return session
+        git = self._refresh_git(session)
+        if pr_status is not None:
+            git["pr_status"] = pr_status
+        number = git.get("pr_number", session.pr_number)
+        git["pr_key"] = pr_key(session.repo_owner, session.repo_name, number)
+        finalize = bool(session.sandbox or session.snapshot)
+        changes: dict[str, Any] = {
+            **git,
+            "lifecycle_error": None,
+            "sandbox_expires_at": None,
+            "hibernate_after": None,
+            "turn_active_until": None,
+            "lifecycle_run_id": None,
+            "due_at": None,
+            "due_shard": None,
+            "archive_pending": True if finalize else None,
+        }
+        entry = self._entry(
+            session,
+            "session.archived",
+            {
+                "from": str(session.lifecycle_state),
+                "to": "archived",
+                "finalize": finalize,
+                "prStatus": str(git.get("pr_status", session.pr_status) or "") or None,
+            },
+        )
+        updated = self._store.set_status(
+            session, SessionStatus.ARCHIVED, LifecycleState.ARCHIVED, entry, changes
+        )
+        self._journal.publish(session.user_id, entry)
+        self._metrics.count("SessionArchived")
+        return updated
+
+    def _refresh_git(self, session: Session) -> dict[str, Any]:  # noqa: C901 - §5.2 step by step
+        """Reference §5.2 step 3: the real branch, then the PR by number or by branch."""
+        updates: dict[str, Any] = {}
+        try:
+            branch = session.branch
+            if session.sandbox and session.lifecycle_state in LIVE:
+                handle = SandboxHandle.from_dict(session.sandbox)
+                current = self._workspaces(handle).git_branch().get("branch")
+                if not current:
+                    return {}
+                if current != session.branch:
+                    updates["branch"] = branch = str(current)
+            if self._git_host is None or not (session.clone_url or session.repo_name):
+                return updates
+            repo = Repo(
+                owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url
+            )
+            if branch == session.branch and session.pr_number is not None:
+                found = self._git_host.pull_request(repo, session.pr_number)
+                if found is not None:
+                    if found.state is not session.pr_status:
+                        updates["pr_status"] = found.state
+                    return updates
+            if not branch:
+                return updates
+            found = self._git_host.pull_request_for_branch(repo, branch)
+            if found is not None:
+                if found.number != session.pr_number:
+                    updates["pr_number"] = found.number
+                if found.state is not session.pr_status:
+                    updates["pr_status"] = found.state
+            elif session.pr_number is not None or session.pr_status is not None:
+                updates["pr_number"] = None
+                updates["pr_status"] = None
+        except Exception as exc:  # the archive never fails because of the refresh
+            log.warning("git/PR refresh before archiving %s failed: %s", session.id, exc)
+            return {}
+        return updates
+
+    # ----------------------------------------------------------- asynchronous part
+
+    def finalize(self, session_id: str) -> dict[str, Any]:
+        """Bundle → artifact store → stop the sandbox → delete the snapshot → clear state.
+        Idempotent; a failure is recorded on the session and raised (the caller retries)."""
+        session = self._store.get_session(session_id)
+        if session is None or session.status is not SessionStatus.ARCHIVED:
+            return {"finalized": False, "reason": "not-archived"}
+        if not session.archive_pending and not session.sandbox and not session.snapshot:
+            return {"finalized": False, "reason": "nothing-to-do"}
+        try:
+            session = self._save(session)
+        except Exception as exc:
+            message = f"{ERROR_PREFIX}{exc}"[:1000]
+            log.warning("archive finalisation of %s failed: %s", session_id, exc)
+            with contextlib.suppress(StaleState):
+                self._move(
+                    session,
+                    {"lifecycle_error": message},
+                    "session.archive_failed",
+                    {"error": message},
+                )
+            self._metrics.count("ArchiveFinalizeFailed")
+            raise ArchiveFailed(message) from exc
+        handle = session.sandbox
+        if handle is not None:
+            self._stop(SandboxHandle.from_dict(handle))
+        if session.snapshot:
+            try:
+                self._driver.delete_snapshot(SnapshotRef.from_dict(session.snapshot))
+            except SandboxError as exc:  # an orphan costs storage, never data
+                log.warning("could not delete the snapshot of %s: %s", session_id, exc)
+        done = self._move(
+            session,
+            {
+                "sandbox": None,
+                "snapshot": None,
+                "archive_pending": None,
+                "lifecycle_error": None,
+                "sandbox_expires_at": None,
+                "hibernate_after": None,
+            },
+            "session.archive_finalized",
+            {"bundle": (session.bundle or {}).get("key")},
+        )
+        self._metrics.count("ArchiveFinalized")
+        return {"finalized": True, "bundle": (done.bundle or {}).get("key")}
+
+    def _save(self, session: Session) -> Session:
+        """Store the bundle (from the running sandbox, or from a temporary sandbox restored
+        from the snapshot) and record it on the session. Skipped when already stored."""
+        bundle = session.bundle or {}
+        if bundle.get("generation") == session.sandbox_generation:
+            return session  # stored by an earlier attempt that failed later
+        if session.sandbox is not None and not self._running(session.sandbox):
+            if session.snapshot is None:
+                raise SandboxError("the sandbox stopped before its work could be bundled")
+            session = session.model_copy(update={"sandbox": None})
+        if session.sandbox is None and session.snapshot is None:
+            return session
+        if session.sandbox is None:
+            session = self._temporary_sandbox(session)
+        handle = SandboxHandle.from_dict(session.sandbox or {})
+        client = self._workspaces(handle)
+        has_git = client.exec("test -d .git").get("exitCode") == 0
+        if not has_git:  # a session without a repository keeps only its chats
+            return session
+        data, info = save_bundle(client, session)
+        key = bundle_key(session.id, handle.generation)
+        self._artifacts.put(key, data)
+        ref = {
+            "key": key,
+            "generation": handle.generation,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "sizeBytes": len(data),
+            "branch": info["branch"],
+            "head": info["head"],
+            "upstream": info["upstream"],
+            "originHead": info["originHead"],
+            "createdAt": self._clock().isoformat(),
+        }
+        previous = session.bundle
+        session = self._store.transition(
+            session.id, expect=ARCHIVED, changes={"bundle": ref}, entry=None
+        )
+        if previous and previous.get("key") != key:
+            self._artifacts.delete(str(previous["key"]))
+        return session
+
+    def _temporary_sandbox(self, session: Session) -> Session:
+        """A hibernated session's workspace lives only in its snapshot: restore it into a
+        temporary sandbox generation to produce the bundle (stopped by ``finalize``)."""
+        if session.snapshot is None:
+            return session
+        generation = session.sandbox_generation + 1
+        self._store.claim_generation(session.id, generation)
+        handle = self._driver.start(
+            session.id, generation, from_snapshot=SnapshotRef.from_dict(session.snapshot)
+        )
+        session = self._store.transition(
+            session.id,
+            expect=ARCHIVED,
+            changes={"sandbox": handle.to_dict()},
+            generation=generation,
+            entry=None,
+        )
+        for _ in range(self._settings.sandbox_ready_attempts):
+            probe = self._driver.probe(handle)
+            if probe.state is SandboxState.RUNNING:
+                if probe.endpoint and probe.endpoint != handle.endpoint:
+                    handle = SandboxHandle.from_dict(
+                        {**handle.to_dict(), "endpoint": probe.endpoint}
+                    )
+                    session = self._store.transition(
+                        session.id,
+                        expect=ARCHIVED,
+                        changes={"sandbox": handle.to_dict()},
+                        entry=None,
+                    )
+                return session
+            if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
+                raise SandboxError(f"the temporary sandbox stopped: {probe.reason}")
+            self._sleep(1)
+        raise SandboxError("the temporary sandbox did not become ready")
+
+    def _running(self, sandbox: dict[str, Any]) -> bool:
+        probe = self._driver.probe(SandboxHandle.from_dict(sandbox))
+        return probe.state not in (SandboxState.STOPPED, SandboxState.GONE)
+
+    def _stop(self, handle: SandboxHandle) -> None:
+        try:
+            self._driver.stop(handle)
+        except SandboxError as exc:
+            log.warning("could not stop the archived sandbox: %s", exc)
+
+    # ------------------------------------------------------------------ unarchive
+
+    def unarchive(self, session: Session) -> Session:
+        """Back to running; the next sandbox comes from the bundle (or the snapshot)."""
+        if session.status is not SessionStatus.ARCHIVED:
+            return session
+        if session.archive_pending and not session.lifecycle_error:
+            raise Conflict(
+                "The sandbox is still being archived for this session. Please try unarchiving "
+                "again in a few seconds."
+            )
+        restoring = session.bundle is None and session.snapshot is not None
+        state = LifecycleState.RESTORING if restoring else LifecycleState.PROVISIONING
+        if session.sandbox is not None and (session.bundle or session.snapshot):
+            self._stop(SandboxHandle.from_dict(session.sandbox))  # a failed finalisation's
+        changes: dict[str, Any] = {
+            "lifecycle_error": None,
+            "archive_pending": None,
+            "sandbox": None,
+        }
+        if session.sandbox is not None and not (session.bundle or session.snapshot):
+            # nothing was saved yet: the sandbox that is still running is the only copy
+            state = LifecycleState.ACTIVE
+            changes.pop("sandbox")
+            now = self._clock()
+            changes["last_activity_at"] = now
+            changes["hibernate_after"] = now + timedelta(
+                seconds=self._settings.idle_timeout_seconds
+            )
+            changes["sandbox_expires_at"] = now + timedelta(
+                seconds=self._settings.max_lifetime_seconds
+            )
+            changes = with_due(session.model_copy(update={"lifecycle_state": state}), changes)
+        entry = self._entry(
+            session,
+            "session.unarchived",
+            {"from": "archived", "to": str(state), "fromBundle": (session.bundle or {}).get("key")},
+        )
+        updated = self._store.set_status(session, SessionStatus.RUNNING, state, entry, changes)
+        self._journal.publish(session.user_id, entry)
+        self._metrics.count("SessionUnarchived")
+        if state is LifecycleState.ACTIVE and self._on_active is not None:
+            self._on_active(updated)
+        if self._provision is not None and state is not LifecycleState.ACTIVE:
+            try:
+                self._provision(updated, updated.sandbox_generation + 1)
+            except Exception as exc:  # POST /api/sandbox kicks again
+                log.warning("provisioning kick after unarchive of %s failed: %s", session.id, exc)
+        return updated
+
+    def restore_workspace(self, session: Session, handle: SandboxHandle) -> str:
+        """Provisioning's ``prepare`` for a session that has an archive bundle."""
+        client = self._workspaces(handle)
+        ref = session.bundle or {}
+        data = self._artifacts.get(str(ref["key"]))
+        if hashlib.sha256(data).hexdigest() != ref.get("sha256"):
+            raise SandboxError("the stored bundle does not match its sha256")
+        return restore_bundle(client, session, data)
+
+    # -------------------------------------------------------------------- webhook
+
+    def pull_request_event(
+        self, action: str, owner: str, name: str, number: int, merged: bool
+    ) -> dict[str, Any]:
+        """``pull_request`` closed/reopened: update prStatus; closed also archives."""
+        status = (
+            PrStatus.OPEN
+            if action == "reopened"
+            else (PrStatus.MERGED if merged else PrStatus.CLOSED)
+        )
+        sessions = self._store.sessions_for_pr(owner, name, number)
+        updated = archived = 0
+        for session in sessions:
+            try:
+                if action == "closed" and session.status is not SessionStatus.ARCHIVED:
+                    self.archive(session, pr_status=status)
+                    archived += 1
+                    updated += 1
+                elif session.pr_status is not status:
+                    self._store.transition(
+                        session.id,
+                        expect=frozenset(LifecycleState),
+                        changes={"pr_status": status},
+                        entry=None,
+                    )
+                    updated += 1
+            except StaleState:  # archived meanwhile (a replay, or the user): nothing to do
+                continue
+        return {
+            "prStatus": status.value,
+            "matchedSessions": len(sessions),
+            "updatedSessions": updated,
+            "archivedSessions": archived,
+        }
+
+    # -------------------------------------------------------------------- helpers
+
+    def _move(
+        self, session: Session, changes: dict[str, Any], kind: str, detail: dict[str, Any]
+    ) -> Session:
+        entry = self._entry(session, kind, detail)
+        moved = self._store.transition(session.id, expect=ARCHIVED, changes=changes, entry=entry)
+        self._journal.publish(session.user_id, entry)
+        return moved
+
+    def _entry(self, session: Session, kind: str, detail: dict[str, Any]) -> AuditEntry:
+        at: datetime = self._clock()
+        return AuditEntry(
+            id=self._ids(),
+            session_id=session.id,
+            at=at,
+            type=kind,
+            detail={"generation": session.sandbox_generation, **detail},
+        )
