@@ -10,16 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from openagents.composition import Container, LazyContainer, build
-from openagents.observability import NAMESPACE, PowertoolsMetricsSink
-
-SERVICE = "openagents-archiver"
-logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
-metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-runtime = LazyContainer(lambda settings: build(settings, PowertoolsMetricsSink(metrics)))
+from openagents.composition import Container
+from openagents.entrypoints import task
 
 
 def session_id_of(event: dict[str, Any]) -> str:
@@ -35,11 +27,10 @@ def run(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     return container.archive.finalize(session_id_of(event))
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    session_id = session_id_of(event)
-    logger.set_correlation_id(str(event.get("id") or session_id))
-    logger.append_keys(session_id=session_id)
-    return run(runtime.get(), event)
+ENTRY = task(
+    "openagents-archiver",
+    run,
+    correlation_id=lambda event: str(event.get("id") or session_id_of(event)),
+)
+lambda_handler = ENTRY.handler
+runtime = ENTRY.runtime

@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from openagents.composition import Container, LazyContainer, build
-from openagents.observability import NAMESPACE, PowertoolsMetricsSink
-
-SERVICE = "openagents-provisioner"
-logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
-metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-runtime = LazyContainer(lambda settings: build(settings, PowertoolsMetricsSink(metrics)))
+from openagents.composition import Container
+from openagents.entrypoints import task
 
 
 def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
@@ -38,10 +30,8 @@ def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown provisioning step {step!r}")
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.set_correlation_id(str(event.get("sessionId")))
-    logger.append_keys(step=event.get("step"), generation=event.get("generation"))
-    return run_step(runtime.get(), event)
+ENTRY = task(
+    "openagents-provisioner", run_step, correlation_id=lambda event: str(event.get("sessionId"))
+)
+lambda_handler = ENTRY.handler
+runtime = ENTRY.runtime
