@@ -35,6 +35,12 @@ class ErrorOut(Out):
     field: str | None = Field(default=None, description="The request field at fault, if any")
 
 
+def error_responses(*extra: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the errors every authenticated route can give, plus ``extra``."""
+    codes = sorted({400, 401, 404, 422, 503, *extra})
+    return {code: {"model": ErrorOut} for code in codes}
+
+
 class SuccessOut(Out):
     success: Literal[True] = True
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
 from openagents.domain.models import Role
@@ -13,18 +13,16 @@ from functions.api.schemas import (
     ChatOneOut,
     ChatOut,
     CreateChatIn,
-    ErrorOut,
     MessageListOut,
     PostMessageIn,
     PostMessageOut,
     SuccessOut,
     UpdateChatIn,
+    error_responses,
 )
 
 router = APIRouter(prefix="/api/sessions/{session_id}/chats", tags=["chats"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)
-}
+ERRORS = error_responses()
 
 
 @router.get("", responses=ERRORS)
@@ -38,7 +36,7 @@ def list_chats(session_id: str, app: App, caller: Caller) -> ChatListOut:
     )
 
 
-@router.post("", responses={**ERRORS, 409: {"model": ErrorOut}})
+@router.post("", responses=error_responses(409))
 def create_chat(
     session_id: str,
     app: App,
@@ -85,7 +83,7 @@ def list_messages(
 
 @router.post(
     "/{chat_id}/messages",
-    responses={**ERRORS, 409: {"model": ErrorOut}, 413: {"model": ErrorOut}},
+    responses=error_responses(409, 413),
 )
 def post_message(
     session_id: str, chat_id: str, body: PostMessageIn, app: App, caller: Caller

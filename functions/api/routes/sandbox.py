@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -15,7 +15,6 @@ from functions.api.schemas import (
     DiffOut,
     EnsureSandboxIn,
     EnsureSandboxOut,
-    ErrorOut,
     ExecIn,
     ExecOut,
     ExtendOut,
@@ -28,12 +27,11 @@ from functions.api.schemas import (
     SandboxStatusOut,
     SessionRef,
     SnapshotInfo,
+    error_responses,
 )
 
 router = APIRouter(prefix="/api", tags=["sandbox"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 404, 409, 422, 503)
-}
+ERRORS = error_responses(409)
 TOOLS = "/sessions/{session_id}/sandbox"
 
 

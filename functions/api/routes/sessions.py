@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 from openagents.domain.models import ListFilter, Preferences
@@ -13,7 +13,6 @@ from functions.api.schemas import (
     ChatOut,
     CreatedSessionOut,
     CreateSessionIn,
-    ErrorOut,
     EventListOut,
     EventOut,
     PreferencesBody,
@@ -23,12 +22,11 @@ from functions.api.schemas import (
     SessionSummaryOut,
     SuccessOut,
     UpdateSessionIn,
+    error_responses,
 )
 
 router = APIRouter(prefix="/api", tags=["sessions"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 404, 422, 503)
-}
+ERRORS = error_responses()
 Limit = Annotated[int | None, Query(ge=0, le=1000)]
 Cursor = Annotated[str | None, Query(max_length=2048)]
 
@@ -36,12 +34,7 @@ Cursor = Annotated[str | None, Query(max_length=2048)]
 @router.post(
     "/sessions",
     status_code=status.HTTP_201_CREATED,
-    responses={
-        **ERRORS,
-        403: {"model": ErrorOut},
-        409: {"model": ErrorOut},
-        429: {"model": ErrorOut},
-    },
+    responses=error_responses(403, 409, 429),
 )
 def create_session(body: CreateSessionIn, app: App, caller: CheckedCaller) -> CreatedSessionOut:
     """Create a session and its first chat in one transaction (10 per minute per user)."""
