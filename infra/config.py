@@ -8,6 +8,12 @@
 | ``webAclArn`` | - | attach an existing CloudFront-scope web ACL instead (any region) |
 | ``jwtIssuer`` / ``jwtAudience`` | - | trust an existing OIDC issuer instead of creating Cognito |
 | ``spaOrigins`` | - | extra browser origins allowed by CORS (comma-separated), e.g. a dev server |
+| ``sandboxStorage`` | ``ebs`` | workspaces on managed EBS volumes, or ``efs`` (a file system) |
+| ``sandboxCpu`` | ``2048`` | CPU units of one sandbox task (arm64 Fargate) |
+| ``sandboxMemoryMiB`` | ``4096`` | memory of one sandbox task |
+| ``sandboxVolumeGiB`` | ``20`` | size of a new sandbox's EBS volume |
+| ``natGateways`` | ``1`` (prod: ``2``) | NAT gateways for the private subnets (one per AZ is HA) |
+| ``containerInsights`` | ``false`` (prod: ``true``) | Container Insights on the sandbox cluster |
 | ``buildDir`` | ``.build`` | where ``make build`` staged the assets |
 | ``depsLayerDir`` | ``<buildDir>/layers/deps`` | the deps layer (tests: a tiny placeholder) |
 | ``account`` / ``region`` | ``CDK_DEFAULT_*`` | the target; unset: env-agnostic |
@@ -26,6 +32,8 @@ from constructs import Node
 ROOT = Path(__file__).resolve().parent.parent
 STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 WAF_REGION = "us-east-1"  # CloudFront-scope web ACLs live in us-east-1, whatever the stack's
+FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)  # valid Fargate task CPU units
+MAX_AZS = 2
 
 
 def _bool(value: Any) -> bool:
@@ -45,6 +53,10 @@ def _optional(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+def _int(value: Any, default: int) -> int:
+    return default if value in (None, "") else int(value)
+
+
 @dataclass(frozen=True)
 class StageConfig:
     stage: str = "dev"
@@ -54,6 +66,12 @@ class StageConfig:
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
     spa_origins: tuple[str, ...] = ()
+    sandbox_storage: str = "ebs"
+    sandbox_cpu: int = 2048
+    sandbox_memory_mib: int = 4096
+    sandbox_volume_gib: int = 20
+    nat_gateways: int | None = None  # None: 1, or one per AZ in prod
+    container_insights: bool | None = None  # None: on in prod only
     build_dir: Path = ROOT / ".build"
     deps_layer_dir: Path | None = None
     account: str | None = None
@@ -74,9 +92,27 @@ class StageConfig:
                 f"deploy this stack to {WAF_REGION}, or create the ACL there and pass webAclArn "
                 "(docs/deploy.md, 'Protection')"
             )
+        self._check_sandbox()
         for origin in self.spa_origins:
             if not re.match(r"^https?://[^/\s*]+$", origin):
                 raise ValueError(f"spaOrigins: {origin!r} is not a scheme://host[:port] origin")
+
+    def _check_sandbox(self) -> None:
+        if self.sandbox_storage not in ("ebs", "efs"):
+            raise ValueError(f"sandboxStorage {self.sandbox_storage!r}: 'ebs' or 'efs'")
+        if self.sandbox_cpu not in FARGATE_CPU:
+            raise ValueError(f"sandboxCpu {self.sandbox_cpu}: one of {FARGATE_CPU}")
+        if not self.sandbox_cpu // 1024 * 2048 <= self.sandbox_memory_mib <= self.sandbox_cpu * 8:
+            raise ValueError(
+                f"sandboxMemoryMiB {self.sandbox_memory_mib} does not fit {self.sandbox_cpu} CPU "
+                "units on Fargate (2x to 8x the vCPUs in GiB)"
+            )
+        if not 1 <= self.sandbox_volume_gib <= 16384:
+            raise ValueError(f"sandboxVolumeGiB {self.sandbox_volume_gib}: 1-16384")
+        if self.nat_gateways is not None and not 1 <= self.nat_gateways <= MAX_AZS:
+            raise ValueError(
+                f"natGateways {self.nat_gateways}: 1-{MAX_AZS} (sandboxes need egress)"
+            )
 
     @property
     def stack_name(self) -> str:
@@ -85,6 +121,14 @@ class StageConfig:
     @property
     def create_user_pool(self) -> bool:
         return self.jwt_issuer is None
+
+    @property
+    def nat_gateway_count(self) -> int:
+        return self.nat_gateways or (MAX_AZS if self.prod else 1)
+
+    @property
+    def insights(self) -> bool:
+        return self.prod if self.container_insights is None else self.container_insights
 
     @property
     def deps_layer(self) -> Path:
@@ -112,6 +156,14 @@ class StageConfig:
             jwt_issuer=_optional(get("jwtIssuer")),
             jwt_audience=_list(get("jwtAudience")),
             spa_origins=tuple(o.rstrip("/") for o in _list(get("spaOrigins"))),
+            sandbox_storage=str(get("sandboxStorage") or "ebs").lower(),
+            sandbox_cpu=_int(get("sandboxCpu"), 2048),
+            sandbox_memory_mib=_int(get("sandboxMemoryMiB"), 4096),
+            sandbox_volume_gib=_int(get("sandboxVolumeGiB"), 20),
+            nat_gateways=_int(get("natGateways"), 0) or None,
+            container_insights=None
+            if get("containerInsights") in (None, "")
+            else _bool(get("containerInsights")),
             build_dir=build_dir if build_dir.is_absolute() else ROOT / build_dir,
             deps_layer_dir=(Path(deps) if Path(deps).is_absolute() else ROOT / deps)
             if deps

@@ -9,12 +9,15 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs.api import Api
 from infra.constructs.buckets import AccessLogs
+from infra.constructs.control_plane import ControlPlane
 from infra.constructs.data import Data
 from infra.constructs.events import Events
 from infra.constructs.function import Layers
 from infra.constructs.identity import Identity
 from infra.constructs.protection import Protection
+from infra.constructs.sandbox import Sandbox
 from infra.constructs.web import Web
+from infra.constructs.workflows import Workflows
 
 # Output keys (stable logical ids): docs/deploy.md and scripts read them.
 OUTPUTS = {
@@ -25,6 +28,8 @@ OUTPUTS = {
     "WebBucketName": "upload the built SPA here",
     "DistributionId": "CloudFront distribution (for invalidations)",
     "EventBusName": "domain events",
+    "SandboxClusterName": "ECS cluster the sandbox tasks run in",
+    "ProvisioningStateMachineArn": "the provisioning workflow",
     "UserPoolId": "Cognito user pool (when the stack creates it)",
     "UserPoolClientId": "the SPA's public client id (when the stack creates it)",
     "HostedUiUrl": "Cognito hosted UI base URL (when the stack creates it)",
@@ -53,14 +58,28 @@ class OpenAgentsStack(Stack):
             self, "Identity", config=config, app_urls=[self.web.url, *config.spa_origins]
         )
         layers = Layers(self, "Layers", config=config)
+        self.sandbox = Sandbox(
+            self,
+            "Sandbox",
+            config=config,
+            access_logs=access_logs.bucket,
+            artifacts=self.data.artifacts,
+        )
+        control_plane = ControlPlane(
+            self, config=config, data=self.data, sandbox=self.sandbox, events=self.events
+        )
+        self.workflows = Workflows(
+            self, "Workflows", config=config, layers=layers, control_plane=control_plane
+        )
         self.api = Api(
             self,
             "Api",
             config=config,
-            data=self.data,
             layers=layers,
             authorizer=self.identity.authorizer,
+            control_plane=control_plane,
         )
+        self.events.add_schedules(self.workflows.functions)
         self.web.add_api(self.api.domain_name)
         self._outputs()
 
@@ -76,6 +95,11 @@ class OpenAgentsStack(Stack):
         self._output("WebBucketName", self.web.bucket.bucket_name)
         self._output("DistributionId", self.web.distribution.distribution_id)
         self._output("EventBusName", self.events.bus.event_bus_name)
+        self._output("SandboxClusterName", self.sandbox.cluster.cluster_name)
+        self._output(
+            "ProvisioningStateMachineArn",
+            self.workflows.state_machines["provisioning"].state_machine_arn,
+        )
         identity = self.identity
         if identity.user_pool is not None and identity.client is not None:
             self._output("UserPoolId", identity.user_pool.user_pool_id)

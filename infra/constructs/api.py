@@ -1,26 +1,28 @@
 """Api: the HTTP API (JWT authorizer on every route but the public ones), its stage (throttling,
-access logs) and the API Lambda (FastAPI via Mangum) with a least-privilege role."""
+access logs) and the API Lambda (FastAPI via Mangum) with a least-privilege role. The Lambda
+runs in the control-plane network (it calls sandboxd on the sandboxes' private IPs), starts the
+workflows and reads the sandbox token key."""
 
 from __future__ import annotations
 
 import json
 
 import jsii
-from aws_cdk import Aws, Duration, Fn, Stack
+from aws_cdk import Duration, Fn
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as integrations
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra import nag
 from infra.config import StageConfig
-from infra.constructs.data import MESSAGES_PREFIX, Data
+from infra.constructs.control_plane import ControlPlane, Needs
+from infra.constructs.data import MESSAGES_PREFIX
 from infra.constructs.function import Layers, ServiceFunction, removal, retention
 from infra.nag import acknowledge
 
 SERVICE = "openagents-api"  # functions.api.app.SERVICE
-METRICS_NAMESPACE = "OpenAgents"  # openagents.observability.NAMESPACE
 PROXY_PATH = "/api/{proxy+}"
 # Routes that carry no JWT. The GitHub webhook (HMAC-checked by the app) joins this list when
 # its code lands: ("POST", "/api/github/webhook").
@@ -28,18 +30,24 @@ PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/api/health"),)
 THROTTLE_RATE = 50  # requests per second, steady state, for the whole stage
 THROTTLE_BURST = 100
 
-# The DynamoDB actions the store performs (tests/infra/test_least_privilege.py proves the list
-# is exactly what an API flow uses). TransactWriteItems is authorised per item action.
-TABLE_ACTIONS = (
-    "dynamodb:BatchWriteItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:Query",
-    "dynamodb:UpdateItem",
+# What the API's code does (tests/infra/test_least_privilege.py drives every route and proves
+# the list is exactly what it uses). TransactWriteItems is authorised per item action.
+NEEDS = Needs(
+    table=(
+        "dynamodb:BatchWriteItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    ),
+    indexes={"byUser": ("dynamodb:Query",), "byUserStatus": ("dynamodb:Query",)},
+    message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+    starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
+    driver=("probe",),  # a sandbox tool call that cannot reach sandboxd checks the task
+    token_key=True,  # the sandbox tools call sandboxd with the sandbox's token
+    publishes=True,  # every audit entry is a domain event
 )
-INDEX_ACTIONS = ("dynamodb:Query",)
-MESSAGE_BODY_ACTIONS = ("s3:DeleteObject", "s3:GetObject", "s3:PutObject")
 
 ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId",
@@ -80,35 +88,21 @@ class Api(Construct):
         id: str,
         *,
         config: StageConfig,
-        data: Data,
         layers: Layers,
         authorizer: apigwv2.IHttpRouteAuthorizer,
+        control_plane: ControlPlane,
     ) -> None:
         super().__init__(scope, id)
-        self.function = self._build_function(config, data, layers)
+        self.function = self._build_function(config, layers, control_plane)
         self.http_api = self._build_http_api(config)
         self.stage = self._build_stage(config)
         self._add_routes(authorizer)
 
     # ------------------------------------------------------------------ function
 
-    def _build_function(self, config: StageConfig, data: Data, layers: Layers) -> ServiceFunction:
-        table_arn = data.table.table_arn
-        statements = [
-            iam.PolicyStatement(
-                sid="TableItems", actions=list(TABLE_ACTIONS), resources=[table_arn]
-            ),
-            iam.PolicyStatement(
-                sid="ListIndexes",
-                actions=list(INDEX_ACTIONS),
-                resources=[f"{table_arn}/index/{index.name}" for index in data.indexes],
-            ),
-            iam.PolicyStatement(
-                sid="MessageBodies",
-                actions=list(MESSAGE_BODY_ACTIONS),
-                resources=[data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")],
-            ),
-        ]
+    def _build_function(
+        self, config: StageConfig, layers: Layers, control_plane: ControlPlane
+    ) -> ServiceFunction:
         function = ServiceFunction(
             self,
             "Handler",
@@ -117,32 +111,19 @@ class Api(Construct):
             layers=layers,
             memory_mb=1024,  # more memory is more CPU: FastAPI's cold import is CPU-bound
             timeout=Duration.seconds(29),  # API Gateway gives up at 30 s
-            environment={
-                "OPENAGENTS_MODE": "aws",
-                "OPENAGENTS_REGION": Aws.REGION,
-                "OPENAGENTS_TABLE_NAME": data.table.table_name,
-                "OPENAGENTS_ARTIFACT_BUCKET": data.artifacts.bucket_name,
-                "POWERTOOLS_SERVICE_NAME": SERVICE,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-                # no provisioning state machine is deployed yet (the Workflows construct will
-                # set OPENAGENTS_STATE_MACHINES and turn this back on)
-                "OPENAGENTS_PROVISION_ON_CREATE": "false",
-            },
-            statements=statements,
+            environment=control_plane.environment(SERVICE),
+            statements=control_plane.statements(NEEDS),
             description="Open Agents API (FastAPI via Mangum)",
+            network=control_plane.sandbox.network,
+            star_reason=control_plane.star_reason(NEEDS),
         )
+        control_plane.grant(function, NEEDS)
         acknowledge(
             function.role,
             "IAM5",
             "Large message bodies are objects under messages/<chatId>/<messageId>/...: "
             "the prefix is the narrowest resource",
-            f"Resource::<{_logical(data.artifacts)}.Arn>/{MESSAGES_PREFIX}*",
-        )
-        acknowledge(
-            function.function,
-            "L1",
-            "Pinned to Python 3.12: the deps layer is built for cp312/arm64 "
-            "(infra/build.py) and the bytecode is compiled by 3.12",
+            nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")),
         )
         return function
 
@@ -228,9 +209,3 @@ class Api(Construct):
     def domain_name(self) -> str:
         """``<id>.execute-api.<region>.amazonaws.com`` for a CloudFront origin."""
         return Fn.select(2, Fn.split("/", self.http_api.api_endpoint))
-
-
-def _logical(construct: Construct) -> str:
-    child = construct.node.default_child
-    assert child is not None
-    return Stack.of(construct).get_logical_id(child)  # type: ignore[arg-type]

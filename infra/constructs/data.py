@@ -27,6 +27,7 @@ class IndexSpec:
     name: str
     partition_key: str
     sort_key: str | None
+    projection: str  # INCLUDE, KEYS_ONLY or ALL
     non_key_attributes: tuple[str, ...]
 
 
@@ -53,16 +54,18 @@ def table_schema() -> tuple[str, str, list[IndexSpec], dict[str, str]]:
     for index in schema["global_secondary_indexes"]:
         hash_key = _key(index["key_schema"], "HASH")
         range_key = _key(index["key_schema"], "RANGE")
-        if hash_key is None or index["projection"]["ProjectionType"] != "INCLUDE":
-            raise ValueError(f"{index['index_name']}: expected a hash key and INCLUDE projection")
+        projection = index["projection"]["ProjectionType"]
+        if hash_key is None or projection not in ("INCLUDE", "KEYS_ONLY", "ALL"):
+            raise ValueError(f"{index['index_name']}: expected a hash key and a projection")
         keys = {pk, sk, hash_key, range_key}
         indexes.append(
             IndexSpec(
                 name=index["index_name"],
                 partition_key=hash_key,
                 sort_key=range_key,
+                projection=projection,
                 non_key_attributes=tuple(
-                    a for a in index["projection"]["NonKeyAttributes"] if a not in keys
+                    a for a in index["projection"].get("NonKeyAttributes", []) if a not in keys
                 ),
             )
         )
@@ -82,6 +85,19 @@ class Data(Construct):
         self.indexes: list[IndexSpec] = []
         self.table = self._build_table(config)
         self.artifacts = self._build_artifact_bucket(config, access_logs)
+
+    def index_arn(self, name: str) -> str:
+        if name not in {index.name for index in self.indexes}:
+            raise ValueError(f"the table has no index {name!r}")
+        return f"{self.table.table_arn}/index/{name}"
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The settings every control-plane function needs to reach the data."""
+        return {
+            "OPENAGENTS_TABLE_NAME": self.table.table_name,
+            "OPENAGENTS_ARTIFACT_BUCKET": self.artifacts.bucket_name,
+        }
 
     def _build_table(self, config: StageConfig) -> dynamodb.Table:
         pk, sk, indexes, types = table_schema()
@@ -104,8 +120,8 @@ class Data(Construct):
                 index_name=spec.name,
                 partition_key=_attribute(spec.partition_key, types),
                 sort_key=_attribute(spec.sort_key, types) if spec.sort_key else None,
-                projection_type=dynamodb.ProjectionType.INCLUDE,
-                non_key_attributes=list(spec.non_key_attributes),
+                projection_type=dynamodb.ProjectionType(spec.projection),
+                non_key_attributes=list(spec.non_key_attributes) or None,
             )
         self.indexes = indexes
         return table

@@ -1,6 +1,15 @@
 """Web: the SPA from a private S3 bucket through CloudFront (origin access control), SPA routing
 by a CloudFront Function, security headers, and the API behind the same distribution under
-``/api/*`` (no caching, every viewer header but Host forwarded)."""
+``/api/*`` (no caching, every viewer header but Host forwarded).
+
+The HTTP API's default ``execute-api`` endpoint stays enabled: with ``disableExecuteApiEndpoint``
+API Gateway answers 403 to *every* client of that hostname, CloudFront included, and only a
+custom domain name (ACM certificate + DNS) would then reach the API. Instead CloudFront adds
+``ORIGIN_HEADER`` with a generated secret (``OriginSecret``, read by CloudFormation through a
+dynamic reference, so the value is not in the template) to every ``/api/*`` origin request,
+overwriting any viewer header of that name; the API must refuse requests without it, which
+closes the WAF bypass through the ``execute-api`` URL (see docs/deploy.md).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.config import StageConfig
@@ -15,6 +25,7 @@ from infra.constructs.buckets import private_bucket
 from infra.nag import acknowledge
 
 API_PATH_PATTERN = "/api/*"
+ORIGIN_HEADER = "x-openagents-origin-verify"  # set by CloudFront on every /api/* request
 
 # Viewer-request: a path whose last segment has no file extension is an SPA route. Custom error
 # responses would also rewrite the API's own 403/404 answers, so routing is done here instead.
@@ -148,13 +159,30 @@ class Web(Construct):
         return distribution
 
     def add_api(self, api_domain: str) -> None:
-        """Serve the HTTP API under ``/api/*`` on the same origin as the SPA (no CORS)."""
+        """Serve the HTTP API under ``/api/*`` on the same origin as the SPA (no CORS), with
+        the origin-verify header on every request."""
+        self.origin_secret = secretsmanager.Secret(
+            self,
+            "OriginSecret",
+            description=f"Open Agents: value of the {ORIGIN_HEADER} header CloudFront sends "
+            "to the API",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=48, exclude_punctuation=True
+            ),
+        )
+        acknowledge(
+            self.origin_secret,
+            "SMG4",
+            "CloudFront resolves the header value only when the stack deploys: a rotated value "
+            "would lock CloudFront out until the next deploy; rotate by redeploying",
+        )
         self.distribution.add_behavior(
             API_PATH_PATTERN,
             origins.HttpOrigin(
                 api_domain,
                 protocol_policy=cloudfront.OriginProtocolPolicy.HTTPS_ONLY,
                 origin_ssl_protocols=[cloudfront.OriginSslPolicy.TLS_V1_2],
+                custom_headers={ORIGIN_HEADER: self.origin_secret.secret_value.unsafe_unwrap()},
             ),
             viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.HTTPS_ONLY,
             allowed_methods=cloudfront.AllowedMethods.ALLOW_ALL,

@@ -28,6 +28,8 @@ from infra.stack import OpenAgentsStack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SPA_ORIGIN = "http://localhost:5173"
+ISSUER = "https://login.example.com/realms/agents"
+WEB_ACL = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc"
 
 
 @dataclass
@@ -48,6 +50,16 @@ class Synth:
 
     def logical_id(self, construct: Any) -> str:
         return str(self.stack.get_logical_id(construct.node.default_child))
+
+    def function(self, handler: str) -> tuple[str, dict[str, Any]]:
+        """The Lambda function with this handler string: (logical id, properties)."""
+        found = [
+            (k, v["Properties"])
+            for k, v in self.resources("AWS::Lambda::Function").items()
+            if v["Properties"].get("Handler") == handler
+        ]
+        assert len(found) == 1, f"{handler}: {[k for k, _ in found]}"
+        return found[0]
 
 
 def cdk_context() -> dict[str, Any]:
@@ -103,3 +115,23 @@ def dev(synth: Callable[..., Synth]) -> Synth:
 def prod(synth: Callable[..., Synth]) -> Synth:
     """A production stage in us-east-1 with WAF protection on."""
     return synth(stage="prod", prod="true", protection="true", region="us-east-1")
+
+
+@pytest.fixture(scope="session")
+def ext(synth: Callable[..., Synth]) -> Synth:
+    """The other toggles in one stage: workspaces on EFS, an existing OIDC issuer instead of
+    Cognito, an existing web ACL, Container Insights on outside prod, two NAT gateways."""
+    return synth(
+        stage="ext",
+        sandboxStorage="efs",
+        jwtIssuer=ISSUER,
+        jwtAudience="agents-spa,agents-cli",
+        webAclArn=WEB_ACL,
+        containerInsights="true",
+        natGateways="2",
+    )
+
+
+@pytest.fixture(scope="session")
+def stages(dev: Synth, prod: Synth, ext: Synth) -> tuple[Synth, ...]:
+    return (dev, prod, ext)

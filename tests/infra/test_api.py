@@ -12,9 +12,11 @@ from tests.infra.conftest import SPA_ORIGIN, Synth
 PUBLIC_ROUTE_KEYS = {f"{method} {path}" for method, path in PUBLIC_ROUTES}
 
 
+API_HANDLER = "functions.api.handler.lambda_handler"
+
+
 def _function(synth: Synth) -> dict[str, Any]:
-    props: dict[str, Any] = synth.one("AWS::Lambda::Function")[1]["Properties"]
-    return props
+    return synth.function(API_HANDLER)[1]
 
 
 def test_api_function_runtime_and_shape(dev: Synth) -> None:
@@ -33,15 +35,27 @@ def test_api_function_runtime_and_shape(dev: Synth) -> None:
 
 def test_api_function_environment(dev: Synth) -> None:
     env = _function(dev)["Environment"]["Variables"]
-    assert env == {
-        "OPENAGENTS_MODE": "aws",
-        "OPENAGENTS_REGION": {"Ref": "AWS::Region"},
-        "OPENAGENTS_TABLE_NAME": {"Ref": dev.logical_id(dev.stack.data.table)},
-        "OPENAGENTS_ARTIFACT_BUCKET": {"Ref": dev.logical_id(dev.stack.data.artifacts)},
-        "POWERTOOLS_SERVICE_NAME": "openagents-api",
-        "POWERTOOLS_METRICS_NAMESPACE": "OpenAgents",
-        "OPENAGENTS_PROVISION_ON_CREATE": "false",
+    sandbox = dev.stack.sandbox
+    assert env["OPENAGENTS_MODE"] == "aws"
+    assert env["OPENAGENTS_REGION"] == {"Ref": "AWS::Region"}
+    assert env["OPENAGENTS_TABLE_NAME"] == {"Ref": dev.logical_id(dev.stack.data.table)}
+    assert env["OPENAGENTS_ARTIFACT_BUCKET"] == {"Ref": dev.logical_id(dev.stack.data.artifacts)}
+    assert env["OPENAGENTS_PROVISION_ON_CREATE"] == "true"
+    assert env["OPENAGENTS_SANDBOX_DRIVER"] == "fargate"
+    assert env["OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN"] == {
+        "Ref": dev.logical_id(sandbox.token_secret)
     }
+    assert env["OPENAGENTS_FARGATE_CLUSTER"] == {"Ref": dev.logical_id(sandbox.cluster)}
+    assert env["OPENAGENTS_FARGATE_TASK_DEFINITION"] == {
+        "Ref": dev.logical_id(sandbox.task_definition)
+    }
+    assert env["OPENAGENTS_FARGATE_EBS_ROLE_ARN"] == {
+        "Fn::GetAtt": [dev.logical_id(sandbox.infrastructure_role), "Arn"]
+    }
+    assert env["OPENAGENTS_FARGATE_STORAGE"] == "ebs"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "openagents-api"
+    assert "OPENAGENTS_STEPFUNCTIONS_ENDPOINT" not in env  # the SDK's default in AWS
+    assert "OPENAGENTS_STATE_MACHINES" in env  # tests/infra/test_workflows.py resolves it
 
 
 def test_log_groups_have_retention(dev: Synth, prod: Synth) -> None:
@@ -141,5 +155,6 @@ def test_cors_allows_only_the_spa_origins(dev: Synth, prod: Synth) -> None:
 
 def test_outputs(dev: Synth) -> None:
     for key in ("AppUrl", "ApiUrl", "TableName", "ArtifactBucketName", "WebBucketName",
-                "DistributionId", "UserPoolId", "UserPoolClientId", "HostedUiUrl"):  # fmt: skip
+                "DistributionId", "UserPoolId", "UserPoolClientId", "HostedUiUrl",
+                "SandboxClusterName", "ProvisioningStateMachineArn"):  # fmt: skip
         dev.template.has_output(key, {"Value": Match.any_value()})

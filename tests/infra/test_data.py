@@ -22,24 +22,31 @@ def test_table_keys_and_indexes_match_the_store(dev: Synth) -> None:
         {"AttributeName": "pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
     ]
-    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == [
-        {"AttributeName": name, "AttributeType": "S"}
-        for name in ("createdKey", "pk", "sk", "userId", "userStatus")
-    ]
+    # Given the store's own table definition (what items.create_table makes on one machine)
+    schema: Any = items.SessionItem._get_schema()
+    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        schema["attribute_definitions"], key=lambda a: a["AttributeName"]
+    )
+    model_indexes = {i["index_name"]: i for i in schema["global_secondary_indexes"]}
     indexes = {i["IndexName"]: i for i in props["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"byUser", "byUserStatus"}
+    # Then every index is there, with the model's keys and projection type
+    assert set(indexes) == set(model_indexes)
+    for name, model in model_indexes.items():
+        hash_first = sorted(model["key_schema"], key=lambda k: k["KeyType"] != "HASH")
+        assert indexes[name]["KeySchema"] == hash_first, name
+        projection = indexes[name]["Projection"]
+        assert projection["ProjectionType"] == model["projection"]["ProjectionType"], name
+        keys = {k["AttributeName"] for k in model["key_schema"]} | {"pk", "sk"}
+        wanted = set(model["projection"].get("NonKeyAttributes", [])) - keys
+        assert set(projection.get("NonKeyAttributes", [])) == wanted, name
+    # ... and the session lists project exactly the list fields (key attributes always are)
     for name, hash_key in (("byUser", "userId"), ("byUserStatus", "userStatus")):
-        index = indexes[name]
-        assert index["KeySchema"] == [
-            {"AttributeName": hash_key, "KeyType": "HASH"},
-            {"AttributeName": "createdKey", "KeyType": "RANGE"},
-        ]
-        projection = index["Projection"]
-        assert projection["ProjectionType"] == "INCLUDE"
-        # key attributes are always projected; together they make exactly LIST_FIELDS
         keys = {"pk", "sk", hash_key, "createdKey"}
-        assert set(projection["NonKeyAttributes"]) == LIST_FIELDS - keys
-        assert set(projection["NonKeyAttributes"]) | (keys & LIST_FIELDS) == LIST_FIELDS
+        projected = set(indexes[name]["Projection"]["NonKeyAttributes"])
+        assert projected == LIST_FIELDS - keys
+        assert projected | (keys & LIST_FIELDS) == LIST_FIELDS
+    # ... and the reconciler's sparse index carries keys only (it reads each session it finds)
+    assert indexes["overdue"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
 def test_table_is_on_demand_recoverable_encrypted_with_ttl(dev: Synth) -> None:

@@ -1,26 +1,78 @@
-"""Least privilege, proven: drive every API route in-process through the Lambda handler (AWS
-mode, moto behind it) while recording each botocore call, map the calls to IAM actions and
-resources, and compare with the API function's synthesized policy: everything used is granted
-on the narrowest resource, and nothing granted goes unused."""
+"""Least privilege, proven for every control-plane function (the API, and each Lambda the ASL
+files reference): what its code asks AWS for is exactly what its synthesized role allows.
+
+How, offline:
+
+1. **The flow.** The whole system runs in process in AWS mode against the moto server: every API
+   route through the API's Lambda handler, the real provisioning and lifecycle ASL in moto's
+   Step Functions with the provisioner and lifecycle handlers in process, real sandboxes from
+   the local driver, short timings so sandboxes provision, hibernate twice, resume twice, get
+   lost and are swept by the reconciler. A botocore hook records every AWS call with the
+   function it ran for (the handler is wrapped, the thread carries the name), and a proxy
+   records which *sandbox driver methods* each function called.
+2. **The Fargate driver.** The local driver makes no AWS calls, so each driver method a function
+   used is then run on the real ``FargateDriver``, built by ``openagents.composition`` from the
+   settings the synthesized template gives the functions (EBS for ``dev``, EFS for ``ext``):
+   ECS answers from a ``Stubber`` (moto does not emulate ``volumeConfigurations``), EC2, EFS and
+   S3 are the moto server. Those requests are recorded the same way.
+3. **IAM.** Each recorded call becomes the IAM requests AWS authorises for it (action, concrete
+   resource ARN, condition context: ``ecs:cluster``, ``iam:PassedToService`` for every role a
+   RunTask or RegisterTaskDefinition passes, ``ecs:CreateAction``/``ec2:CreateAction`` for
+   tag-on-create, the session tags a snapshot request carries) -- the table in
+   :func:`iam_requests`. The synthesized template is resolved to concrete ARNs and every
+   request must be allowed by some statement of the function's role (and not denied by the
+   token key's resource policy), while every statement must allow some request: nothing used
+   is missing, nothing granted is unused. The runtime's own statements (its log group, X-Ray,
+   the VPC ENIs) are checked separately.
+"""
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import boto3
-import botocore.session
 import pytest
-from openagents.settings import Settings
+from botocore.stub import Stubber
+from openagents import composition
+from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import with_due
+from openagents.domain.models import LifecycleState
+from openagents.local import stepfunctions as local_stepfunctions
+from openagents.sandbox.fargate import TAG_GENERATION, TAG_SESSION, access_point_client_token
+from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef
+from openagents.settings import Mode, Settings
+from openagents.store import items
+from openagents.workflows import catalog
 
+from infra.constructs.sandbox import DRIVER_METHODS
+from tests.infra import iam
 from tests.infra.conftest import Synth
-from tests.support import LambdaApi
+from tests.infra.iam import ACCOUNT, REGION, Call, Request, Resolver, Statement
+from tests.support import LambdaApi, LambdaContext, provisioning_runtime
 
+API = "api"
 API_HANDLER = "functions.api.handler.lambda_handler"
-TABLE, BUCKET = "<table>", "<bucket>"
+STATEMACHINES = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
+# The functions the app builds: the API, and every catalog function an ASL file references
+HANDLERS = {
+    API: API_HANDLER,
+    **{
+        name: catalog.FUNCTIONS[name]
+        for machine in sorted(catalog.STATE_MACHINES)
+        for name in sorted(
+            catalog.functions_used(catalog.definition_path(STATEMACHINES, machine).read_text())
+        )
+    },
+}
+BY_HANDLER = {handler: name for name, handler in HANDLERS.items()}
 # Per-item actions inside TransactWriteItems / TransactGetItems (IAM has no Transact* actions)
 TRANSACT = {
     "Put": "PutItem",
@@ -29,131 +81,263 @@ TRANSACT = {
     "ConditionCheck": "ConditionCheckItem",
     "Get": "GetItem",
 }
-S3_ACTIONS = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket"}
-# Granted for the runtime, not for the code: CloudWatch Logs (own log group) and X-Ray
-RUNTIME_ACTIONS = {
-    "logs:CreateLogStream",
-    "logs:PutLogEvents",
-    "xray:PutTraceSegments",
-    "xray:PutTelemetryRecords",
+S3_ACTIONS = {
+    "HeadObject": "GetObject",
+    "CreateMultipartUpload": "PutObject",
+    "UploadPart": "PutObject",
+    "CompleteMultipartUpload": "PutObject",
 }
+# What the Lambda runtime needs, whatever the code does: checked on their own
+RUNTIME_SIDS = {"WriteOwnLogs", "LambdaVpcEni"}
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+# Actions that support no resource-level permissions (the only ones allowed on "*")
+NO_RESOURCE_LEVEL = {
+    "ecs:DescribeTaskDefinition",
+    "ecs:RegisterTaskDefinition",
+    "ec2:DescribeSnapshots",
+    "ec2:DescribeVolumes",
+}
+SESSION = "sess_least-privilege"
+BUILD_DRIVER = composition._driver  # the flow wraps it; the Fargate scenario needs the real one
+ALICE = Identity(user_id="alice", username="alice")  # LambdaApi's default caller
 
 
-@dataclass(frozen=True)
-class Call:
-    service: str
-    operation: str
-    params: dict[str, Any]
+# ------------------------------------------------------------------ the synthesized side
 
 
-@contextmanager
-def recording() -> Iterator[list[Call]]:
-    """Record every call made by botocore clients created meanwhile (boto3's and PynamoDB's)."""
-    calls: list[Call] = []
-    original = botocore.session.Session.create_client
-
-    def create_client(self: botocore.session.Session, *args: Any, **kwargs: Any) -> Any:
-        client = original(self, *args, **kwargs)
-        service = client.meta.service_model.service_name
-
-        def before_parameter_build(model: Any, params: dict[str, Any], **_: Any) -> None:
-            calls.append(Call(service, model.name, dict(params)))
-
-        # the API's own parameters, once per call, before botocore serialises them
-        client.meta.events.register("before-parameter-build", before_parameter_build)
-        return client
-
-    botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
-    try:
-        yield calls
-    finally:
-        botocore.session.Session.create_client = original  # type: ignore[method-assign]
+@dataclass
+class Function:
+    name: str
+    logical: str
+    role: str  # logical id
+    role_arn: str
+    log_group: str  # resolved ARN
+    statements: list[Statement]
+    environment: dict[str, str]
 
 
-def iam_actions(call: Call, table: str, bucket: str) -> set[tuple[str, str]]:
-    """The (IAM action, symbolic resource) pairs one call needs."""
+def functions(synth: Synth) -> dict[str, Function]:
+    resolve = Resolver(synth.data)
+    found: dict[str, Function] = {}
+    for name, handler in HANDLERS.items():
+        logical, props = synth.function(handler)
+        role = props["Role"]["Fn::GetAtt"][0]
+        log_group = resolve({"Fn::GetAtt": [props["LoggingConfig"]["LogGroup"]["Ref"], "Arn"]})
+        found[name] = Function(
+            name=name,
+            logical=logical,
+            role=role,
+            role_arn=resolve({"Fn::GetAtt": [role, "Arn"]}),
+            log_group=log_group,
+            statements=iam.role_statements(synth.data, role, resolve),
+            environment={k: str(resolve(v)) for k, v in props["Environment"]["Variables"].items()},
+        )
+    return found
 
-    def table_resource(name: str, index: str | None = None) -> str:
-        assert name == table, f"unexpected table {name}"
-        return TABLE if index is None else f"{TABLE}/index/{index}"
 
-    p = call.params
+def settings_from(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings a function gets on AWS: its synthesized environment, parsed by the app."""
+    for name, value in environment.items():
+        if name.startswith("OPENAGENTS_"):
+            monkeypatch.setenv(name, value)
+    settings = Settings()
+    for name in environment:
+        monkeypatch.delenv(name, raising=False)
+    return settings
+
+
+# ------------------------------------------------------------------ calls -> IAM requests
+
+
+@dataclass
+class Context:
+    """What turning calls into IAM requests needs beyond the call's own parameters."""
+
+    cluster_arn: str
+    task_definition_roles: list[str]
+    volume_tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    snapshot_tags: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def _tags(context: dict[str, str], prefix: str) -> dict[str, str]:
+    return {f"{prefix}/{key}": value for key, value in context.items()}
+
+
+def iam_requests(call: Call, ctx: Context | None) -> set[Request]:
+    """The IAM requests AWS authorises for one SDK call (resources as concrete ARNs)."""
+    p, here = call.params, f"{REGION}:{ACCOUNT}"
+    op = call.operation
     if call.service == "dynamodb":
-        if call.operation in ("TransactWriteItems", "TransactGetItems"):
+        table = f"arn:aws:dynamodb:{here}:table"
+        if op in ("TransactWriteItems", "TransactGetItems"):
             return {
-                (f"dynamodb:{TRANSACT[kind]}", table_resource(body["TableName"]))
+                Request.of(f"dynamodb:{TRANSACT[kind]}", f"{table}/{body['TableName']}")
                 for item in p["TransactItems"]
                 for kind, body in item.items()
             }
-        if call.operation in ("BatchWriteItem", "BatchGetItem"):
-            return {(f"dynamodb:{call.operation}", table_resource(t)) for t in p["RequestItems"]}
-        return {(f"dynamodb:{call.operation}", table_resource(p["TableName"], p.get("IndexName")))}
+        if op in ("BatchWriteItem", "BatchGetItem"):
+            return {Request.of(f"dynamodb:{op}", f"{table}/{name}") for name in p["RequestItems"]}
+        index = f"/index/{p['IndexName']}" if p.get("IndexName") else ""
+        return {Request.of(f"dynamodb:{op}", f"{table}/{p['TableName']}{index}")}
     if call.service == "s3":
-        assert p["Bucket"] == bucket, f"unexpected bucket {p['Bucket']}"
-        action = f"s3:{S3_ACTIONS.get(call.operation, call.operation)}"
-        return {(action, f"{BUCKET}/{p['Key']}" if "Key" in p else BUCKET)}
-    raise AssertionError(f"unexpected service call {call.service}.{call.operation}")
+        bucket = f"arn:aws:s3:::{p['Bucket']}"
+        if op == "DeleteObjects":
+            return {
+                Request.of("s3:DeleteObject", f"{bucket}/{o['Key']}")
+                for o in p["Delete"]["Objects"]
+            }
+        if op == "ListObjectsV2":
+            return {Request.of("s3:ListBucket", bucket)}
+        return {Request.of(f"s3:{S3_ACTIONS.get(op, op)}", f"{bucket}/{p['Key']}")}
+    if call.service == "stepfunctions" and op == "StartExecution":
+        return {Request.of("states:StartExecution", p["stateMachineArn"])}
+    if call.service == "secretsmanager" and op == "GetSecretValue":
+        return {Request.of("secretsmanager:GetSecretValue", p["SecretId"])}
+    if call.service == "events" and op == "PutEvents":
+        return {
+            Request.of(
+                "events:PutEvents",
+                f"arn:aws:events:{here}:event-bus/{entry['EventBusName']}",
+                **{"events:source": entry["Source"], "events:detail-type": entry["DetailType"]},
+            )
+            for entry in p["Entries"]
+        }
+    assert ctx is not None, f"{call.service}.{op} outside the driver scenario"
+    return _driver_requests(call, ctx)
 
 
-# ------------------------------------------------------------------ the synthesized policy
+HERE = f"{REGION}:{ACCOUNT}"
 
 
-def _resolve(value: Any, names: dict[str, str]) -> str:
-    """Template intrinsics -> symbolic strings (table and bucket ARNs become <table>/<bucket>)."""
-    if isinstance(value, str):
-        return value
-    if "Fn::GetAtt" in value:
-        logical, attribute = value["Fn::GetAtt"]
-        return names.get(logical, f"<{logical}.{attribute}>")
-    if "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(_resolve(part, names) for part in parts)
-    if "Ref" in value:
-        return f"<{value['Ref']}>"
-    raise AssertionError(f"unexpected intrinsic {value}")
+def _pass_roles(roles: list[str], service: str) -> set[Request]:
+    return {Request.of("iam:PassRole", role, **{"iam:PassedToService": service}) for role in roles}
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+def _task_definition(name: str) -> str:
+    return name if name.startswith("arn:") else f"arn:aws:ecs:{HERE}:task-definition/{name}"
 
 
-def granted(synth: Synth) -> set[tuple[str, str]]:
-    """(action, resource pattern) pairs the API function's role allows."""
-    functions = {
-        k: v for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == API_HANDLER
-    }  # fmt: skip
-    assert len(functions) == 1
-    role = next(iter(functions.values()))["Properties"]["Role"]["Fn::GetAtt"][0]
-    role_props = synth.data["Resources"][role]["Properties"]
-    assert not role_props.get("ManagedPolicyArns"), "no managed policies on the API role"
-    assert not role_props.get("Policies"), "statements live in the role's one policy"
-    names = {
-        synth.logical_id(synth.stack.data.table): TABLE,
-        synth.logical_id(synth.stack.data.artifacts): BUCKET,
-    }
-    pairs: set[tuple[str, str]] = set()
-    for policy in synth.resources("AWS::IAM::Policy").values():
-        props = policy["Properties"]
-        if {"Ref": role} not in props.get("Roles", []):
-            continue
-        for statement in props["PolicyDocument"]["Statement"]:
-            assert statement["Effect"] == "Allow"
-            for action in _as_list(statement["Action"]):
-                for resource in _as_list(statement["Resource"]):
-                    pairs.add((action, _resolve(resource, names)))
-    return pairs
+def _driver_requests(call: Call, ctx: Context) -> set[Request]:
+    mappers = {"ecs": _ecs_requests, "efs": _efs_requests, "ec2": _ec2_requests}
+    if call.service not in mappers:
+        raise AssertionError(f"unmapped driver call {call.service}.{call.operation}")
+    return mappers[call.service](call.operation, call.params, ctx)
 
 
-# ------------------------------------------------------------------------------- the flow
+def _ecs_requests(op: str, p: dict[str, Any], ctx: Context) -> set[Request]:
+    cluster = {"ecs:cluster": ctx.cluster_arn}
+    if op == "RunTask":
+        new_task = f"{ctx.cluster_arn.replace(':cluster/', ':task/')}/new-task-id"
+        requests = {Request.of("ecs:RunTask", _task_definition(p["taskDefinition"]), **cluster)}
+        requests |= _pass_roles(ctx.task_definition_roles, "ecs-tasks.amazonaws.com")
+        if p.get("tags"):
+            requests.add(Request.of("ecs:TagResource", new_task, **{"ecs:CreateAction": "RunTask"}))
+        for volume in p.get("volumeConfigurations", []):
+            requests |= _pass_roles([volume["managedEBSVolume"]["roleArn"]], "ecs.amazonaws.com")
+        return requests
+    if op in ("DescribeTasks", "StopTask"):
+        tasks = p["tasks"] if op == "DescribeTasks" else [p["task"]]
+        return {Request.of(f"ecs:{op}", task, **cluster) for task in tasks}
+    if op == "DescribeTaskDefinition":
+        return {Request.of("ecs:DescribeTaskDefinition", "*")}
+    if op == "RegisterTaskDefinition":
+        roles = [p[k] for k in ("taskRoleArn", "executionRoleArn") if p.get(k)]
+        requests = {Request.of("ecs:RegisterTaskDefinition", "*")}
+        requests |= _pass_roles(roles, "ecs-tasks.amazonaws.com")
+        if p.get("tags"):
+            created = _task_definition(f"{p['family']}:1")
+            on_register = {"ecs:CreateAction": "RegisterTaskDefinition"}
+            requests.add(Request.of("ecs:TagResource", created, **on_register))
+        return requests
+    raise AssertionError(f"unmapped driver call ecs.{op}")
+
+
+def _efs_requests(op: str, p: dict[str, Any], ctx: Context) -> set[Request]:
+    file_system = f"arn:aws:elasticfilesystem:{HERE}:file-system/{p['FileSystemId']}"
+    requests = {Request.of(f"elasticfilesystem:{op}", file_system)}
+    if op == "CreateAccessPoint" and p.get("Tags"):
+        point = f"arn:aws:elasticfilesystem:{HERE}:access-point/fsap-new"
+        on_create = {"elasticfilesystem:CreateAction": "CreateAccessPoint"}
+        requests.add(Request.of("elasticfilesystem:TagResource", point, **on_create))
+    return requests
+
+
+def _ec2_requests(op: str, p: dict[str, Any], ctx: Context) -> set[Request]:
+    if op in ("DescribeVolumes", "DescribeSnapshots"):
+        return {Request.of(f"ec2:{op}", "*")}
+    if op == "CreateSnapshot":
+        volume = f"arn:aws:ec2:{HERE}:volume/{p['VolumeId']}"
+        requested = {
+            t["Key"]: t["Value"] for spec in p.get("TagSpecifications", []) for t in spec["Tags"]
+        }
+        request_tags = _tags(requested, "aws:RequestTag")
+        snapshot = f"arn:aws:ec2:{REGION}::snapshot/snap-new"
+        resource_tags = _tags(ctx.volume_tags.get(p["VolumeId"], {}), "aws:ResourceTag")
+        on_create = {"ec2:CreateAction": "CreateSnapshot"}
+        return {
+            Request.of("ec2:CreateSnapshot", volume, **resource_tags, **request_tags),
+            Request.of("ec2:CreateSnapshot", snapshot, **request_tags),
+            Request.of("ec2:CreateTags", snapshot, **request_tags, **on_create),
+        }
+    if op == "DeleteSnapshot":
+        snapshot = f"arn:aws:ec2:{REGION}::snapshot/{p['SnapshotId']}"
+        tags = _tags(ctx.snapshot_tags.get(p["SnapshotId"], {}), "aws:ResourceTag")
+        return {Request.of("ec2:DeleteSnapshot", snapshot, **tags)}
+    raise AssertionError(f"unmapped driver call ec2.{op}")
+
+
+def translate(call: Call, names: dict[str, str]) -> Call:
+    """Moto's names (table, bucket, state machines, secret) -> the stack's resolved ones."""
+    text = json.dumps(call.params, default=repr)
+    for old in sorted(names, key=len, reverse=True):
+        text = text.replace(old, names[old])
+    return Call(call.function, call.service, call.operation, json.loads(text))
+
+
+# ------------------------------------------------------------------ 1. the flow
+
+
+class DriverLog:
+    """Wraps the sandbox driver: which methods each function called."""
+
+    def __init__(self) -> None:
+        self.calls: set[tuple[str, str]] = set()
+
+    def wrap(self, driver: Any) -> Any:
+        log = self
+
+        class Recording:
+            def __getattr__(self, name: str) -> Any:
+                value = getattr(driver, name)
+                if name in DRIVER_METHODS and callable(value):
+
+                    def method(*args: Any, **kwargs: Any) -> Any:
+                        log.calls.add((iam.current_function() or "", name))
+                        return value(*args, **kwargs)
+
+                    return method
+                return value
+
+        return Recording()
+
+    def methods(self, function: str) -> set[str]:
+        return {method for who, method in self.calls if who == function}
+
+
+@dataclass
+class Flow:
+    calls: list[Call]
+    driver: DriverLog
+    moto_names: dict[str, str]  # moto value -> role it plays (table, bucket, machine:<name>, ...)
 
 
 def _ok(reply: Any, status: int = 200) -> Any:
-    assert reply.status == status, reply.body
+    assert reply.status == status, (reply.status, reply.body)
     return reply.body
 
 
 def drive_every_route(api: LambdaApi) -> None:
+    """Sessions, chats and messages (provisioning off: the sandbox flow has its own session)."""
     _ok(api.get("/api/health"))
     _ok(api.put("/api/user/preferences", {"autoCommitPush": True, "defaultModelId": "m/1"}))
     _ok(api.get("/api/user/preferences"))
@@ -188,58 +372,453 @@ def drive_every_route(api: LambdaApi) -> None:
     _ok(api.delete(f"/api/sessions/{sid}"))
 
 
-@pytest.fixture
-def lambda_api(
-    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> LambdaApi:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
-    bucket = f"artifacts-{settings.table_name}"
-    boto3.client("s3", region_name=settings.region).create_bucket(Bucket=bucket)
-    return LambdaApi(settings.model_copy(update={"artifact_bucket": bucket}))
+def _state(api: LambdaApi, sid: str) -> dict[str, Any]:
+    session: dict[str, Any] = _ok(api.get(f"/api/sessions/{sid}"))["session"]
+    return session
 
 
-def test_api_role_grants_exactly_what_the_api_uses(lambda_api: LambdaApi, dev: Synth) -> None:
-    # Given every route driven through the Lambda handler, each botocore call recorded
-    with recording() as calls:
-        drive_every_route(lambda_api)
-    table, bucket = lambda_api.settings.table_name, lambda_api.settings.artifact_bucket
-    assert bucket
-    used = set().union(*(iam_actions(call, table, bucket) for call in calls))
-
-    # When the synthesized role's statements are read
-    allowed = granted(dev)
-    runtime = {(a, r) for a, r in allowed if a in RUNTIME_ACTIONS}
-    code = allowed - runtime
-
-    # Then every call is allowed by some statement ...
-    missing = {u for u in used if not any(_covers(g, u) for g in code)}
-    assert not missing, f"used but not granted: {sorted(missing)}"
-    # ... every statement is used by some call ...
-    unused = {g for g in code if not any(_covers(g, u) for u in used)}
-    assert not unused, f"granted but never used: {sorted(unused)}"
-    # ... and the resources are the narrowest: exact table/index ARNs, one object prefix
-    for action, resource in code:
-        assert "*" not in action
-        assert resource in {TABLE, f"{TABLE}/index/byUser", f"{TABLE}/index/byUserStatus"} or (
-            resource == f"{BUCKET}/messages/*"
-        ), (action, resource)
-    assert {a for a, _ in runtime} == RUNTIME_ACTIONS
-    assert {r for a, r in runtime if a.startswith("xray:")} == {"*"}
-    log_group = synth_log_group(dev)
-    assert {r for a, r in runtime if a.startswith("logs:")} == {log_group}
+def wait_state(api: LambdaApi, sid: str, *states: str, limit: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        session = _state(api, sid)
+        if session["lifecycleState"] in states:
+            return session
+        time.sleep(0.2)
+    raise AssertionError(f"{sid} stayed {session['lifecycleState']}: {session['lifecycleError']}")
 
 
-def _covers(grant: tuple[str, str], use: tuple[str, str]) -> bool:
-    return grant[0] == use[0] and fnmatch.fnmatchcase(use[1], grant[1])
+def drive_a_sandbox(api: LambdaApi, world: World) -> None:
+    """Provision, use, hibernate twice (the second snapshot replaces the first), resume, lose
+    the loop and let the reconciler start a new one, lose the sandbox behind the control
+    plane's back."""
+    sid = _ok(api.post("/api/sessions", {"title": "Sandbox"}), 201)["session"]["id"]
+    wait_state(api, sid, "active")
+    _ok(api.get("/api/sandbox/status", query={"sessionId": sid}))
+    tools = f"/api/sessions/{sid}/sandbox"
+    # a repository in the workspace (AWS mode clones only https:// URLs; there is no network)
+    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
+    _ok(api.get(f"{tools}/files"))
+    _ok(api.post("/api/sandbox/activity", {"sessionId": sid}))
+    _ok(api.post("/api/sandbox/extend", {"sessionId": sid}))
+    wait_state(api, sid, "hibernated")  # idle: the lifecycle loop snapshots and stops
+    _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
+    wait_state(api, sid, "active")
+    _ok(api.post("/api/sandbox/snapshot", {"sessionId": sid}), 202)  # hibernate now
+    wait_state(api, sid, "hibernated")
+    _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
+    wait_state(api, sid, "active")
+    world.lose_run(sid)  # the loop is gone and the session overdue: the reconciler's case
+    assert world.sweep()["kicked"] == 1
+    wait_state(api, sid, "hibernated")
+    _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
+    wait_state(api, sid, "active")
+    _ok(api.post("/api/sandbox/activity", {"sessionId": sid}))  # the loop sleeps meanwhile
+    world.lose_sandbox(sid)
+    lost = api.post(f"{tools}/exec", {"command": "true"})
+    assert lost.status in (409, 503), lost.body
 
 
-def synth_log_group(synth: Synth) -> str:
-    logical = synth.logical_id(synth.stack.api.function.log_group)
-    return f"<{logical}.Arn>"
+def fail_a_provisioning(api: LambdaApi) -> None:
+    """The provisioner's failure path, its steps invoked in process as Step Functions would:
+    a started sandbox is stopped and the session marked failed."""
+    provisioner = local_stepfunctions.resolve(catalog.FUNCTIONS["provisioner"])
+    step = iam.attributed("provisioner", provisioner)
+    sid = _ok(api.post("/api/sessions", {"title": "Fails"}), 201)["session"]["id"]
+    base = {"sessionId": sid, "generation": 1}
+    assert step({**base, "step": "start"}, LambdaContext())["started"]
+    error = {"Error": "States.Timeout", "Cause": "forced by the test"}
+    assert step({**base, "step": "fail", "error": error}, LambdaContext())["state"] == "failed"
 
 
-def test_recorder_sees_pynamodb_and_boto3_calls(lambda_api: LambdaApi) -> None:
+@pytest.fixture(scope="module")
+def flow(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _run_flow(moto_endpoint, tmp_path_factory.mktemp("flow"), monkeypatch)
+
+
+def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Flow:
+    table = f"t-{uuid.uuid4().hex[:12]}"
+    bucket = f"artifacts-{table}"
+    for service in ("S3", "SECRETS_MANAGER", "EVENTBRIDGE"):
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", moto_endpoint)
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=bucket)
+    bus = boto3.client("events", region_name=REGION).create_event_bus(Name=f"bus-{table}")
+    assert bus["EventBusArn"]
+    secret = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name=f"token-key-{table}", SecretString="k" * 64
+    )["ARN"]
+    base = Settings(
+        home=home / "home",
+        table_name=table,
+        dynamodb_endpoint=moto_endpoint,
+        rate_limit_per_minute=1000,
+        rate_limit_window_seconds=3600,
+        provision_on_create=False,
+    )
+    items.bind(table, moto_endpoint, base.region)
+    items.create_table()
+    quick = base.model_copy(
+        update={
+            "mode": Mode.AWS,
+            "artifact_bucket": bucket,
+            "sandbox_token_secret_arn": secret,
+            "event_bus_name": f"bus-{table}",
+            "idle_timeout_seconds": 2,
+            "lifecycle_min_sleep_seconds": 0.5,
+            "snapshot_retry_seconds": 1,
+            "turn_heartbeat_seconds": 60,
+        }
+    )
+    log = DriverLog()
+    monkeypatch.setattr(composition, "_driver", lambda *a: log.wrap(BUILD_DRIVER(*a)))
+    real_resolve = local_stepfunctions.resolve
+    monkeypatch.setattr(
+        local_stepfunctions,
+        "resolve",
+        lambda handler: iam.attributed(BY_HANDLER[handler], real_resolve(handler)),
+    )
+    with iam.recording() as calls, provisioning_runtime(quick, moto_endpoint, monkeypatch) as live:
+        crud = LambdaApi(live.model_copy(update={"provision_on_create": False}))
+        sandbox_api = LambdaApi(live)
+        for client in (crud, sandbox_api):
+            client._handler = iam.attributed(API, client._handler)  # type: ignore[assignment]
+        drive_every_route(crud)
+        machines = dict(live.state_machines)
+        drive_a_sandbox(sandbox_api, World(live))
+        fail_a_provisioning(crud)
+    names = {table: "table", bucket: "bucket", secret: "secret", f"bus-{table}": "bus"}
+    names |= {arn: f"machine:{name}" for name, arn in machines.items()}
+    return Flow([c for c in calls if c.function], log, names)
+
+
+class _NoMetrics:
+    def count(self, name: str, value: int = 1) -> None:
+        pass
+
+
+class World:
+    """What happens to a session outside the control plane (the test's own calls, recorded
+    for no function), and the reconciler's schedule."""
+
+    def __init__(self, live: Settings) -> None:
+        self._live = live
+        self._container = composition.build(live, _NoMetrics())
+        handler = local_stepfunctions.resolve(catalog.FUNCTIONS["lifecycle"])
+        self._lifecycle = iam.attributed("lifecycle", handler)
+
+    def sweep(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._lifecycle({"step": "reconcile"}, LambdaContext())
+        return result
+
+    def lose_sandbox(self, sid: str) -> None:
+        """Kill the sandbox and wait until it is really gone (nothing answers any more)."""
+        session = self._container.sessions.get(ALICE, sid)
+        assert session.sandbox
+        handle = SandboxHandle.from_dict(session.sandbox)
+        self._container.driver.stop(handle)
+        deadline = time.monotonic() + 10
+        while self._container.driver.probe(handle).state not in (
+            SandboxState.STOPPED,
+            SandboxState.GONE,
+        ):
+            assert time.monotonic() < deadline, "the sandbox did not stop"
+            time.sleep(0.05)
+
+    def lose_run(self, sid: str) -> None:
+        """A lease nobody holds, on a session due long ago (its run was lost)."""
+        store = self._container.lifecycle._store
+        session = self._container.sessions.get(ALICE, sid)
+        active = frozenset({LifecycleState.ACTIVE})
+        store.transition(sid, expect=active, changes={"lifecycle_run_id": "lost"}, entry=None)
+        sfn = boto3.client(
+            "stepfunctions", endpoint_url=self._live.stepfunctions_endpoint, region_name=REGION
+        )
+        machine = self._live.state_machines["lifecycle"]
+        for run in sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")[
+            "executions"
+        ]:
+            sfn.stop_execution(executionArn=run["executionArn"])
+        due = session.created_at - timedelta(minutes=5)
+        overdue = session.model_copy(update={"hibernate_after": due})
+        store.transition(
+            sid, expect=active, changes=with_due(overdue, {"hibernate_after": due}), entry=None
+        )
+
+
+# ------------------------------------------------------------------ 2. the Fargate driver
+
+
+@dataclass
+class FakeSandboxd:
+    """sandboxd as the driver sees it (``SandboxdOps``): no AWS calls of its own."""
+
+    payload: bytes = b"zstd archive " * 100
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": True}
+
+    def sync(self) -> dict[str, Any]:
+        return {"ok": True}
+
+    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]:
+        out.write(self.payload)
+        digest = hashlib.sha256(self.payload).hexdigest()
+        return {"sha256": digest, "archiveBytes": len(self.payload), "fileCount": 1}
+
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]:
+        src.read()
+        return {"sha256": expected_sha256}
+
+
+def _fake_sandboxd(endpoint: str, token: str) -> FakeSandboxd:
+    return FakeSandboxd()
+
+
+class FargateScenario:
+    """Every ``FargateDriver`` method once, the driver built by ``openagents.composition`` from
+    the settings the synthesized template gives the functions. ECS answers from a Stubber,
+    EC2/EFS/S3 are the moto server; each call is recorded with the method it ran for."""
+
+    def __init__(self, synth: Synth, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.synth, self.endpoint, self.monkeypatch = synth, moto_endpoint, monkeypatch
+        resolve = Resolver(synth.data)
+        self.settings = settings_from(functions(synth)[API].environment, monkeypatch)
+        assert self.settings.sandbox_driver == "fargate"
+        self.efs_mode = self.settings.fargate_storage == "efs"
+        (definition,) = synth.resources("AWS::ECS::TaskDefinition").values()
+        self.roles = [
+            resolve(definition["Properties"][k]) for k in ("TaskRoleArn", "ExecutionRoleArn")
+        ]
+        cluster = resolve({"Fn::GetAtt": [synth.logical_id(synth.stack.sandbox.cluster), "Arn"]})
+        self.ctx = Context(cluster_arn=cluster, task_definition_roles=self.roles)
+        self.tags = {TAG_SESSION: SESSION, TAG_GENERATION: "1"}
+        self.names: dict[str, str] = {}  # moto's ids -> the stack's
+        task_arn = f"{cluster.replace(':cluster/', ':task/')}/0123456789abcdef"
+        eni = {"name": "privateIPv4Address", "value": "10.40.16.7"}
+        self.running = {
+            "taskArn": task_arn,
+            "lastStatus": "RUNNING",
+            "desiredStatus": "RUNNING",
+            "attachments": [{"type": "ElasticNetworkInterface", "details": [eni]}],
+        }
+
+    def moto(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION, endpoint_url=self.endpoint)  # type: ignore[call-overload]
+
+    def requests(self) -> dict[str, set[Request]]:
+        with iam.recording() as calls:  # the driver's clients: created while recording
+            clients = {service: self.moto(service) for service in ("ec2", "efs", "s3")}
+            clients["ecs"] = boto3.client("ecs", region_name=REGION)
+            retry_efs = boto3.client("efs", region_name=REGION)
+        settings = self.settings
+        if self.efs_mode:
+            moto_fs = self.moto("efs").create_file_system(CreationToken=uuid.uuid4().hex)
+            assert settings.fargate_efs_file_system_id
+            self.names[moto_fs["FileSystemId"]] = settings.fargate_efs_file_system_id
+            settings = settings.model_copy(
+                update={"fargate_efs_file_system_id": moto_fs["FileSystemId"]}
+            )
+        assert settings.artifact_bucket
+        self.moto("s3").create_bucket(Bucket=settings.artifact_bucket)
+        self.monkeypatch.setattr(composition, "_client", lambda service, *_: clients[service])
+        self.monkeypatch.setattr("openagents.sandbox.client.SandboxClient", _fake_sandboxd)
+        driver: Any = BUILD_DRIVER(settings, b"k" * 32)
+        ecs, efs = Stubber(clients["ecs"]), Stubber(retry_efs)
+        with ecs, efs:
+            self._drive(driver, ecs, efs, retry_efs)
+            ecs.assert_no_pending_responses()
+            efs.assert_no_pending_responses()
+        requests: dict[str, set[Request]] = {method: set() for method in DRIVER_METHODS}
+        for call in calls:
+            if call.function.startswith("driver:"):
+                method = call.function.removeprefix("driver:")
+                requests[method] |= iam_requests(translate(call, self.names), self.ctx)
+        if not self.efs_mode:  # a snapshot that fails is discarded: DeleteSnapshot, as delete
+            requests["snapshot"] |= requests["delete_snapshot"]
+        return requests
+
+    def _drive(self, driver: Any, ecs: Stubber, efs: Stubber, retry_efs: Any) -> None:
+        def run(method: str, call: Callable[[], Any]) -> Any:
+            return iam.attributed(f"driver:{method}", call)()
+
+        described = {"tasks": [self.running], "failures": []}
+        if self.efs_mode:
+            self._stub_session_task_definition(driver, ecs)
+        ecs.add_response("run_task", {"tasks": [{"taskArn": self.running["taskArn"]}]})
+        handle: SandboxHandle = run("start", lambda: driver.start(SESSION, 1))
+        if self.efs_mode:  # a retried create finds the access point by its client token
+            self._stub_existing_access_point(efs, handle)
+            self.monkeypatch.setattr(driver, "_efs", retry_efs)
+            assert run("start", lambda: driver._access_point(SESSION)) == handle.volume_id
+        ecs.add_response("describe_tasks", described)
+        run("probe", lambda: driver.probe(handle))
+        ecs.add_response("describe_tasks", described)  # a handle with no endpoint yet
+        run("client", lambda: driver.client(handle))
+        ready = SandboxHandle.from_dict({**handle.to_dict(), "endpoint": "http://10.40.16.7:8080"})
+        if not self.efs_mode:  # the volume is found by its tags (ECS reported no attachment)
+            tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
+            volume = self.moto("ec2").create_volume(
+                AvailabilityZone=f"{REGION}a",
+                Size=20,
+                TagSpecifications=[{"ResourceType": "volume", "Tags": tags}],
+            )["VolumeId"]
+            self.ctx.volume_tags[volume] = self.tags
+            ecs.add_response("describe_tasks", described)
+        ref: SnapshotRef = run("snapshot", lambda: driver.snapshot(ready))
+        self.ctx.snapshot_tags[ref.id] = self.tags
+        if self.efs_mode:
+            run("restore", lambda: driver.restore(ready, ref))
+        run("delete_snapshot", lambda: driver.delete_snapshot(ref))
+        ecs.add_response("stop_task", {"task": self.running})
+        run("stop", lambda: driver.stop(handle))
+
+    def _stub_session_task_definition(self, driver: Any, ecs: Stubber) -> None:
+        base = self.synth.stack.sandbox.family
+        family = f"{base}-{SESSION}"
+        ecs.add_response(
+            "describe_task_definition",
+            {
+                "taskDefinition": {
+                    "taskDefinitionArn": self.settings.fargate_task_definition,
+                    "family": base,
+                    "status": "ACTIVE",
+                    "taskRoleArn": self.roles[0],
+                    "executionRoleArn": self.roles[1],
+                    "networkMode": "awsvpc",
+                    "containerDefinitions": [{"name": "sandboxd", "image": "sandboxd:1"}],
+                    "volumes": [{"name": "workspace", "configuredAtLaunch": True}],
+                }
+            },
+        )
+        ecs.add_client_error("describe_task_definition", "ClientException", "Unable to describe")
+        ecs.add_response(
+            "register_task_definition",
+            {"taskDefinition": {"taskDefinitionArn": f"{family}:1", "family": family}},
+        )
+
+    def _stub_existing_access_point(self, efs: Stubber, handle: SandboxHandle) -> None:
+        efs.add_client_error("create_access_point", "AccessPointAlreadyExists", "exists", 409)
+        point = {
+            "AccessPointId": handle.volume_id,
+            "ClientToken": access_point_client_token(SESSION),
+            "FileSystemId": self.settings.fargate_efs_file_system_id,
+        }
+        efs.add_response("describe_access_points", {"AccessPoints": [point]})
+
+
+# ------------------------------------------------------------------ 3. the comparison
+
+
+def stage_names(flow: Flow, function: Function) -> dict[str, str]:
+    """Moto's names -> the names the stack gives the function (its resolved environment)."""
+    env = function.environment
+    machines = json.loads(env["OPENAGENTS_STATE_MACHINES"])
+    values = {
+        "table": env["OPENAGENTS_TABLE_NAME"],
+        "bucket": env["OPENAGENTS_ARTIFACT_BUCKET"],
+        "secret": env["OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN"],
+        "bus": env["OPENAGENTS_EVENT_BUS_NAME"],
+        **{f"machine:{name}": arn for name, arn in machines.items()},
+    }
+    return {moto_name: values[role] for moto_name, role in flow.moto_names.items()}
+
+
+def declared_driver_methods(name: str) -> set[str]:
+    from infra.constructs.api import NEEDS
+    from infra.constructs.workflows import SPECS
+
+    needs = NEEDS if name == API else SPECS[name].needs
+    return set(needs.driver)
+
+
+def check_function(synth: Synth, function: Function, used: set[Request], methods: set[str]) -> None:
+    code = [
+        s for s in function.statements if s.sid not in RUNTIME_SIDS and not set(s.actions) <= XRAY
+    ]
+    label = f"{synth.stack.stack_name}/{function.name}"
+    # every request is allowed by a statement, and no resource policy denies it
+    missing = sorted(
+        (r.action, r.resource, r.context) for r in used if not any(s.matches(r) for s in code)
+    )
+    assert not missing, f"{label}: used but not granted: {missing}"
+    resolve = Resolver(synth.data)
+    for request in used:
+        assert not iam.denied_by_resource_policy(synth.data, resolve, request, function.role_arn)
+    # every (statement, action, resource) allows some request
+    unused = [
+        (s.sid, action, resource)
+        for s in code
+        for action in s.actions
+        for resource in s.resources
+        if not any(Statement(s.sid, [action], [resource], s.conditions).matches(r) for r in used)
+    ]
+    assert not unused, f"{label}: granted but never used: {unused}"
+    for statement in code:
+        for action in statement.actions:
+            assert "*" not in action, (label, statement.sid, action)
+            if statement.resources == ["*"]:
+                assert action in NO_RESOURCE_LEVEL, (label, statement.sid, action)
+    # the runtime's own statements
+    runtime = {s.sid: s for s in function.statements if s.sid in RUNTIME_SIDS}
+    assert set(runtime) == RUNTIME_SIDS, label
+    assert runtime["WriteOwnLogs"].resources == [function.log_group]
+    assert set(runtime["WriteOwnLogs"].actions) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+    assert runtime["LambdaVpcEni"].resources == ["*"]
+    xray = [s for s in function.statements if set(s.actions) == XRAY]
+    assert len(xray) == 1, label
+    assert xray[0].resources == ["*"], label
+    # the driver methods the function declares are the ones it was seen calling
+    assert declared_driver_methods(function.name) == methods, label
+
+
+@pytest.mark.parametrize("stage", ["dev", "ext"])
+def test_every_function_role_grants_exactly_what_it_uses(
+    stage: str,
+    flow: Flow,
+    request: pytest.FixtureRequest,
+    moto_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the flow's calls and the Fargate driver's requests for this stage's settings
+    synth: Synth = request.getfixturevalue(stage)
+    driver_requests = FargateScenario(synth, moto_endpoint, monkeypatch).requests()
+    for name, function in functions(synth).items():
+        # When a function's calls are turned into IAM requests on the stack's resources
+        names = stage_names(flow, function)
+        used = set().union(
+            *(iam_requests(translate(c, names), None) for c in flow.calls if c.function == name)
+        )
+        methods = flow.driver.methods(name)
+        for method in methods:
+            used |= driver_requests[method]
+        # Then its role allows exactly those
+        assert used, name
+        check_function(synth, function, used, methods)
+
+
+def test_the_flow_covers_every_catalog_function_and_driver_method(flow: Flow) -> None:
+    assert {c.function for c in flow.calls} == set(HANDLERS)
+    seen = {method for _, method in flow.driver.calls}
+    assert seen >= {"start", "probe", "stop", "snapshot", "delete_snapshot"}, seen
+
+
+def test_functions_share_one_sandbox_configuration(stages: tuple[Synth, ...]) -> None:
+    """The API and the workflow tasks drive the same sandboxes: same Fargate settings."""
+    for synth in stages:
+        envs = [f.environment for f in functions(synth).values()]
+        fargate = [
+            {k: v for k, v in env.items() if "FARGATE" in k or "SANDBOX_TOKEN" in k} for env in envs
+        ]
+        assert all(f == fargate[0] for f in fargate[1:]), synth.stack.stack_name
+        assert {env["OPENAGENTS_STATE_MACHINES"] for env in envs} == {
+            envs[0]["OPENAGENTS_STATE_MACHINES"]
+        }
+
+
+def test_recorder_sees_pynamodb_and_boto3_calls(flow: Flow) -> None:
     """The hook itself: if botocore or PynamoDB stop creating clients this way, fail loudly."""
-    with recording() as calls:
-        _ok(lambda_api.post("/api/sessions", {"title": "Probe"}), 201)
-    assert {(c.service, c.operation) for c in calls} >= {("dynamodb", "TransactWriteItems")}
+    seen = {(c.service, c.operation) for c in flow.calls}
+    assert ("dynamodb", "TransactWriteItems") in seen
+    assert ("s3", "PutObject") in seen
+    assert ("stepfunctions", "StartExecution") in seen

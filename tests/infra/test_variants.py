@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from aws_cdk import App
 
 from infra.config import StageConfig
-from tests.infra.conftest import Synth
-
-ISSUER = "https://login.example.com/realms/agents"
+from tests.infra.conftest import ISSUER, Synth
 
 
 def test_prod_has_a_cloudfront_web_acl_with_bot_control_and_rate_limit(prod: Synth) -> None:
@@ -43,13 +40,8 @@ def test_dev_has_no_web_acl(dev: Synth) -> None:
     dev.template.resource_count_is("AWS::WAFv2::WebACL", 0)
 
 
-@pytest.fixture(scope="module")
-def issuer(synth: Callable[..., Synth]) -> Synth:
-    return synth(stage="ext", jwtIssuer=ISSUER, jwtAudience="agents-spa,agents-cli",
-                 webAclArn="arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc")  # fmt: skip
-
-
-def test_existing_issuer_replaces_cognito(issuer: Synth) -> None:
+def test_existing_issuer_replaces_cognito(ext: Synth) -> None:
+    issuer = ext
     issuer.template.resource_count_is("AWS::Cognito::UserPool", 0)
     issuer.template.has_resource_properties(
         "AWS::ApiGatewayV2::Authorizer",
@@ -71,6 +63,10 @@ def test_existing_issuer_replaces_cognito(issuer: Synth) -> None:
         ({"stage": "Prod_1"}, "stage"),
         ({"spaOrigins": "https://app.example.com/path"}, "origin"),
         ({"protection": "true", "webAclArn": "arn:x"}, "exclude"),
+        ({"sandboxStorage": "nfs"}, "sandboxStorage"),
+        ({"sandboxCpu": "3000"}, "sandboxCpu"),
+        ({"sandboxCpu": "1024", "sandboxMemoryMiB": "1024"}, "sandboxMemoryMiB"),
+        ({"natGateways": "3"}, "natGateways"),
     ],
 )
 def test_config_rejects_bad_context(context: dict[str, Any], message: str) -> None:
@@ -85,3 +81,6 @@ def test_config_defaults() -> None:
     assert config.stack_name == "OpenAgents-dev"
     assert config.create_user_pool
     assert config.deps_layer == config.build_dir / "layers" / "deps"
+    assert (config.sandbox_storage, config.nat_gateway_count, config.insights) == ("ebs", 1, False)
+    prod = StageConfig.from_context(App(context={"prod": "true"}).node)
+    assert (prod.nat_gateway_count, prod.insights) == (2, True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.web import SPA_ROUTER
+from infra.constructs.web import ORIGIN_HEADER, SPA_ROUTER
 from tests.infra.conftest import Synth
 
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
@@ -89,3 +89,24 @@ def test_spa_router_function(uri: str, expected: str) -> None:
     script = SPA_ROUTER + f"console.log(handler({{request: {{uri: {uri!r}}}}}).uri);"
     out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_cloudfront_signs_api_requests_with_the_origin_secret(dev: Synth) -> None:
+    """The execute-api endpoint stays on (CloudFront's origin needs it without a custom
+    domain); CloudFront adds the origin-verify header, its value a dynamic reference to a
+    generated secret, so the value is in no template."""
+    config = _config(dev)
+    (api,) = [b for b in config["CacheBehaviors"] if b["PathPattern"] == "/api/*"]
+    origin = next(o for o in config["Origins"] if o["Id"] == api["TargetOriginId"])
+    (header,) = origin["OriginCustomHeaders"]
+    assert header["HeaderName"] == ORIGIN_HEADER
+    secret = dev.logical_id(dev.stack.web.origin_secret)
+    assert header["HeaderValue"] == {
+        "Fn::Join": ["", ["{{resolve:secretsmanager:", {"Ref": secret}, ":SecretString:::}}"]]
+    }
+    generated = dev.data["Resources"][secret]["Properties"]["GenerateSecretString"]
+    assert generated == {"ExcludePunctuation": True, "PasswordLength": 48}
+    s3_origin = next(o for o in config["Origins"] if o["Id"] != api["TargetOriginId"])
+    assert "OriginCustomHeaders" not in s3_origin
+    _, http_api = dev.one("AWS::ApiGatewayV2::Api")
+    assert not http_api["Properties"].get("DisableExecuteApiEndpoint")

@@ -1,0 +1,149 @@
+"""What every control-plane function (the API and the workflow tasks) is given: its settings and
+exactly the permissions its code uses, declared as :class:`Needs`.
+
+State machine ARNs are computed from their names (``openagents-<stage>-<machine>``) rather than
+referenced: the provisioner starts the lifecycle loop, the lifecycle function restores through
+the provisioning workflow, and each workflow invokes its function, so references would make a
+CloudFormation cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+from openagents.events import SOURCE as EVENT_SOURCE
+from openagents.workflows import catalog
+
+from infra.config import StageConfig
+from infra.constructs.data import MESSAGES_PREFIX, Data
+from infra.constructs.events import Events
+from infra.constructs.function import ServiceFunction
+from infra.constructs.sandbox import Sandbox
+
+METRICS_NAMESPACE = "OpenAgents"  # openagents.observability.NAMESPACE
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The AWS actions one function's code performs (tests/infra/test_least_privilege.py records
+    them and fails on any difference)."""
+
+    table: tuple[str, ...] = ()  # DynamoDB actions on the table's items
+    indexes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # index -> actions
+    message_bodies: tuple[str, ...] = ()  # S3 actions on messages/*
+    starts: tuple[str, ...] = ()  # state machines (catalog names) it starts
+    driver: tuple[str, ...] = ()  # FargateDriver methods it calls
+    token_key: bool = False  # reads the sandbox token key (sandboxd calls, or any driver use)
+    publishes: bool = False  # puts domain events (every audit entry) on the bus
+
+
+def state_machine_name(config: StageConfig, machine: str) -> str:
+    return f"openagents-{config.stage}-{machine}"
+
+
+def state_machine_arn(scope: Construct, config: StageConfig, machine: str) -> str:
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="stateMachine",
+        resource_name=state_machine_name(config, machine),
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+class ControlPlane:
+    """Settings and grants for the control-plane functions of one stack."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        config: StageConfig,
+        data: Data,
+        sandbox: Sandbox,
+        events: Events,
+    ) -> None:
+        self._scope, self.config, self.data = scope, config, data
+        self.sandbox, self.events = sandbox, events
+
+    @property
+    def state_machine_arns(self) -> dict[str, str]:
+        return {
+            machine: state_machine_arn(self._scope, self.config, machine)
+            for machine in sorted(catalog.STATE_MACHINES)
+        }
+
+    def environment(self, service: str) -> dict[str, str]:
+        """``OPENAGENTS_*`` (``openagents.settings``) and Powertools settings."""
+        stack = Stack.of(self._scope)
+        return {
+            "OPENAGENTS_MODE": "aws",
+            "OPENAGENTS_REGION": Aws.REGION,
+            **self.data.environment,
+            **self.sandbox.environment,
+            "OPENAGENTS_STATE_MACHINES": stack.to_json_string(self.state_machine_arns),
+            "OPENAGENTS_EVENT_BUS_NAME": self.events.bus.event_bus_name,
+            "OPENAGENTS_PROVISION_ON_CREATE": "true",
+            "POWERTOOLS_SERVICE_NAME": service,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        }
+
+    def statements(self, needs: Needs) -> list[iam.PolicyStatement]:
+        table_arn = self.data.table.table_arn
+        statements: list[iam.PolicyStatement] = []
+        if needs.table:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="TableItems", actions=list(needs.table), resources=[table_arn]
+                )
+            )
+        by_actions: dict[tuple[str, ...], list[str]] = {}
+        for index, actions in sorted(needs.indexes.items()):
+            by_actions.setdefault(tuple(actions), []).append(self.data.index_arn(index))
+        for number, (actions, arns) in enumerate(sorted(by_actions.items())):
+            statements.append(
+                iam.PolicyStatement(
+                    sid=f"TableIndexes{number or ''}", actions=list(actions), resources=arns
+                )
+            )
+        if needs.message_bodies:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="MessageBodies",
+                    actions=list(needs.message_bodies),
+                    resources=[self.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")],
+                )
+            )
+        if needs.starts:
+            machines = self.state_machine_arns
+            statements.append(
+                iam.PolicyStatement(
+                    sid="StartWorkflows",
+                    actions=["states:StartExecution"],
+                    resources=[machines[machine] for machine in needs.starts],
+                )
+            )
+        if needs.publishes:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="PublishDomainEvents",
+                    actions=["events:PutEvents"],
+                    resources=[self.events.bus.event_bus_arn],
+                    conditions={"StringEquals": {"events:source": EVENT_SOURCE}},
+                )
+            )
+        statements += self.sandbox.driver_statements(needs.driver)
+        return statements
+
+    def star_reason(self, needs: Needs) -> str:
+        return self.sandbox.star_reason(needs.driver)
+
+    def grant(self, function: ServiceFunction, needs: Needs) -> None:
+        """What cannot be a plain statement: the token key's allow-list, and the cdk-nag
+        acknowledgements the driver statements need."""
+        if needs.token_key:
+            self.sandbox.grant_token_read(function.role)
+        self.sandbox.acknowledge_driver_statements(function.role, needs.driver)

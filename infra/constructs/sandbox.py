@@ -1,0 +1,673 @@
+"""Sandbox: where each session's sandbox runs, and who may reach it.
+
+- **Network.** A VPC over two AZs: public subnets that only hold the NAT gateway(s), private
+  subnets for the sandbox tasks and the control-plane Lambdas. Sandboxes need the internet
+  (``git clone`` from GitHub, package registries), so egress is NAT; the free S3 and DynamoDB
+  gateway endpoints keep image-layer pulls (ECR serves layers from S3), snapshots and table
+  traffic off the NAT's per-GB charge. Flow logs go to the access-log bucket.
+- **Security groups.** ``ControlPlane`` (API and provisioner Lambdas): no ingress, egress HTTPS
+  and sandboxd's port to the sandboxes only. ``Sandbox``: ingress on sandboxd's port from
+  ``ControlPlane`` only (not from other sandboxes), all egress. ``Efs`` (toggle): NFS from
+  ``Sandbox`` only.
+- **Tasks.** One ECS cluster; one Fargate task definition (arm64, the ``sandbox/`` image): a
+  non-essential ``workspace-init`` container (root, ``chown 1000:1000 /workspace``, read-only
+  root file system) that ``sandboxd`` waits for (``SUCCESS``), because a managed EBS volume is
+  mounted root-owned; the ``workspace`` volume is ``configuredAtLaunch`` (the driver passes a
+  managed EBS volume on every RunTask, or replaces it with the session's EFS access point).
+- **Roles.** Task role with no permissions (agent code runs in the task; with EFS it may mount
+  access points and nothing else); execution role (pull the image, write the log group); the
+  ECS infrastructure role for managed EBS volumes (``AmazonECSInfrastructureRolePolicyForVolumes``).
+- **Token key.** A generated secret the sandbox bearer tokens are derived from
+  (``HMAC(key, "sandbox:<session>:<generation>")``). Only roles given
+  :meth:`Sandbox.grant_token_read` may read it: the secret's resource policy denies everyone else.
+
+The driver's contract (container name, port, volume name, tags) is read from
+``openagents.sandbox.fargate`` so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import jsii
+from aws_cdk import IStableListProducer, Lazy, Size, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+from openagents.sandbox import fargate
+
+from infra import nag
+from infra.config import MAX_AZS, ROOT, StageConfig
+from infra.constructs.data import SNAPSHOTS_PREFIX
+from infra.constructs.function import ControlPlaneNetwork, removal, retention
+from infra.nag import acknowledge
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(fargate.FargateConfig)}
+CONTAINER_NAME = str(_DEFAULTS["container_name"])  # "sandboxd"
+SANDBOX_PORT = int(str(_DEFAULTS["sandbox_port"]))  # 8080
+VOLUME_NAME = str(_DEFAULTS["volume_name"])  # "workspace"
+WORKSPACE = "/workspace"  # sandbox/Dockerfile
+INIT_CONTAINER = "workspace-init"
+SANDBOX_UID = fargate.SANDBOX_UID  # the image's non-root user
+TAG_SESSION = fargate.TAG_SESSION
+IMAGE_DIR = ROOT / "sandbox"
+NFS_PORT = 2049
+ECS_TASKS = "ecs-tasks.amazonaws.com"
+ECS = "ecs.amazonaws.com"
+VOLUMES_POLICY = "service-role/AmazonECSInfrastructureRolePolicyForVolumes"
+# The linux capabilities sandboxd's container keeps: none (it runs as uid 1000 and needs none)
+DROPPED_CAPABILITIES = (ecs.Capability.ALL,)
+DRIVER_METHODS = ("start", "probe", "client", "stop", "snapshot", "restore", "delete_snapshot")
+
+
+def _statement(
+    sid: str, actions: list[str], resources: list[str], **conditions: Any
+) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid=sid, actions=actions, resources=resources, conditions=conditions or None
+    )
+
+
+@jsii.implements(IStableListProducer)
+class _RoleArns:
+    """The ARNs of the roles allowed to read the token key, resolved at synth time."""
+
+    def __init__(self, roles: list[iam.IRole]) -> None:
+        self._roles = roles
+
+    def produce(self) -> list[str] | None:
+        return [role.role_arn for role in self._roles] or None
+
+
+class Sandbox(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: StageConfig,
+        access_logs: s3.IBucket,
+        artifacts: s3.IBucket,
+    ) -> None:
+        super().__init__(scope, id)
+        self.config = config
+        self.artifacts = artifacts
+        self.vpc = self._build_vpc(config, access_logs)
+        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        self.control_plane_sg, self.sandbox_sg = self._build_security_groups()
+        self.network = ControlPlaneNetwork(self.vpc, self.subnets, self.control_plane_sg)
+        self._readers: list[iam.IRole] = []
+        self.token_secret = self._build_token_secret()
+        self.cluster = self._build_cluster(config)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=retention(config), removal_policy=removal(config)
+        )
+        self.task_role, self.execution_role, self.infrastructure_role = self._build_roles()
+        self.file_system: efs.FileSystem | None = None
+        if config.sandbox_storage == "efs":
+            self.file_system = self._build_file_system(config)
+        self.task_definition = self._build_task_definition(config)
+
+    # ------------------------------------------------------------------ network
+
+    def _build_vpc(self, config: StageConfig, access_logs: s3.IBucket) -> ec2.Vpc:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
+            max_azs=MAX_AZS,
+            nat_gateways=config.nat_gateway_count,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=24,
+                    map_public_ip_on_launch=False,  # only the NAT gateways live here
+                ),
+                # one IP per sandbox task and per Lambda ENI: /20 is 4091 addresses per AZ
+                ec2.SubnetConfiguration(
+                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+                ),
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
+                "DynamoDB": ec2.GatewayVpcEndpointOptions(
+                    service=ec2.GatewayVpcEndpointAwsService.DYNAMODB
+                ),
+            },
+            flow_logs={
+                "All": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_s3(access_logs, "vpc-flow-logs/"),
+                    traffic_type=ec2.FlowLogTrafficType.ALL,
+                )
+            },
+            # Nothing is ever placed in the default security group (every ENI here gets an
+            # explicit one); stripping its rules would need a custom-resource Lambda.
+            restrict_default_security_group=False,
+        )
+        return vpc
+
+    def _build_security_groups(self) -> tuple[ec2.SecurityGroup, ec2.SecurityGroup]:
+        control = ec2.SecurityGroup(
+            self,
+            "ControlPlaneSecurityGroup",
+            vpc=self.vpc,
+            description="Open Agents control-plane Lambdas: AWS APIs over HTTPS, sandboxd",
+            allow_all_outbound=False,
+        )
+        control.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
+            "AWS APIs (NAT gateway, S3 and DynamoDB gateway endpoints)",
+        )
+        sandbox = ec2.SecurityGroup(
+            self,
+            "SandboxSecurityGroup",
+            vpc=self.vpc,
+            description="Open Agents sandboxes: sandboxd reachable from the control plane only",
+            allow_all_outbound=True,  # git, package registries: the agent's work needs them
+        )
+        sandbox.add_ingress_rule(
+            control, ec2.Port.tcp(SANDBOX_PORT), "sandboxd from the control-plane Lambdas"
+        )
+        control.add_egress_rule(sandbox, ec2.Port.tcp(SANDBOX_PORT), "sandboxd in the sandboxes")
+        return control, sandbox
+
+    # ------------------------------------------------------------------ token key
+
+    def _build_token_secret(self) -> secretsmanager.Secret:
+        secret = secretsmanager.Secret(
+            self,
+            "TokenKey",
+            description="Open Agents: key the per-sandbox bearer tokens are derived from",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True
+            ),
+        )
+        secret.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheControlPlaneReadsTheKey",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["secretsmanager:GetSecretValue"],
+                resources=["*"],
+                conditions={
+                    "ArnNotEquals": {
+                        "aws:PrincipalArn": Lazy.list(_RoleArns(self._readers)),
+                    }
+                },
+            )
+        )
+        acknowledge(
+            secret,
+            "SMG4",
+            "Rotating the token key would invalidate the bearer token of every running sandbox "
+            "(tokens are derived from it when a sandbox starts); sandboxd holds no other secret",
+        )
+        return secret
+
+    def grant_token_read(self, role: iam.IRole) -> None:
+        """Let ``role`` read the token key (and keep it on the secret's allow-list)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="SandboxTokenKey",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[self.token_secret.secret_arn],
+            )
+        )
+        self._readers.append(role)
+
+    # ------------------------------------------------------------------ cluster and roles
+
+    def _build_cluster(self, config: StageConfig) -> ecs.Cluster:
+        insights = (
+            ecs.ContainerInsights.ENABLED if config.insights else ecs.ContainerInsights.DISABLED
+        )
+        cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, container_insights_v2=insights)
+        if not config.insights:
+            acknowledge(
+                cluster,
+                "ECS4",
+                "Container Insights is a stage toggle (context containerInsights, on in prod): "
+                "it bills custom metrics per task, and sandbox tasks are short-lived",
+            )
+        return cluster
+
+    def _build_roles(self) -> tuple[iam.Role, iam.Role, iam.Role]:
+        task = iam.Role(
+            self,
+            "TaskRole",
+            assumed_by=iam.ServicePrincipal(ECS_TASKS),
+            description="Sandbox tasks: no AWS permissions (agent code runs here)",
+        )
+        execution = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal(ECS_TASKS),
+            description="ECS agent for sandbox tasks: pull the image, write the log group",
+        )
+        infrastructure = iam.Role(
+            self,
+            "InfrastructureRole",
+            assumed_by=iam.ServicePrincipal(ECS),
+            description="ECS creates, attaches and deletes the sandboxes' managed EBS volumes",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VOLUMES_POLICY)],
+        )
+        acknowledge(
+            infrastructure,
+            "IAM4",
+            "AmazonECSInfrastructureRolePolicyForVolumes is the policy AWS maintains for ECS "
+            "managed EBS volumes; it only allows volumes ECS itself tags as created and managed",
+            f"Policy::arn:<AWS::Partition>:iam::aws:policy/{VOLUMES_POLICY}",
+        )
+        return task, execution, infrastructure
+
+    # ------------------------------------------------------------------ EFS (toggle)
+
+    def _build_file_system(self, config: StageConfig) -> efs.FileSystem:
+        security_group = ec2.SecurityGroup(
+            self,
+            "EfsSecurityGroup",
+            vpc=self.vpc,
+            description="Open Agents sandbox workspaces on EFS: NFS from the sandboxes only",
+            allow_all_outbound=False,
+        )
+        security_group.add_ingress_rule(
+            self.sandbox_sg, ec2.Port.tcp(NFS_PORT), "NFS from the sandboxes"
+        )
+        file_system = efs.FileSystem(
+            self,
+            "Workspaces",
+            vpc=self.vpc,
+            vpc_subnets=self.subnets,
+            security_group=security_group,
+            encrypted=True,
+            performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
+            throughput_mode=efs.ThroughputMode.ELASTIC,
+            lifecycle_policy=efs.LifecyclePolicy.AFTER_14_DAYS,
+            # hibernation's verified copy is the tar.zst in S3, not an EFS backup
+            enable_automatic_backups=False,
+            removal_policy=removal(config),
+            # The policy below already refuses anonymous (non-IAM) mounts, as any file system
+            # policy does; this flag only keeps CDK from adding an allow of ClientRootAccess
+            # and ClientWrite for every principal.
+            allow_anonymous_access=True,
+            file_system_policy=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        sid="TlsOnly",
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        actions=["*"],
+                        conditions={"Bool": {"aws:SecureTransport": "false"}},
+                    ),
+                    # the file system root (every session) is never mounted: access points only
+                    iam.PolicyStatement(
+                        sid="AccessPointsOnly",
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        actions=[
+                            "elasticfilesystem:ClientMount",
+                            "elasticfilesystem:ClientWrite",
+                            "elasticfilesystem:ClientRootAccess",
+                        ],
+                        conditions={"Null": {"elasticfilesystem:AccessPointArn": "true"}},
+                    ),
+                ]
+            ),
+        )
+        # The driver mounts per-session access points with IAM authorization: the task role may
+        # mount and write through an access point, never the file system root.
+        self.task_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="MountSessionAccessPoints",
+                actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                resources=[file_system.file_system_arn],
+                conditions={
+                    "StringLike": {"elasticfilesystem:AccessPointArn": self._access_point_arns()},
+                    "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
+                },
+            )
+        )
+        return file_system
+
+    def _access_point_arns(self) -> str:
+        return Stack.of(self).format_arn(
+            service="elasticfilesystem", resource="access-point", resource_name="*"
+        )
+
+    # ------------------------------------------------------------------ task definition
+
+    @property
+    def family(self) -> str:
+        return f"openagents-{self.config.stage}-sandbox"
+
+    def _build_task_definition(self, config: StageConfig) -> ecs.FargateTaskDefinition:
+        definition = ecs.FargateTaskDefinition(
+            self,
+            "TaskDefinition",
+            family=self.family,
+            cpu=config.sandbox_cpu,
+            memory_limit_mib=config.sandbox_memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+            task_role=self.task_role,
+            execution_role=self.execution_role,
+            volumes=[ecs.Volume(name=VOLUME_NAME, configured_at_launch=True)],
+        )
+        # Staged at synth (no Docker needed), built and pushed by `cdk deploy`
+        image = ecs.ContainerImage.from_asset(
+            str(IMAGE_DIR), platform=ecr_assets.Platform.LINUX_ARM64
+        )
+        mount = ecs.MountPoint(container_path=WORKSPACE, source_volume=VOLUME_NAME, read_only=False)
+        init = definition.add_container(
+            "WorkspaceInit",
+            container_name=INIT_CONTAINER,
+            image=image,
+            essential=False,
+            user="0",
+            entry_point=["chown"],
+            command=[f"{SANDBOX_UID}:{SANDBOX_UID}", WORKSPACE],
+            readonly_root_filesystem=True,
+            logging=self._log_driver(INIT_CONTAINER),
+        )
+        init.add_mount_points(mount)
+        linux = ecs.LinuxParameters(self, "SandboxdLinux", init_process_enabled=False)
+        linux.drop_capabilities(*DROPPED_CAPABILITIES)  # tini is PID 1 already
+        sandboxd = definition.add_container(
+            "Sandboxd",
+            container_name=CONTAINER_NAME,
+            image=image,
+            essential=True,
+            port_mappings=[ecs.PortMapping(container_port=SANDBOX_PORT, protocol=ecs.Protocol.TCP)],
+            linux_parameters=linux,
+            logging=self._log_driver(CONTAINER_NAME),
+        )
+        sandboxd.add_mount_points(mount)
+        sandboxd.add_container_dependencies(
+            ecs.ContainerDependency(
+                container=init, condition=ecs.ContainerDependencyCondition.SUCCESS
+            )
+        )
+        acknowledge(
+            self.execution_role,
+            "IAM5",
+            "ecr:GetAuthorizationToken supports no resource-level permissions (CDK grants the "
+            "image pull on the asset repository itself)",
+            "Resource::*",
+        )
+        return definition
+
+    def _log_driver(self, prefix: str) -> ecs.LogDriver:
+        # non-blocking: a slow CloudWatch must never stall the sandbox's stdout/stderr
+        return ecs.LogDrivers.aws_logs(
+            stream_prefix=prefix,
+            log_group=self.log_group,
+            mode=ecs.AwsLogDriverMode.NON_BLOCKING,
+            max_buffer_size=Size.mebibytes(25),
+        )
+
+    # ------------------------------------------------------------------ the driver's view
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """``OPENAGENTS_*`` settings of the Fargate driver (``openagents.settings``)."""
+        stack = Stack.of(self)
+        env = {
+            "OPENAGENTS_SANDBOX_DRIVER": "fargate",
+            "OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN": self.token_secret.secret_arn,
+            "OPENAGENTS_FARGATE_CLUSTER": self.cluster.cluster_name,
+            "OPENAGENTS_FARGATE_TASK_DEFINITION": self.task_definition.task_definition_arn,
+            "OPENAGENTS_FARGATE_SUBNETS": stack.to_json_string(
+                self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnet_ids
+            ),
+            "OPENAGENTS_FARGATE_SECURITY_GROUPS": stack.to_json_string(
+                [self.sandbox_sg.security_group_id]
+            ),
+            "OPENAGENTS_FARGATE_STORAGE": self.config.sandbox_storage,
+            "OPENAGENTS_FARGATE_VOLUME_SIZE_GIB": str(self.config.sandbox_volume_gib),
+        }
+        if self.file_system is not None:
+            env["OPENAGENTS_FARGATE_EFS_FILE_SYSTEM_ID"] = self.file_system.file_system_id
+        else:
+            env["OPENAGENTS_FARGATE_EBS_ROLE_ARN"] = self.infrastructure_role.role_arn
+        return env
+
+    def _arn(self, service: str, resource: str, name: str, account: bool = True) -> str:
+        return Stack.of(self).format_arn(
+            service=service,
+            resource=resource,
+            resource_name=name,
+            account=None if account else "",
+        )
+
+    def _family_arns(self) -> list[str]:
+        """The task definitions RunTask starts: the sandbox family (EBS), or only the EFS
+        driver's per-session copies ``<family>-<session>`` (the base is only described)."""
+        if self.file_system is not None:
+            return [self._arn("ecs", "task-definition", f"{self.family}-*:*")]
+        return [self._arn("ecs", "task-definition", f"{self.family}:*")]
+
+    def driver_statements(self, methods: Iterable[str]) -> list[iam.PolicyStatement]:
+        """What the Fargate driver's ``methods`` need, on the narrowest resources.
+
+        ``start``/``probe``/``client``/``stop``/``snapshot``/``restore``/``delete_snapshot``
+        are ``FargateDriver`` methods (``token`` needs no AWS call: the key comes from
+        :meth:`grant_token_read`). tests/infra/test_least_privilege.py runs each method against
+        pinned ECS responses and moto, and checks every request against these statements.
+        """
+        wanted = set(methods)
+        unknown = wanted - set(DRIVER_METHODS)
+        if unknown:
+            raise ValueError(f"not FargateDriver methods: {sorted(unknown)}")
+        statements = self._task_statements(wanted)
+        if self.file_system is None:
+            statements += self._ebs_snapshot_statements(wanted)
+        else:
+            statements += self._efs_snapshot_statements(wanted)
+        return statements
+
+    def _task_statements(self, wanted: set[str]) -> list[iam.PolicyStatement]:
+        tasks = [self._arn("ecs", "task", f"{self.cluster.cluster_name}/*")]
+        on_cluster = {"ecs:cluster": self.cluster.cluster_arn}
+        statements = []
+        if "start" in wanted:
+            statements += [
+                _statement(
+                    "RunSandboxTasks", ["ecs:RunTask"], self._family_arns(), ArnEquals=on_cluster
+                ),
+                _statement(
+                    "TagSandboxTasksOnRun",
+                    ["ecs:TagResource"],
+                    tasks,
+                    StringEquals={"ecs:CreateAction": "RunTask"},
+                ),
+                _statement(
+                    "PassSandboxTaskRoles",
+                    ["iam:PassRole"],
+                    [self.task_role.role_arn, self.execution_role.role_arn],
+                    StringEquals={"iam:PassedToService": ECS_TASKS},
+                ),
+            ]
+            if self.file_system is None:
+                statements.append(
+                    _statement(
+                        "PassVolumeInfrastructureRole",
+                        ["iam:PassRole"],
+                        [self.infrastructure_role.role_arn],
+                        StringEquals={"iam:PassedToService": ECS},
+                    )
+                )
+            else:
+                statements += self._efs_start_statements()
+        if wanted & {"probe", "client", "snapshot", "restore"}:
+            statements.append(
+                _statement(
+                    "DescribeSandboxTasks", ["ecs:DescribeTasks"], tasks, ArnEquals=on_cluster
+                )
+            )
+        if "stop" in wanted:
+            statements.append(
+                _statement("StopSandboxTasks", ["ecs:StopTask"], tasks, ArnEquals=on_cluster)
+            )
+        return statements
+
+    def _ebs_snapshot_statements(self, wanted: set[str]) -> list[iam.PolicyStatement]:
+        tagged = {f"aws:ResourceTag/{TAG_SESSION}": "*"}
+        snapshots = [self._arn("ec2", "snapshot", "*", account=False)]
+        statements = []
+        if "snapshot" in wanted:
+            statements += [
+                _statement(
+                    "FindVolumesAndSnapshots",  # no resource-level permissions
+                    ["ec2:DescribeSnapshots", "ec2:DescribeVolumes"],
+                    ["*"],
+                ),
+                # the volume ECS created for the task carries the session tag (tagSpecifications)
+                _statement(
+                    "SnapshotSandboxVolumes",
+                    ["ec2:CreateSnapshot"],
+                    [self._arn("ec2", "volume", "*")],
+                    StringLike=tagged,
+                ),
+                _statement(
+                    "CreateTaggedSnapshots",
+                    ["ec2:CreateSnapshot"],
+                    snapshots,
+                    StringLike={f"aws:RequestTag/{TAG_SESSION}": "*"},
+                ),
+                _statement(
+                    "TagSnapshotsOnCreate",
+                    ["ec2:CreateTags"],
+                    snapshots,
+                    StringEquals={"ec2:CreateAction": "CreateSnapshot"},
+                ),
+            ]
+        if wanted & {"snapshot", "delete_snapshot"}:  # a failed snapshot is deleted at once
+            statements.append(
+                _statement(
+                    "DeleteSandboxSnapshots", ["ec2:DeleteSnapshot"], snapshots, StringLike=tagged
+                )
+            )
+        return statements
+
+    def _efs_snapshot_statements(self, wanted: set[str]) -> list[iam.PolicyStatement]:
+        archives = [self.artifacts.arn_for_objects(f"{SNAPSHOTS_PREFIX}*")]
+        actions = {"snapshot": "s3:PutObject", "restore": "s3:GetObject"}
+        actions["delete_snapshot"] = "s3:DeleteObject"
+        sids = {"snapshot": "Write", "restore": "Read", "delete_snapshot": "Delete"}
+        return [
+            _statement(f"{sids[method]}SnapshotArchives", [action], archives)
+            for method, action in actions.items()
+            if method in wanted
+        ]
+
+    def _efs_start_statements(self) -> list[iam.PolicyStatement]:
+        assert self.file_system is not None
+        return [
+            iam.PolicyStatement(
+                sid="ReadTaskDefinitions",  # no resource-level permissions
+                actions=["ecs:DescribeTaskDefinition"],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="RegisterSessionTaskDefinitions",  # no resource-level permissions
+                actions=["ecs:RegisterTaskDefinition"],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="TagSessionTaskDefinitionsOnRegister",
+                actions=["ecs:TagResource"],
+                resources=[self._arn("ecs", "task-definition", f"{self.family}-*:*")],
+                conditions={"StringEquals": {"ecs:CreateAction": "RegisterTaskDefinition"}},
+            ),
+            iam.PolicyStatement(
+                sid="SessionAccessPoints",
+                actions=[
+                    "elasticfilesystem:CreateAccessPoint",
+                    "elasticfilesystem:DescribeAccessPoints",
+                ],
+                resources=[self.file_system.file_system_arn],
+            ),
+            iam.PolicyStatement(
+                sid="TagAccessPointsOnCreate",
+                actions=["elasticfilesystem:TagResource"],
+                resources=[self._access_point_arns()],
+                conditions={
+                    "StringEquals": {"elasticfilesystem:CreateAction": "CreateAccessPoint"}
+                },
+            ),
+        ]
+
+    def star_reason(self, methods: Iterable[str]) -> str:
+        """Why :meth:`driver_statements` may add ``Resource::*`` for ``methods``."""
+        wanted = set(methods)
+        reasons = []
+        if "start" in wanted and self.file_system is not None:
+            reasons.append(
+                "ecs:DescribeTaskDefinition and ecs:RegisterTaskDefinition support no "
+                "resource-level permissions (the EFS driver copies the sandbox task definition)"
+            )
+        if "snapshot" in wanted and self.file_system is None:
+            reasons.append("nor do ec2:DescribeVolumes and ec2:DescribeSnapshots")
+        return "; ".join(reasons)
+
+    def acknowledge_driver_statements(self, role: iam.IRole, methods: Iterable[str]) -> None:
+        """The cdk-nag IAM5 findings :meth:`driver_statements` causes on ``role``, with why."""
+        wanted = set(methods)
+        efs_mode = self.file_system is not None
+
+        def ack(reason: str, arn: str) -> None:
+            acknowledge(role, "IAM5", reason, nag.resource(self, arn))
+
+        if wanted & {"start", "probe", "client", "stop", "snapshot", "restore"}:
+            ack(
+                "Sandbox task ids are only known once RunTask returns: tasks of the sandbox "
+                "cluster (also required by the ecs:cluster condition) are the narrowest resource",
+                self._arn("ecs", "task", f"{self.cluster.cluster_name}/*"),
+            )
+        if "start" in wanted and not efs_mode:
+            ack(
+                "Every revision of the sandbox task definition family: a deploy registers a "
+                "new revision while sandboxes of the previous one still run",
+                self._family_arns()[0],
+            )
+        if "start" in wanted and efs_mode:
+            ack(
+                "Per-session task definition families <family>-<session> (ECS cannot override "
+                "EFS volumes per task) are only known at run time",
+                self._family_arns()[0],
+            )
+            ack(
+                "Access point ids are only known once CreateAccessPoint returns; tagging is "
+                "limited to the create call by elasticfilesystem:CreateAction",
+                self._access_point_arns(),
+            )
+        if wanted & {"snapshot", "delete_snapshot"} and not efs_mode:
+            ack(
+                "Snapshot ids are only known once CreateSnapshot returns: only snapshots "
+                "carrying the session tag (condition) may be created, tagged or deleted",
+                self._arn("ec2", "snapshot", "*", account=False),
+            )
+        if "snapshot" in wanted and not efs_mode:
+            ack(
+                "ECS creates each sandbox's volume at launch: only volumes carrying the "
+                "session tag (condition) may be snapshotted",
+                self._arn("ec2", "volume", "*"),
+            )
+        if wanted & {"snapshot", "restore", "delete_snapshot"} and efs_mode:
+            ack(
+                "Workspace archives are objects under snapshots/<session>/<generation>/: the "
+                "prefix is the narrowest resource",
+                self.artifacts.arn_for_objects(f"{SNAPSHOTS_PREFIX}*"),
+            )

@@ -1,0 +1,192 @@
+"""Workflows: the Step Functions state machines and the Lambda functions their tasks call.
+
+Both come from ``openagents.workflows.catalog``, the mapping the one-machine runtime uses too:
+``STATE_MACHINES`` names the ASL files in ``infra/statemachines/`` (deployed as they are, via
+``DefinitionBody.from_file``), and each ``${<Name>FunctionArn}`` placeholder in a file becomes the
+ARN of the function built here for catalog function ``<name>`` (handler string from
+``FUNCTIONS``). A catalog function without a :data:`SPECS` entry fails the synth.
+
+Each state machine is STANDARD (provisioning waits on sandboxes for minutes, the lifecycle loop
+for hours; executions are deduplicated by name), is named ``openagents-<stage>-<machine>`` (the
+ARN the functions are given is computed from it), logs ALL events to its own log group *without*
+execution data (inputs and outputs are session ids, generations, run ids and decisions, and Step
+Functions already keeps the full history of a standard execution for 90 days; the log stays free
+of whatever a future payload may carry), is traced with X-Ray, and its role may invoke exactly its
+functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+from openagents.workflows import catalog
+
+from infra.config import ROOT, StageConfig
+from infra.constructs.control_plane import ControlPlane, Needs, state_machine_name
+from infra.constructs.function import Layers, ServiceFunction, removal, retention
+from infra.nag import acknowledge
+
+STATEMACHINES_DIR = ROOT / "infra" / "statemachines"
+# Sandbox readiness probes, one per Wait (1 s) + the probe's own time: a cold Fargate task
+# (image pull, ENI, EBS attach) takes 30-90 s; 180 probes bound provisioning at about 4 min.
+SANDBOX_READY_ATTEMPTS = 180
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What one catalog function needs beyond the defaults."""
+
+    service: str
+    needs: Needs
+    environment: dict[str, str] = field(default_factory=dict)
+    memory_mb: int = 512
+    timeout: Duration = field(default_factory=lambda: Duration.seconds(30))
+    description: str = ""
+
+
+SPECS: dict[str, FunctionSpec] = {
+    "provisioner": FunctionSpec(
+        service="openagents-provisioner",
+        needs=Needs(
+            table=(
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ),
+            starts=("lifecycle",),  # a session that becomes active starts its loop
+            driver=("start", "probe", "stop"),
+            token_key=True,
+            publishes=True,
+        ),
+        environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
+        # the prepare step waits on sandboxd's clone (up to 600 s, the client 660 s)
+        timeout=Duration.minutes(12),
+        description="Open Agents provisioning steps (start, probe, prepare, activate, fail)",
+    ),
+    "lifecycle": FunctionSpec(
+        service="openagents-lifecycle",
+        needs=Needs(
+            table=(
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ),
+            indexes={"overdue": ("dynamodb:Query",)},
+            starts=("lifecycle",),
+            driver=("probe", "snapshot", "stop", "delete_snapshot"),
+            token_key=True,
+            publishes=True,
+        ),
+        # hibernate waits for the EBS snapshot to complete (the driver gives up after 20 min)
+        timeout=Duration.minutes(15),
+        description="Open Agents lifecycle loop (claim, evaluate, hibernate, recover, reconcile)",
+    ),
+}
+
+
+class Workflows(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: StageConfig,
+        layers: Layers,
+        control_plane: ControlPlane,
+    ) -> None:
+        super().__init__(scope, id)
+        self._config, self._layers, self._control_plane = config, layers, control_plane
+        self.functions: dict[str, ServiceFunction] = {}
+        self.state_machines: dict[str, sfn.StateMachine] = {}
+        for machine in sorted(catalog.STATE_MACHINES):
+            path = catalog.definition_path(STATEMACHINES_DIR, machine)
+            used = sorted(catalog.functions_used(path.read_text()))
+            functions = {name: self._function(name) for name in used}
+            self.state_machines[machine] = self._state_machine(machine, path, functions)
+
+    # ------------------------------------------------------------------ functions
+
+    def _function(self, name: str) -> ServiceFunction:
+        if name in self.functions:
+            return self.functions[name]
+        if name not in catalog.FUNCTIONS:
+            raise ValueError(f"an ASL file references {name!r}, which the catalog does not know")
+        if name not in SPECS:
+            raise ValueError(
+                f"catalog function {name!r} has no FunctionSpec in infra/constructs/workflows.py"
+            )
+        spec = SPECS[name]
+        handler = catalog.FUNCTIONS[name]
+        control_plane = self._control_plane
+        function = ServiceFunction(
+            self,
+            f"{name.capitalize()}Function",
+            config=self._config,
+            name=handler.split(".")[1],  # functions.<folder>.handler.lambda_handler
+            handler=handler,
+            layers=self._layers,
+            environment={**control_plane.environment(spec.service), **spec.environment},
+            statements=control_plane.statements(spec.needs),
+            memory_mb=spec.memory_mb,
+            timeout=spec.timeout,
+            description=spec.description,
+            network=control_plane.sandbox.network,
+            star_reason=control_plane.star_reason(spec.needs),
+        )
+        control_plane.grant(function, spec.needs)
+        self.functions[name] = function
+        return function
+
+    # ------------------------------------------------------------------ state machines
+
+    def _state_machine(
+        self, machine: str, path: Path, functions: dict[str, ServiceFunction]
+    ) -> sfn.StateMachine:
+        config = self._config
+        id = "".join(part.capitalize() for part in machine.split("-")) + "StateMachine"
+        name = state_machine_name(config, machine)
+        log_group = logs.LogGroup(
+            self,
+            f"{id}Logs",
+            # the vended-logs prefix keeps CloudWatch Logs' resource policy small
+            log_group_name=f"/aws/vendedlogs/states/{name}",
+            retention=retention(config),
+            removal_policy=removal(config),
+        )
+        state_machine = sfn.StateMachine(
+            self,
+            id,
+            state_machine_name=name,
+            definition_body=sfn.DefinitionBody.from_file(str(path)),
+            definition_substitutions={
+                catalog.placeholder(function): built.function.function_arn
+                for function, built in functions.items()
+            },
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            logs=sfn.LogOptions(
+                destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
+            tracing_enabled=True,
+            removal_policy=removal(config),
+        )
+        state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="InvokeTaskFunctions",
+                actions=["lambda:InvokeFunction"],
+                resources=[built.function.function_arn for built in functions.values()],
+            )
+        )
+        acknowledge(
+            state_machine.role,
+            "IAM5",
+            "Step Functions log delivery (logs:*LogDelivery, PutResourcePolicy, Describe*) and "
+            "X-Ray tracing actions support no resource-level permissions",
+            "Resource::*",
+        )
+        return state_machine
