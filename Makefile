@@ -26,10 +26,10 @@ help:  ## list targets
 
 install: .venv/.installed  ## create .venv from uv.lock
 
-dev: install  ## serve the API on http://127.0.0.1:$${OPENAGENTS_PORT:-8000}
+dev: install web  ## serve the API and the web app on http://127.0.0.1:$${OPENAGENTS_PORT:-8000}
 	.venv/bin/openagents dev
 
-test: install lint  ## every test tier that needs no AWS account
+test: install lint web-test  ## every test tier that needs no AWS account (tests/e2e drives the web app)
 	$(PY) -m pytest
 
 unit: install  ## pure tests, no network
@@ -60,11 +60,25 @@ build: install  ## stage Lambda assets in .build/ (deps layer: arm64, Python 3.1
 synth: install node_modules/.installed build  ## cdk synth to cdk.out/ (no AWS credentials needed)
 	$(CDK) synth --quiet -c stage=$(STAGE) $(CDK_ARGS)
 
-deploy: install node_modules/.installed build  ## cdk deploy OpenAgents-$(STAGE) (AWS credentials)
+deploy: install node_modules/.installed build  ## cdk deploy OpenAgents-$(STAGE) (AWS credentials; Docker builds the arm64 sandbox image)
 	$(CDK) deploy -c stage=$(STAGE) $(CDK_ARGS)
 
-infra-tests: install  ## CDK assertions, cdk-nag, cfn-lint, least privilege (no AWS, no Docker)
+infra-tests: install  ## CDK assertions, ASL gate, cdk-nag, cfn-lint, least privilege (no AWS, no Docker)
 	$(PY) -m pytest tests/infra
+
+# --- web app (web/, docs/web.md): the SPA `make dev` serves and CloudFront hosts ---
+.PHONY: web web-test
+
+web/node_modules/.installed: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+web: web/node_modules/.installed  ## build the web app into web/dist (npm ci, then vite build)
+	cd web && npm run build
+
+web-test: web  ## the web app's lint (tsc, eslint, prettier) and Vitest tests
+	cd web && npm run lint && npm test
+# --- end web app ---
 
 clean:  ## remove build and test output (keeps .openagents/ state)
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache cdk.out .build

@@ -17,7 +17,10 @@ BEARER = HTTPBearer(
 
 
 def container(request: Request) -> Container:
+    """The container; behind CloudFront (AWS) only requests carrying its secret header pass."""
     built: Container = request.app.state.container()
+    if built.origin_guard is not None:
+        built.origin_guard.check(request.headers)
     return built
 
 

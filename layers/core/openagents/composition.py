@@ -9,6 +9,7 @@ from typing import Any
 
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
+from openagents.auth.origin import OriginGuard
 from openagents.auth.tokens import LocalTokens, load_or_create_secret
 from openagents.events import EventBus
 from openagents.git import GitHost
@@ -38,6 +39,7 @@ class Container:
     sandbox_tools: SandboxTools
     driver: SandboxDriver
     bot_policy: BotPolicy
+    origin_guard: OriginGuard | None  # AWS behind CloudFront: its secret header is required
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
     webhook_secret: Callable[[], str | None]  # the GitHub webhook's HMAC key (read on first use)
 
@@ -105,6 +107,8 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
         kms_key_id=settings.fargate_kms_key_id,
         efs_file_system_id=settings.fargate_efs_file_system_id,
         artifact_bucket=settings.artifact_bucket,
+        snapshot_wait_delay_seconds=settings.fargate_snapshot_wait_delay_seconds,
+        snapshot_wait_max_attempts=settings.fargate_snapshot_wait_max_attempts,
     )
     return FargateDriver(
         config,
@@ -165,6 +169,18 @@ def _webhook_secret(settings: Settings) -> Callable[[], str | None]:
         return cached[0]
 
     return read
+
+
+def _origin_guard(settings: Settings) -> OriginGuard | None:
+    arn = settings.origin_secret_arn
+    if settings.mode is Mode.LOCAL or not arn:
+        return None
+
+    def secret() -> str:
+        value = _client("secretsmanager", settings).get_secret_value(SecretId=arn)
+        return str(value["SecretString"])
+
+    return OriginGuard(secret)
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
@@ -239,6 +255,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         ),
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
+        origin_guard=_origin_guard(settings),
         local_tokens=local_tokens(settings) if local else None,
         webhook_secret=_webhook_secret(settings),
     )

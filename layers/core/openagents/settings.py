@@ -94,6 +94,10 @@ class Settings(BaseSettings):
     fargate_volume_size_gib: int = Field(default=20, ge=1, le=16384)
     fargate_kms_key_id: str | None = None
     fargate_efs_file_system_id: str | None = None
+    # EBS snapshot wait: keep delay x attempts under the lifecycle function's timeout (15 min max)
+    fargate_snapshot_wait_delay_seconds: float = Field(default=15.0, gt=0)
+    fargate_snapshot_wait_max_attempts: int = Field(default=55, ge=1)
+    origin_secret_arn: str | None = None  # AWS: CloudFront's origin-verify header secret
     sandboxd_path: Path = Path(__file__).resolve().parents[3] / "sandbox" / "sandboxd.py"
     statemachines_dir: Path = Path(__file__).resolve().parents[3] / "infra" / "statemachines"
 

@@ -214,11 +214,14 @@ class ProvisioningService:
         return {"branch": result.get("branch")}
 
     def _verify_restore(self, session: Session, handle: SandboxHandle) -> dict[str, Any]:
-        """The restored workspace is the snapshot's: git HEAD as the manifest recorded it."""
+        """The restored workspace is the snapshot's: git HEAD as the manifest recorded it (a
+        workspace that was no git repository has no HEAD to compare)."""
         manifest = (session.snapshot or {}).get("manifest") or {}
-        branch = self._workspaces(handle).git_branch()
         expected = manifest.get("gitHead")
-        if expected and branch.get("head") != expected:
+        if not expected:
+            return {"branch": None}
+        branch = self._workspaces(handle).git_branch()
+        if branch.get("head") != expected:
             raise SandboxError(
                 f"restore verification failed: git HEAD {branch.get('head')} != {expected}"
             )

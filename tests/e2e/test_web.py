@@ -1,0 +1,146 @@
+"""End to end: the built web app (web/dist) in Debian's Chromium, driven by Playwright
+(tests/e2e/web_flow.mjs), against a real `openagents dev` started here with short lifecycle
+timings. Screenshots of every step land in test-artifacts/e2e/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from openagents.local.dynamodb import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+WEB = ROOT / "web"
+FLOW = Path(__file__).with_name("web_flow.mjs")
+ARTIFACTS = ROOT / "test-artifacts" / "e2e"
+CHROMIUM = Path(os.environ.get("OPENAGENTS_E2E_CHROMIUM", "/usr/bin/chromium"))
+FLOW_TIMEOUT_SECONDS = 110
+
+
+def _missing() -> str | None:
+    needs = {
+        "the built web app (make web)": WEB / "dist" / "index.html",
+        "playwright-core (make web)": WEB / "node_modules" / "playwright-core",
+        "Debian's chromium (apt-get install chromium)": CHROMIUM,
+    }
+    missing = [what for what, path in needs.items() if not path.exists()]
+    if shutil.which("node") is None:
+        missing.append("node")
+    return ", ".join(missing) or None
+
+
+@pytest.fixture
+def prerequisites() -> None:
+    missing = _missing()
+    if missing is None:
+        return
+    if os.environ.get("CI"):  # CI must run it: make test builds the app, .ci/run installs chromium
+        pytest.fail(f"e2e prerequisites missing: {missing}")
+    pytest.skip(f"e2e prerequisites missing: {missing}")
+
+
+@pytest.fixture
+def server(tmp_path: Path, prerequisites: None) -> Iterator[str]:
+    """`openagents dev` on a free port with its own state folder; stopped with its children."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "OPENAGENTS_MODE": "local",
+        "OPENAGENTS_HOME": str(tmp_path / "home"),
+        "OPENAGENTS_PORT": str(port),
+        "OPENAGENTS_IDLE_TIMEOUT_SECONDS": "6",
+        "OPENAGENTS_LIFECYCLE_MIN_SLEEP_SECONDS": "1",
+    }
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("openagents")), "dev"],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: sandboxd children stop with it
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, process, log_path)
+        yield url
+    finally:
+        _stop(process)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"openagents dev exited {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"openagents dev not healthy in 45 s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A bare repository with one commit on main (the session's clone source)."""
+    bare = tmp_path / "repo.git"
+    work = tmp_path / "work"
+    _git("init", "--quiet", "--bare", "-b", "main", str(bare), cwd=tmp_path)
+    _git("clone", "--quiet", str(bare), str(work), cwd=tmp_path)
+    (work / "README.md").write_text("# e2e\n\nHello from the e2e repository.\n")
+    (work / "src").mkdir()
+    (work / "src" / "app.py").write_text('print("hello")\n')
+    identity = ["-c", "user.name=E2E", "-c", "user.email=e2e@example.com"]
+    _git("add", ".", cwd=work)
+    _git(*identity, "commit", "--quiet", "-m", "initial", cwd=work)
+    _git("push", "--quiet", "origin", "HEAD:main", cwd=work)
+    return bare
+
+
+@pytest.mark.slow
+def test_web_app_end_to_end(server: str, repository: Path) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "E2E_BASE_URL": server,
+        "E2E_REPO": str(repository),
+        "E2E_ARTIFACTS": str(ARTIFACTS),
+        "E2E_CHROMIUM": str(CHROMIUM),
+    }
+    started = time.monotonic()
+    result = subprocess.run(
+        ["node", str(FLOW)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=FLOW_TIMEOUT_SECONDS,
+        check=False,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, f"web flow failed:\n{result.stdout}\n{result.stderr}"
+    assert time.monotonic() - started < FLOW_TIMEOUT_SECONDS

@@ -1,0 +1,90 @@
+// The operations the app uses, each a typed call of the OpenAPI schema.
+import type { components } from "./schema.gen";
+import type { Call, RequestBody } from "./http";
+
+type S = components["schemas"];
+export type SessionSummary = S["SessionSummaryOut"];
+export type SessionList = S["SessionListOut"];
+export type Session = S["SessionOut"];
+export type Chat = S["ChatOut"];
+export type SandboxStatus = S["SandboxStatusOut"];
+export type LifecycleState = S["LifecycleState"];
+export type FileEntry = S["FileEntry"];
+export type GitStatus = S["GitStatusOut"];
+export type Diff = S["DiffOut"];
+export type AuditEvent = S["EventOut"];
+export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
+
+/** A UI message as stored (the API keeps the whole object). */
+export type UIMessage = {
+  id: string;
+  role: "user" | "assistant";
+  parts: Array<{ type: string; text?: string }>;
+  metadata?: unknown;
+};
+
+export type ListFilter = S["ListFilter"];
+export const ARCHIVED_PAGE_SIZE = 50;
+const MESSAGE_PAGE_SIZE = 500; // the server's largest page
+
+export function createApi(call: Call) {
+  const session = (id: string) => ({ session_id: id });
+  const chat = (id: string, chatId: string) => ({ session_id: id, chat_id: chatId });
+  return {
+    listSessions: (status: ListFilter, cursor?: string | null, limit?: number) =>
+      call("get", "/api/sessions", { query: { status, cursor, limit } }),
+    createSession: (body: CreateSessionBody) => call("post", "/api/sessions", { body }),
+    getSession: (id: string) => call("get", "/api/sessions/{session_id}", { params: session(id) }),
+    setSessionStatus: (id: string, status: "archived" | "running") =>
+      call("patch", "/api/sessions/{session_id}", { params: session(id), body: { status } }),
+    events: (id: string, cursor?: string | null) =>
+      call("get", "/api/sessions/{session_id}/events", { params: session(id), query: { cursor } }),
+
+    listChats: (id: string) => call("get", "/api/sessions/{session_id}/chats", { params: session(id) }),
+    createChat: (id: string, chatId: string) =>
+      call("post", "/api/sessions/{session_id}/chats", { params: session(id), body: { id: chatId } }),
+    renameChat: (id: string, chatId: string, title: string) =>
+      call("patch", "/api/sessions/{session_id}/chats/{chat_id}", {
+        params: chat(id, chatId),
+        body: { title },
+      }),
+    deleteChat: (id: string, chatId: string) =>
+      call("delete", "/api/sessions/{session_id}/chats/{chat_id}", { params: chat(id, chatId) }),
+    markRead: (id: string, chatId: string) =>
+      call("post", "/api/sessions/{session_id}/chats/{chat_id}/read", { params: chat(id, chatId) }),
+    messages: (id: string, chatId: string, cursor?: string | null) =>
+      call("get", "/api/sessions/{session_id}/chats/{chat_id}/messages", {
+        params: chat(id, chatId),
+        query: { cursor, limit: MESSAGE_PAGE_SIZE },
+      }),
+    postMessage: (id: string, chatId: string, message: UIMessage) =>
+      call("post", "/api/sessions/{session_id}/chats/{chat_id}/messages", {
+        params: chat(id, chatId),
+        body: { message },
+      }),
+
+    sandboxStatus: (id: string) => call("get", "/api/sandbox/status", { query: { sessionId: id } }),
+    pause: (id: string) => call("post", "/api/sandbox/snapshot", { body: { sessionId: id } }),
+    resume: (id: string) => call("put", "/api/sandbox/snapshot", { body: { sessionId: id } }),
+    retryProvisioning: (id: string) => call("post", "/api/sandbox", { body: { sessionId: id } }),
+    files: (id: string, path: string) =>
+      call("get", "/api/sessions/{session_id}/sandbox/files", {
+        params: session(id),
+        query: { path, depth: 1 },
+      }),
+    fileContent: (id: string, path: string) =>
+      call("get", "/api/sessions/{session_id}/sandbox/files/content", {
+        params: session(id),
+        query: { path },
+      }),
+    gitStatus: (id: string) =>
+      call("get", "/api/sessions/{session_id}/sandbox/git-status", { params: session(id) }),
+    diff: (id: string) => call("get", "/api/sessions/{session_id}/sandbox/diff", { params: session(id) }),
+    cachedDiff: (id: string) =>
+      call("get", "/api/sessions/{session_id}/sandbox/diff/cached", { params: session(id) }),
+
+    preferences: () => call("get", "/api/user/preferences"),
+  };
+}
+
+export type Api = ReturnType<typeof createApi>;

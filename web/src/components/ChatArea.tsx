@@ -1,0 +1,89 @@
+import { useCallback, useState } from "react";
+import { useApi } from "../api/context";
+import { errorMessage } from "../api/errors";
+import { useLoader } from "../hooks/useLoader";
+import { navigate, sessionPath } from "../router";
+import { ChatPanel } from "./ChatPanel";
+import { ChatTabs } from "./ChatTabs";
+import { panelId, tabId } from "./TabList";
+
+interface Props {
+  sessionId: string;
+  /** The chat in the URL, else the most recently updated one, else the first. */
+  chatId: string | null;
+  latestChatId: string | null;
+  onRead: () => void;
+  onSent: () => void;
+}
+
+export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Props) {
+  const api = useApi();
+  const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
+  const chats = useLoader(load);
+  const [failure, setFailure] = useState<string | null>(null);
+  const list = chats.data ?? [];
+  const activeId = [chatId, latestChatId, list[0]?.id].find(
+    (id) => id && list.some((chat) => chat.id === id),
+  );
+
+  const run = async (action: () => Promise<unknown>) => {
+    setFailure(null);
+    try {
+      await action();
+    } catch (error) {
+      setFailure(errorMessage(error));
+    }
+    chats.reload();
+  };
+  const open = (id: string) => navigate(sessionPath(sessionId, id));
+  const reloadChats = chats.reload;
+  const read = useCallback(() => {
+    reloadChats(); // the tab's unread dot
+    onRead();
+  }, [reloadChats, onRead]);
+  const sent = useCallback(() => {
+    reloadChats(); // the first message names the chat
+    onSent();
+  }, [reloadChats, onSent]);
+
+  if (chats.error !== undefined) return <p role="alert">Could not load chats: {errorMessage(chats.error)}</p>;
+  if (!activeId) return <p className="muted">Loading chats…</p>;
+  return (
+    <section className="chat-area" aria-label="Chats">
+      <ChatTabs
+        chats={list}
+        activeId={activeId}
+        onSelect={open}
+        onCreate={() =>
+          run(async () => {
+            const { chat } = await api.createChat(sessionId, crypto.randomUUID());
+            chats.setData((current = []) => [...current, chat]);
+            open(chat.id);
+          })
+        }
+        onRename={(id, title) => run(() => api.renameChat(sessionId, id, title))}
+        onDelete={(id) =>
+          run(async () => {
+            await api.deleteChat(sessionId, id);
+            chats.setData((current = []) => current.filter((chat) => chat.id !== id));
+            const next = list.find((chat) => chat.id !== id);
+            if (next) open(next.id);
+          })
+        }
+      />
+      {failure && (
+        <p role="alert" className="form-error">
+          {failure}
+        </p>
+      )}
+      <div
+        role="tabpanel"
+        id={panelId("chat")}
+        aria-labelledby={tabId("chat", activeId)}
+        className="chat-tabpanel"
+      >
+        <ChatPanel key={activeId} sessionId={sessionId} chatId={activeId} onRead={read} onSent={sent} />
+      </div>
+    </section>
+  );
+}

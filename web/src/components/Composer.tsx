@@ -1,0 +1,59 @@
+import { useId, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { errorMessage } from "../api/errors";
+
+interface Props {
+  /** Posts the text; a rejection keeps it in the box for a retry. */
+  onSend: (text: string) => Promise<void>;
+}
+
+/** The message box: Enter sends, Shift+Enter starts a new line. */
+export function Composer({ onSend }: Props) {
+  const id = useId();
+  const [text, setText] = useState("");
+  const [sending, setSending] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const form = useRef<HTMLFormElement>(null);
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    if (!text.trim() || sending) return;
+    setSending(true);
+    setError(null);
+    try {
+      await onSend(text.trim());
+      setText("");
+    } catch (failure) {
+      setError(`Not sent: ${errorMessage(failure)}`);
+    } finally {
+      setSending(false);
+    }
+  };
+  const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) {
+      event.preventDefault();
+      form.current?.requestSubmit();
+    }
+  };
+  return (
+    <form className="composer" onSubmit={submit} ref={form}>
+      <label htmlFor={id} className="visually-hidden">
+        Message
+      </label>
+      <textarea
+        id={id}
+        value={text}
+        rows={2}
+        placeholder="Message (Enter to send, Shift+Enter for a new line)"
+        onChange={(event) => setText(event.target.value)}
+        onKeyDown={onKeyDown}
+      />
+      <button type="submit" className="primary" disabled={sending || !text.trim()}>
+        {sending ? "Sending…" : "Send"}
+      </button>
+      {error && (
+        <p role="alert" className="form-error">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}

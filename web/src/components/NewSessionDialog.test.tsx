@@ -1,0 +1,75 @@
+import { screen } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { describe, expect, it, vi } from "vitest";
+import type { Api } from "../api/client";
+import { ApiError } from "../api/http";
+import { chat, fakeApi, renderWithApi } from "../test/fakes";
+import { NewSessionDialog, fieldOf, retryMessage } from "./NewSessionDialog";
+
+async function setup(createSession: Api["createSession"]) {
+  const onCreated = vi.fn();
+  const preferences = vi.fn(async () => ({ defaultModelId: "m", autoCommitPush: true, autoCreatePr: false }));
+  renderWithApi(
+    <NewSessionDialog local onClose={vi.fn()} onCreated={onCreated} />,
+    fakeApi({ createSession, preferences }),
+  );
+  await screen.findByRole("checkbox", { name: "Auto-commit and push", checked: true }); // preferences applied
+  return { onCreated };
+}
+
+describe("NewSessionDialog", () => {
+  it("is a labelled modal dialog that starts in the repository field", async () => {
+    await setup(vi.fn());
+    expect(screen.getByRole("dialog", { name: "New session" })).toHaveAttribute("aria-modal", "true");
+    expect(screen.getByLabelText("Repository")).toHaveFocus();
+  });
+
+  it("creates a session on an existing branch with the toggles from the preferences", async () => {
+    const createSession = vi.fn(async () => ({ session: { id: "s9" }, chat: chat({ id: "c9" }) }) as never);
+    const { onCreated } = await setup(createSession);
+    await userEvent.type(screen.getByLabelText("Repository"), "/srv/git/app.git");
+    await userEvent.click(screen.getByRole("radio", { name: "Existing branch" }));
+    await userEvent.clear(screen.getByLabelText("Branch name"));
+    await userEvent.type(screen.getByLabelText("Branch name"), "develop");
+    await userEvent.click(screen.getByRole("checkbox", { name: "Auto-create pull request" }));
+    await userEvent.click(screen.getByRole("button", { name: "Create session" }));
+    expect(createSession).toHaveBeenCalledWith({
+      repoUrl: "/srv/git/app.git",
+      isNewBranch: false,
+      branch: "develop",
+      autoCommitPush: true,
+      autoCreatePr: true,
+    });
+    expect(onCreated).toHaveBeenCalledWith("s9", "c9");
+  });
+
+  it("shows a validation error next to the field it names", async () => {
+    await setup(
+      vi.fn(async () =>
+        Promise.reject(new ApiError(400, "invalid_input", "Invalid repository owner", "repoUrl")),
+      ),
+    );
+    await userEvent.type(screen.getByLabelText("Repository"), "https://github.com/-/x");
+    await userEvent.click(screen.getByRole("button", { name: "Create session" }));
+    const error = await screen.findByText("Invalid repository owner");
+    const field = screen.getByLabelText("Repository");
+    expect(field).toHaveAttribute("aria-invalid", "true");
+    expect(field.getAttribute("aria-describedby")).toContain(error.id);
+  });
+
+  it("says when to try again after a 429", async () => {
+    await setup(vi.fn(async () => Promise.reject(new ApiError(429, "rate_limited", "Too many", null, 42))));
+    await userEvent.type(screen.getByLabelText("Repository"), "acme/app");
+    await userEvent.click(screen.getByRole("button", { name: "Create session" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent(/Try again in 42 s \(at .+\)/);
+  });
+
+  it("maps API fields to form fields", () => {
+    expect(fieldOf("cloneUrl")).toBe("repository");
+    expect(fieldOf("repoOwner")).toBe("repository");
+    expect(fieldOf("isNewBranch")).toBe("branch");
+    expect(fieldOf("title")).toBe("title");
+    expect(fieldOf(null)).toBe("form");
+    expect(retryMessage(null)).toMatch(/a minute/);
+  });
+});

@@ -1,0 +1,43 @@
+import { useState } from "react";
+import type { ChipLabel } from "../lifecycle/status";
+import { Changes } from "./Changes";
+import { FileBrowser } from "./FileBrowser";
+import { TabList, panelId, tabId } from "./TabList";
+import { Timeline } from "./Timeline";
+
+type View = "files" | "changes" | "activity";
+const TABS = [
+  { id: "files", label: "Files" },
+  { id: "changes", label: "Changes" },
+  { id: "activity", label: "Activity" },
+];
+
+/** Files, git status and diff, and the audit log; reloaded whenever the chip changes. */
+export function SandboxPanel({ sessionId, chip }: { sessionId: string; chip: ChipLabel | null }) {
+  const [view, setView] = useState<View>("files");
+  const running = chip === "Active";
+  const diff = running ? "live" : chip === "Paused" || chip === "Archived" ? "cached" : "none";
+  return (
+    <section className="sandbox-panel" aria-labelledby="sandbox-heading">
+      <h2 id="sandbox-heading">Sandbox</h2>
+      <TabList
+        label="Sandbox views"
+        prefix="sandbox"
+        tabs={TABS}
+        selected={view}
+        onSelect={(id) => setView(id as View)}
+      />
+      <div
+        role="tabpanel"
+        id={panelId("sandbox")}
+        aria-labelledby={tabId("sandbox", view)}
+        className="sandbox-view"
+        key={`${view}-${chip}`}
+      >
+        {view === "files" && <FileBrowser sessionId={sessionId} running={running} />}
+        {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
+        {view === "activity" && <Timeline sessionId={sessionId} />}
+      </div>
+    </section>
+  );
+}

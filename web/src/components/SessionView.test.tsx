@@ -1,0 +1,81 @@
+import { act, screen } from "@testing-library/react";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Session } from "../api/client";
+import { chat, fakeApi, renderWithApi, sandboxStatus, summary } from "../test/fakes";
+import { SessionView } from "./SessionView";
+
+const session = {
+  ...summary(),
+  cloneUrl: null,
+  isNewBranch: true,
+  autoCommitPushOverride: false,
+  autoCreatePrOverride: false,
+  lifecycleVersion: 1,
+  lifecycleError: null,
+  hibernateAfter: null,
+  sandboxExpiresAt: null,
+  updatedAt: "2026-11-01T10:00:00Z",
+} as Session;
+
+beforeEach(() => vi.useFakeTimers({ shouldAdvanceTime: true }));
+afterEach(() => vi.useRealTimers());
+
+describe("SessionView", () => {
+  it("polls the status chip every 15 s and counts down to hibernation", async () => {
+    let serverTime = 1_000_000;
+    const sandboxStatusCall = vi.fn(async () => {
+      const status = sandboxStatus({ state: "active", serverTime, hibernateAfter: 1_000_000 + 20 * 60_000 });
+      serverTime += 15_000;
+      return status;
+    });
+    const api = fakeApi({
+      getSession: vi.fn(async () => ({ session })),
+      sandboxStatus: sandboxStatusCall,
+      listChats: vi.fn(async () => ({ chats: [chat()], defaultModelId: "m" })),
+      messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
+      markRead: vi.fn(async () => ({ success: true as const })),
+      files: vi.fn(async () => ({ entries: [{ path: "README.md", type: "file" as const, size: 3 }] })),
+    });
+    renderWithApi(<SessionView sessionId="s1" chatId={null} onSessionsChanged={vi.fn()} />, api);
+    expect(await screen.findByRole("status")).toHaveTextContent("Active");
+    expect(screen.getByText(/Hibernates in/)).toHaveTextContent("Hibernates in 20:00");
+    expect(screen.getByRole("button", { name: "Pause" })).toBeInTheDocument();
+    expect(await screen.findByRole("button", { name: "README.md" })).toBeInTheDocument();
+    expect(sandboxStatusCall).toHaveBeenCalledTimes(1);
+    await act(() => vi.advanceTimersByTimeAsync(15_000));
+    expect(sandboxStatusCall).toHaveBeenCalledTimes(2);
+    expect(screen.getByText(/Hibernates in/)).toHaveTextContent("Hibernates in 19:45");
+  });
+
+  it("shows a paused sandbox with Resume and the cached diff", async () => {
+    const api = fakeApi({
+      getSession: vi.fn(async () => ({ session: { ...session, lifecycleState: "hibernated" as const } })),
+      sandboxStatus: vi.fn(async () =>
+        sandboxStatus({ state: "hibernated", hibernateAfter: null }, { status: "paused", hasSnapshot: true }),
+      ),
+      listChats: vi.fn(async () => ({ chats: [chat()], defaultModelId: "m" })),
+      messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
+      markRead: vi.fn(async () => ({ success: true as const })),
+      cachedDiff: vi.fn(async () => ({
+        cachedAt: "2026-11-01T10:05:00Z",
+        isStale: true as const,
+        data: {
+          base: "abc",
+          totalAdditions: 2,
+          totalDeletions: 1,
+          files: [
+            { path: "a.py", status: "modified" as const, additions: 2, deletions: 1, diff: "@@ -1 +1,2 @@" },
+          ],
+        },
+      })),
+    });
+    renderWithApi(<SessionView sessionId="s1" chatId={null} onSessionsChanged={vi.fn()} />, api);
+    expect(await screen.findByRole("status")).toHaveTextContent("Paused");
+    expect(screen.queryByText(/Hibernates in/)).toBeNull();
+    expect(screen.getByRole("button", { name: "Resume" })).toBeInTheDocument();
+    expect(screen.getByText(/Files can be browsed while the sandbox is running/)).toBeInTheDocument();
+    await act(async () => screen.getByRole("tab", { name: "Changes" }).click());
+    expect(await screen.findByText(/Cached at/)).toBeInTheDocument();
+    expect(screen.getByText("a.py")).toBeInTheDocument();
+  });
+});

@@ -1,0 +1,75 @@
+import { useCallback, useEffect, useState } from "react";
+import { useSessionList } from "../hooks/useSessionList";
+import { navigate, parseRoute, sessionPath, usePathname } from "../router";
+import { NewSessionDialog } from "./NewSessionDialog";
+import { SessionView } from "./SessionView";
+import { Sidebar } from "./Sidebar";
+
+const SIDEBAR_REFRESH_MS = 30_000;
+
+interface Props {
+  user: string;
+  local: boolean;
+  onSignOut: () => void;
+}
+
+/** The signed-in layout: the sidebar beside the session (one of them at a time on a phone). */
+export function Workspace({ user, local, onSignOut }: Props) {
+  const route = parseRoute(usePathname());
+  const [creating, setCreating] = useState(false);
+  const active = useSessionList("active", true);
+  const refresh = active.refresh;
+  const sessionsChanged = useCallback(() => void refresh(), [refresh]);
+  useEffect(() => {
+    // other tabs and agents change sessions too: refresh now and then, and on returning
+    const timer = setInterval(sessionsChanged, SIDEBAR_REFRESH_MS);
+    window.addEventListener("focus", sessionsChanged);
+    return () => {
+      clearInterval(timer);
+      window.removeEventListener("focus", sessionsChanged);
+    };
+  }, [sessionsChanged]);
+
+  return (
+    <div className="app" data-view={route.sessionId ? "session" : "list"}>
+      <a href="#main" className="skip-link">
+        Skip to content
+      </a>
+      <header className="topbar">
+        <span className="brand">Open Agents</span>
+        <span className="user" aria-label="Signed in as">
+          {user}
+        </span>
+        <button type="button" onClick={onSignOut}>
+          Sign out
+        </button>
+      </header>
+      <Sidebar active={active} selectedId={route.sessionId} onNewSession={() => setCreating(true)} />
+      <main id="main" className="main" tabIndex={-1}>
+        {route.sessionId ? (
+          <SessionView
+            key={route.sessionId}
+            sessionId={route.sessionId}
+            chatId={route.chatId}
+            onSessionsChanged={sessionsChanged}
+          />
+        ) : (
+          <div className="empty">
+            <p>Pick a session, or start a new one.</p>
+          </div>
+        )}
+      </main>
+      {creating && (
+        <NewSessionDialog
+          local={local}
+          onClose={() => setCreating(false)}
+          onCreated={(sessionId, chatId) => {
+            setCreating(false);
+            sessionsChanged();
+            navigate(sessionPath(sessionId, chatId));
+          }}
+        />
+      )}
+    </div>
+  );
+}
