@@ -34,7 +34,8 @@ from openagents.domain.models import (
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
-from openagents.store.dynamodb import DynamoStore, _chat_item
+from openagents.store.dynamodb import DynamoStore
+from openagents.store.mapping import chat_item
 from openagents.store.port import MessageIdTaken, RateWindow, TitleTaken
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Liddell")
@@ -229,7 +230,7 @@ def seed_sessions(store: DynamoStore, user_id: str, count: int, chats: int) -> N
         extra += more
     with items.ChatItem.batch_write() as batch:
         for chat in extra:
-            batch.save(_chat_item(chat))
+            batch.save(chat_item(chat))
             batch.save(items.ChatClaimItem(f"CID#{chat.id}", "CID", session_id=chat.session_id))
 
 

@@ -1,0 +1,271 @@
+"""Item keys and the mapping between PynamoDB items and domain models (store internals)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from pynamodb.attributes import MapAttribute
+from pynamodb.expressions.update import Action
+
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    ChatMark,
+    Message,
+    Page,
+    Role,
+    Session,
+    pr_key,
+)
+from openagents.domain.naming import chat_title_from_text
+from openagents.store import cursor
+from openagents.store.items import AuditItem, ChatItem, SessionItem
+
+SESSION_SK = "SESSION"
+CREATED_KEY = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
+MESSAGE_SK = re.compile(r"M#\d{13}#[^\s]{1,200}")
+EVENT_SK = re.compile(r"E#\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat()
+
+
+def iso_or_none(value: datetime | None) -> str | None:
+    return None if value is None else iso(value)
+
+
+def parse_dt(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def session_pk(session_id: str) -> str:
+    return f"S#{session_id}"
+
+
+def chat_sk(chat_id: str) -> str:
+    return f"C#{chat_id}"
+
+
+def user_pk(user_id: str) -> str:
+    return f"U#{user_id}"
+
+
+def set_or_remove(name: str, value: Any) -> Action:
+    attribute = getattr(SessionItem, name)
+    if value is None:
+        return attribute.remove()  # type: ignore[no-any-return]
+    if isinstance(value, datetime):
+        value = iso(value)
+    elif isinstance(value, StrEnum):
+        value = value.value
+    return attribute.set(value)  # type: ignore[no-any-return]
+
+
+T = TypeVar("T")
+
+
+def page_of(items: list[T], limit: int, sort_key: Callable[[T], str]) -> Page[T]:
+    """Items were fetched with ``limit + 1``: the extra one only tells that more exist."""
+    if len(items) <= limit:
+        return Page[T](items=items, cursor=None)
+    kept = items[:limit]
+    return Page[T](items=kept, cursor=cursor.encode(sort_key(kept[-1])))
+
+
+def created_key(session: Session) -> str:
+    return f"{iso(session.created_at)}#{session.id}"
+
+
+def event_sk(entry: AuditEntry) -> str:
+    return f"E#{iso(entry.at)}#{entry.id}"
+
+
+def first_message_title(chat: Chat, message: Message) -> str | None:
+    if message.role is not Role.USER or chat.message_count != 0:
+        return None
+    parts = message.parts.get("parts")
+    texts: Iterable[Any] = parts if isinstance(parts, list) else []
+    text = " ".join(
+        str(part.get("text", ""))
+        for part in texts
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+    return chat_title_from_text(text)
+
+
+def mark_map(mark: ChatMark) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in {
+            "createdAt": iso(mark.created_at),
+            "updatedAt": iso(mark.updated_at),
+            "lastAssistantMessageAt": iso_or_none(mark.last_assistant_message_at),
+            "lastReadAt": iso_or_none(mark.last_read_at),
+        }.items()
+        if value is not None
+    }
+
+
+def plain(raw: Any) -> dict[str, Any]:
+    """A raw MapAttribute (or a plain dict) as a plain dict."""
+    if isinstance(raw, MapAttribute):
+        return dict(raw.as_dict())  # type: ignore[no-untyped-call]
+    return dict(raw or {})
+
+
+def marks(raw: Any) -> dict[str, ChatMark]:
+    data: dict[str, Any] = plain(raw)
+    return {
+        chat_id: ChatMark(
+            created_at=datetime.fromisoformat(entry["createdAt"]),
+            updated_at=datetime.fromisoformat(entry["updatedAt"]),
+            last_assistant_message_at=parse_dt(entry.get("lastAssistantMessageAt")),
+            last_read_at=parse_dt(entry.get("lastReadAt")),
+            streaming=bool(entry.get("streaming", False)),
+        )
+        for chat_id, entry in data.items()
+    }
+
+
+def session_item(session: Session) -> SessionItem:
+    return SessionItem(
+        session_pk(session.id),
+        SESSION_SK,
+        id=session.id,
+        user_id=session.user_id,
+        user_status=f"{session.user_id}#{session.status.value}",
+        created_key=created_key(session),
+        title=session.title,
+        status=session.status.value,
+        repo_owner=session.repo_owner,
+        repo_name=session.repo_name,
+        clone_url=session.clone_url,
+        branch=session.branch,
+        is_new_branch=session.is_new_branch,
+        auto_commit_push_override=session.auto_commit_push_override,
+        auto_create_pr_override=session.auto_create_pr_override,
+        lifecycle_state=session.lifecycle_state.value if session.lifecycle_state else None,
+        lifecycle_version=session.lifecycle_version,
+        lifecycle_error=session.lifecycle_error,
+        last_activity_at=iso_or_none(session.last_activity_at),
+        hibernate_after=iso_or_none(session.hibernate_after),
+        sandbox_expires_at=iso_or_none(session.sandbox_expires_at),
+        lines_added=session.lines_added,
+        lines_removed=session.lines_removed,
+        pr_number=session.pr_number,
+        pr_status=session.pr_status.value if session.pr_status else None,
+        created_at=iso(session.created_at),
+        updated_at=iso(session.updated_at),
+        chats={chat_id: mark_map(mark) for chat_id, mark in session.chats.items()},
+        chat_count=len(session.chats),
+        owner_name=session.owner_name,
+        owner_email=session.owner_email,
+        sandbox=session.sandbox,
+        sandbox_generation=session.sandbox_generation,
+        cached_diff_at=iso_or_none(session.cached_diff_at),
+        lifecycle_run_id=session.lifecycle_run_id,
+        snapshot=session.snapshot,
+        turn_active_until=iso_or_none(session.turn_active_until),
+        bundle=session.bundle,
+        archive_pending=session.archive_pending,
+        pr_key=pr_key(session.repo_owner, session.repo_name, session.pr_number),
+    )
+
+
+def to_session(item: SessionItem) -> Session:
+    """Full items and list-index projections both map here (absent fields take defaults)."""
+    values: dict[str, Any] = {
+        "id": item.id,
+        "user_id": item.user_id or item.user_status.rsplit("#", 1)[0],
+        "title": item.title,
+        "status": item.status,
+        "repo_owner": item.repo_owner,
+        "repo_name": item.repo_name,
+        "clone_url": item.clone_url,
+        "branch": item.branch,
+        "is_new_branch": bool(item.is_new_branch),
+        "auto_commit_push_override": item.auto_commit_push_override,
+        "auto_create_pr_override": item.auto_create_pr_override,
+        "lifecycle_state": item.lifecycle_state,
+        "lifecycle_version": int(item.lifecycle_version or 0),
+        "lifecycle_error": item.lifecycle_error,
+        "last_activity_at": parse_dt(item.last_activity_at),
+        "hibernate_after": parse_dt(item.hibernate_after),
+        "sandbox_expires_at": parse_dt(item.sandbox_expires_at),
+        "lines_added": None if item.lines_added is None else int(item.lines_added),
+        "lines_removed": None if item.lines_removed is None else int(item.lines_removed),
+        "pr_number": None if item.pr_number is None else int(item.pr_number),
+        "pr_status": item.pr_status,
+        "created_at": datetime.fromisoformat(item.created_at),
+        "updated_at": datetime.fromisoformat(item.updated_at),
+        "chats": marks(item.chats),
+        "owner_name": item.owner_name,
+        "owner_email": item.owner_email,
+        "sandbox": plain(item.sandbox) if item.sandbox is not None else None,
+        "sandbox_generation": int(item.sandbox_generation or 0),
+        "cached_diff_at": parse_dt(item.cached_diff_at),
+        "lifecycle_run_id": item.lifecycle_run_id,
+        "snapshot": plain(item.snapshot) if item.snapshot is not None else None,
+        "turn_active_until": parse_dt(item.turn_active_until),
+        "bundle": plain(item.bundle) if item.bundle is not None else None,
+        "archive_pending": item.archive_pending,
+    }
+    return Session.model_validate(values)
+
+
+def chat_item(chat: Chat) -> ChatItem:
+    return ChatItem(
+        session_pk(chat.session_id),
+        chat_sk(chat.id),
+        id=chat.id,
+        session_id=chat.session_id,
+        title=chat.title,
+        model_id=chat.model_id,
+        active_stream_id=chat.active_stream_id,
+        last_assistant_message_at=iso_or_none(chat.last_assistant_message_at),
+        message_count=chat.message_count,
+        created_at=iso(chat.created_at),
+        updated_at=iso(chat.updated_at),
+    )
+
+
+def to_chat(item: ChatItem) -> Chat:
+    return Chat(
+        id=item.id,
+        session_id=item.session_id,
+        title=item.title,
+        model_id=item.model_id,
+        active_stream_id=item.active_stream_id,
+        last_assistant_message_at=parse_dt(item.last_assistant_message_at),
+        message_count=int(item.message_count or 0),
+        created_at=datetime.fromisoformat(item.created_at),
+        updated_at=datetime.fromisoformat(item.updated_at),
+    )
+
+
+def audit_item(entry: AuditEntry) -> AuditItem:
+    return AuditItem(
+        session_pk(entry.session_id),
+        event_sk(entry),
+        id=entry.id,
+        session_id=entry.session_id,
+        at=iso(entry.at),
+        type=entry.type,
+        detail=entry.detail,
+    )
+
+
+def to_audit(item: AuditItem) -> AuditEntry:
+    detail = plain(item.detail)
+    return AuditEntry(
+        id=item.id,
+        session_id=item.session_id,
+        at=datetime.fromisoformat(item.at),
+        type=item.type,
+        detail=detail,
+    )
