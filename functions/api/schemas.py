@@ -354,6 +354,10 @@ class ActivityIn(SessionRef):
 class ActivityOut(Out):
     success: bool
     reason: str | None = None
+    auto_commit: dict[str, Any] | None = Field(
+        default=None,
+        description="After `turn: end`: what auto-commit/auto-PR did or why it skipped",
+    )
 
 
 class LifecycleTimes(Out):

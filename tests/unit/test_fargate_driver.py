@@ -316,7 +316,7 @@ def test_driver_satisfies_the_port(world: World) -> None:
     driver: SandboxDriver = world.driver
     assert driver.token(handle(2)) == token(2)
     with pytest.raises(SandboxError, match="local-driver"):
-        driver.start(SESSION, 1, read_only_paths=("/srv/repo",))
+        driver.start(SESSION, 1, shared_paths=("/srv/repo",))
 
 
 @pytest.mark.parametrize("session_id", ["../etc", "a/b", "", "x" * 65])

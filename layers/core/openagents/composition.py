@@ -16,6 +16,7 @@ from openagents.git import GitHost
 from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
+from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
@@ -211,6 +212,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         metrics,
         restore=lambda session, generation: provisioning.kick(session, generation),
         journal=journal,
+        after_turn=lambda session: auto_commit.after_turn(session),
     )
     provisioning = ProvisioningService(
         store,
@@ -225,12 +227,13 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         journal=journal,
         from_bundle=lambda session, handle: archive.restore_workspace(session, handle),
     )
+    git_host = _git_host(settings)
     archive = ArchiveService(
         store,
         driver,
         sandboxd,
         artifacts,
-        _git_host(settings),
+        git_host,
         settings,
         utc_now,
         new_id,
@@ -239,6 +242,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         provision=lambda session, generation: provisioning.kick(session, generation),
         on_active=lambda session: lifecycle.kick(session, "unarchived", force=True),
     )
+    auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(

@@ -1,8 +1,20 @@
 """Domain events: every audit entry is also published (EventBridge on AWS, an in-process bus on
-one machine), so automation reacts to sessions without polling."""
+one machine), so automation reacts to sessions without polling.
+
+An event's ``detail`` is a versioned envelope (``docs/events.md``)::
+
+    {"name": "Sandbox Hibernated", "version": 1, "source": "openagents",
+     "sessionId": "…", "userId": "…", "correlationId": "…", "time": "…",
+     "type": "sandbox.hibernated", "entryId": "…", <the audit entry's detail fields>}
+
+The entry's own fields sit next to the envelope fields, not under a key of their own: rule
+patterns and targets read them there (``detail.finalize``, ``detail.sessionId``). Each
+detail-type has a JSON Schema in ``docs/events/``.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,9 +22,28 @@ from typing import Any, Protocol
 
 from openagents.domain.models import AuditEntry
 
-SOURCE = "openagents"
+log = logging.getLogger(__name__)
 
-# audit entry type -> EventBridge detail-type (the event catalog, docs/events.md)
+SOURCE = "openagents"
+# The envelope version. Adding an event, an optional field or a value keeps it; removing,
+# renaming or retyping a field is a new version, published next to this one for a while.
+VERSION = 1
+# The envelope's fields: an entry detail field of the same name never replaces them.
+ENVELOPE_FIELDS = (
+    "name",
+    "version",
+    "source",
+    "sessionId",
+    "userId",
+    "correlationId",
+    "time",
+    "type",
+    "entryId",
+)
+
+# audit entry type -> EventBridge detail-type (the event catalog, docs/events.md; one schema
+# per detail-type in docs/events/). Every type a service writes must be here
+# (tests/unit/test_event_schemas.py scans the services).
 DETAIL_TYPES: dict[str, str] = {
     "session.created": "Session Created",
     "session.renamed": "Session Renamed",
@@ -20,7 +51,6 @@ DETAIL_TYPES: dict[str, str] = {
     "session.archive_finalized": "Session Archive Finalized",
     "session.archive_failed": "Session Archive Failed",
     "session.unarchived": "Session Unarchived",
-    "session.deleted": "Session Deleted",
     "sandbox.starting": "Sandbox Starting",
     "sandbox.active": "Sandbox Provisioned",
     "sandbox.failed": "Sandbox Failed",
@@ -47,17 +77,32 @@ class Event:
     resources: tuple[str, ...] = field(default_factory=tuple)
 
 
-def from_entry(entry: AuditEntry, user_id: str) -> Event:
-    detail_type = DETAIL_TYPES.get(entry.type) or entry.type.replace(".", " ").title()
-    detail = {
+def detail_type_of(kind: str) -> str:
+    """The catalogued detail-type; an uncatalogued kind (a bug the catalog test catches) is
+    still published, under a derived name, rather than lost after its commit."""
+    return DETAIL_TYPES.get(kind) or kind.replace(".", " ").replace("_", " ").title()
+
+
+def from_entry(entry: AuditEntry, user_id: str, correlation_id: str | None = None) -> Event:
+    """The event of a committed audit entry. ``correlation_id`` defaults to the entry id: the
+    request's correlation id (``x-correlation-id``) does not reach the services today."""
+    detail_type = detail_type_of(entry.type)
+    envelope: dict[str, Any] = {
+        "name": detail_type,
+        "version": VERSION,
+        "source": SOURCE,
         "sessionId": entry.session_id,
         "userId": user_id,
+        "correlationId": correlation_id or entry.id,
+        "time": entry.at.isoformat(),
         "type": entry.type,
         "entryId": entry.id,
-        "at": entry.at.isoformat(),
-        **entry.detail,
     }
-    return Event(detail_type=detail_type, detail=detail, time=entry.at)
+    clashes = sorted(set(entry.detail) & set(envelope))
+    if clashes:
+        log.warning("%s detail fields %s shadow envelope fields; dropped", entry.type, clashes)
+    data = {key: value for key, value in entry.detail.items() if key not in envelope}
+    return Event(detail_type=detail_type, detail={**envelope, **data}, time=entry.at)
 
 
 class EventBus(Protocol):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,12 @@ class LocalBus:
 
 
 def envelope(event: Event) -> dict[str, Any]:
-    """The event as an EventBridge target receives it."""
+    """The event as an EventBridge target receives it (``account`` and ``region`` left out).
+    ``version`` is EventBridge's own ("0"); the event's version is ``detail.version``. ``id``
+    is the audit entry id, unique per event as EventBridge's is."""
     return {
         "version": "0",
+        "id": str(event.detail.get("entryId") or uuid.uuid4()),
         "source": event.source,
         "detail-type": event.detail_type,
         "time": event.time.isoformat(),

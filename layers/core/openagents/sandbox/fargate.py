@@ -168,10 +168,10 @@ class FargateDriver:
         session_id: str,
         generation: int,
         from_snapshot: SnapshotRef | None = None,
-        read_only_paths: tuple[str, ...] = (),
+        shared_paths: tuple[str, ...] = (),
     ) -> SandboxHandle:
         _check_session_id(session_id)
-        if read_only_paths:
+        if shared_paths:
             raise SandboxError("read-only host paths are a local-driver feature")
         snapshot_id = self._seed_snapshot(from_snapshot)
         volume_id: str | None = None

@@ -159,7 +159,7 @@ class LocalDriver:
         session_id: str,
         generation: int,
         from_snapshot: SnapshotRef | None = None,
-        read_only_paths: tuple[str, ...] = (),
+        shared_paths: tuple[str, ...] = (),
     ) -> SandboxHandle:
         """Idempotent: a running sandbox of this generation is returned as it is."""
         root = self._dir(session_id, generation)
@@ -171,7 +171,7 @@ class LocalDriver:
             shutil.rmtree(workspace)  # a half-restored earlier attempt
         workspace.mkdir(parents=True, exist_ok=True)
         handle = self._spawner.submit(
-            self._spawn, root, workspace, session_id, generation, read_only_paths
+            self._spawn, root, workspace, session_id, generation, shared_paths
         ).result()
         if from_snapshot is not None:
             self._restore(handle, from_snapshot)
@@ -183,7 +183,7 @@ class LocalDriver:
         workspace: Path,
         session_id: str,
         generation: int,
-        read_only_paths: tuple[str, ...],
+        shared_paths: tuple[str, ...],
     ) -> SandboxHandle:
         token = sandbox_token(self._key, session_id, generation)
         home = root / "home"
@@ -195,7 +195,7 @@ class LocalDriver:
         }
         stderr = (root / "sandboxd.log").open("ab")
         process = subprocess.Popen(  # noqa: S603 - argv built from our own paths
-            self._command(workspace, read_only_paths),
+            self._command(workspace, shared_paths),
             stdout=subprocess.PIPE,
             stderr=stderr,
             stdin=subprocess.DEVNULL,
@@ -223,7 +223,7 @@ class LocalDriver:
         )
         return handle
 
-    def _command(self, workspace: Path, read_only_paths: tuple[str, ...]) -> list[str]:
+    def _command(self, workspace: Path, shared_paths: tuple[str, ...]) -> list[str]:
         limits = self._limits
         prlimit = [
             "prlimit",
@@ -237,9 +237,9 @@ class LocalDriver:
             daemon = [self._python, str(self._sandboxd), "--workspace", str(workspace)]
             return [*prlimit, *daemon, "--host", "127.0.0.1", "--port", "0"]
         binds: list[str] = []
-        for path in read_only_paths:
+        for path in shared_paths:
             if Path(path).exists():
-                binds += ["--ro-bind", path, path]
+                binds += ["--bind", path, path]  # a local "remote": cloned from, pushed to
         return [
             *prlimit,
             self._bwrap,

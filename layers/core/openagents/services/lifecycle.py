@@ -86,7 +86,9 @@ class LifecycleService:
         metrics: Metrics,
         restore: Callable[[Session, int], object] | None = None,
         journal: Journal | None = None,
+        after_turn: Callable[[Session], dict[str, Any]] | None = None,
     ) -> None:
+        self._after_turn = after_turn
         self._journal = journal or Journal(None, metrics)
         self._restore = restore
         self._store = store
@@ -319,9 +321,11 @@ class LifecycleService:
             )
         except StaleState:
             return {"success": False, "reason": "not-active"}
-        if turn == "end":  # the due time moved earlier than the waiting run's wake-up
-            self.kick(updated, "turn-ended", force=True)
-        return {"success": True}
+        if turn != "end":
+            return {"success": True}
+        outcome = self._after_turn(updated) if self._after_turn else None  # auto-commit / PR
+        self.kick(updated, "turn-ended", force=True)  # due moved earlier than the run's wake-up
+        return {"success": True, "autoCommit": outcome}
 
     def extend(self, identity: Identity, session_id: str) -> Session:
         session = owned(self._store.get_session(session_id), identity)

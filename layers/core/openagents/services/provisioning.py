@@ -160,7 +160,7 @@ class ProvisioningService:
             session_id,
             generation,
             from_snapshot=snapshot,
-            read_only_paths=_local_repo_paths(session),
+            shared_paths=_local_repo_paths(session),
         )
         try:
             self._transition(

@@ -445,6 +445,11 @@ class DynamoStore:
         return found
 
     @guard
+    def append_entry(self, entry: AuditEntry) -> None:
+        """An audit entry that records an outcome, not a state change."""
+        audit_item(entry).save()
+
+    @guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
         pk = session_pk(session_id)
         last_key = self._base_key(pk, cursor_, EVENT_SK)

@@ -1,0 +1,102 @@
+"""Auto-commit and auto-PR when an agent ends its turn: real sandbox, real push to a local
+bare repository, a pull request in the local git host's registry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openagents.composition import Container, build
+from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState, Repo, Session
+from openagents.git.local import LocalGitHost
+from openagents.services.sessions import NewSession
+from openagents.settings import Settings
+
+from tests.support import git, make_origin, provisioning_runtime
+
+ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
+
+
+class Quiet:
+    def count(self, name: str, value: int = 1) -> None:
+        pass
+
+
+@pytest.fixture
+def runtime(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Container]:
+    with provisioning_runtime(settings, moto_endpoint, monkeypatch) as live:
+        yield build(live, Quiet())
+
+
+def active(container: Container, request: NewSession) -> Session:
+    session, _ = container.sessions.create(ALICE, request)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        current = container.sessions.get(ALICE, session.id)
+        if current.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED):
+            assert current.lifecycle_state is LifecycleState.ACTIVE, current.lifecycle_error
+            return current
+        time.sleep(0.1)
+    raise AssertionError("never active")
+
+
+def test_turn_end_commits_pushes_and_opens_a_pull_request(
+    runtime: Container, tmp_path: Path
+) -> None:
+    container = runtime
+    origin = make_origin(tmp_path)
+    session = active(
+        container,
+        NewSession(
+            repo_url=f"file://{origin}",
+            is_new_branch=True,
+            auto_commit_push=True,
+            auto_create_pr=True,
+        ),
+    )
+    container.sandbox_tools.exec(ALICE, session.id, command="echo agent > agent.txt")
+    container.lifecycle.activity(ALICE, session.id, "start")
+    # When the agent ends its turn
+    result = container.lifecycle.activity(ALICE, session.id, "end")
+    outcome = result["autoCommit"]
+    # Then the work is committed and pushed to the session's branch, with a pull request
+    assert outcome["committed"] is True
+    assert outcome["pushed"] is True
+    assert outcome["branch"] == session.branch
+    assert git(origin, "log", "-1", "--format=%s", str(session.branch)) == "chore: update agent.txt"
+    assert git(origin, "show", f"{session.branch}:agent.txt") == "agent"
+    pr = LocalGitHost(container.settings.home / "git").pull_request_for_branch(
+        Repo(clone_url=f"file://{origin}"), str(session.branch)
+    )
+    assert pr is not None
+    assert pr.number == outcome["prNumber"]
+    assert pr.base_branch == "main"
+    updated = container.sessions.get(ALICE, session.id)
+    assert updated.pr_number == pr.number
+    assert updated.pr_status is not None
+    kinds = [e.type for e in container.sessions.events(ALICE, session.id, 100, None).items]
+    assert "sandbox.auto_commit" in kinds
+    # And a second turn with nothing new pushes nothing and keeps the one pull request
+    again = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    assert again["skipped"] == "nothing to commit or push"
+
+
+def test_skips_are_recorded_with_their_reason(runtime: Container, tmp_path: Path) -> None:
+    container = runtime
+    origin = make_origin(tmp_path)
+    on_main = active(
+        container, NewSession(repo_url=str(origin), branch="main", auto_commit_push=True)
+    )
+    container.sandbox_tools.exec(ALICE, on_main.id, command="echo x > x.txt")
+    skipped = container.lifecycle.activity(ALICE, on_main.id, "end")["autoCommit"]
+    assert skipped["skipped"] == "main is the default branch"
+    assert git(origin, "rev-list", "--count", "main") == "2"  # nothing pushed to main
+    off = active(container, NewSession(repo_url=str(origin), branch="feature"))
+    assert container.lifecycle.activity(ALICE, off.id, "end")["autoCommit"] == {
+        "skipped": "auto-commit is off"
+    }
