@@ -1,7 +1,8 @@
 """Lambda entry point for archive finalisation.
 
 Invoked by the EventBridge rule on ``Session Archived`` events whose ``detail.finalize`` is true
-(``openagents.workflows.catalog.RULES``), or by the one-machine bus running the same rule. A
+(``openagents.workflows.catalog.RULES``), or by the one-machine bus running the same rule; and
+by the auto-archive schedule (``{"step": "auto-archive"}``, ``catalog.SCHEDULES``). A
 failure raises: EventBridge (asynchronous invocation) retries it, and the error is recorded on
 the session as ``lifecycleError``.
 """
@@ -24,13 +25,17 @@ def session_id_of(event: dict[str, Any]) -> str:
 
 
 def run(container: Container, event: dict[str, Any]) -> dict[str, Any]:
+    if event.get("step") == "auto-archive":  # the scheduled rule
+        return container.archive.auto_archive()
     return container.archive.finalize(session_id_of(event))
 
 
-ENTRY = task(
-    "openagents-archiver",
-    run,
-    correlation_id=lambda event: str(event.get("id") or session_id_of(event)),
-)
+def correlation_id(event: dict[str, Any]) -> str:
+    if event.get("step") == "auto-archive":
+        return "auto-archive"
+    return str(event.get("id") or session_id_of(event))
+
+
+ENTRY = task("openagents-archiver", run, correlation_id=correlation_id)
 lambda_handler = ENTRY.handler
 runtime = ENTRY.runtime

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     sweep_seconds: int = Field(default=60, ge=1)  # the reconciler's period
     lifecycle_min_sleep_seconds: float = Field(default=5.0, gt=0)  # shortest loop wait
 
+    auto_archive_days: int = Field(default=7, ge=0)  # archive sessions hibernated this long; 0: off
     event_bus_name: str | None = None  # AWS: the EventBridge bus domain events go to
 
     # archive and GitHub

@@ -79,16 +79,26 @@ DUE_INPUTS = frozenset(
 
 
 def with_due(session: Session, changes: dict[str, Any]) -> dict[str, Any]:
-    """``changes`` plus the sparse index fields (``due_at``, ``due_shard``) they imply.
-
-    Present only while a sandbox is active, so the "overdue" index holds exactly the sessions
-    a lifecycle run must look after."""
+    """``changes`` plus the sparse index fields they imply: ``due_at``/``due_shard`` while a
+    lifecycle run must look after the sandbox (the "overdue" index), and ``idle_shard`` while
+    the session is hibernated (the "idle" index auto-archive reads; ``hibernated_at`` comes
+    with the change that hibernates)."""
     if not DUE_INPUTS & changes.keys():
         return changes
     after = session.model_copy(update=changes)
     due = due_at(after)
-    return {
+    indexed = {
         **changes,
         "due_at": due,
         "due_shard": due_shard(session.id) if due is not None else None,
     }
+    if "lifecycle_state" in changes:
+        hibernated = after.lifecycle_state is LifecycleState.HIBERNATED
+        since = changes.get("hibernated_at") or after.updated_at
+        indexed["hibernated_at"] = since if hibernated else None
+        indexed["idle_shard"] = idle_shard(session.id) if hibernated else None
+    return indexed
+
+
+def idle_shard(session_id: str) -> str:
+    return f"idle#{zlib.crc32(session_id.encode()) % DUE_SHARDS}"

@@ -109,6 +109,7 @@ class Session(Model):
     lifecycle_run_id: str | None = None  # the lease of the one lifecycle run
     snapshot: dict[str, Any] | None = None  # the last verified snapshot (a SnapshotRef)
     turn_active_until: datetime | None = None  # an agent turn holds activity until then
+    hibernated_at: datetime | None = None  # while hibernated (auto-archive)
     bundle: dict[str, Any] | None = None  # the archive's git bundle (a BundleRef as a dict)
     archive_pending: bool | None = None  # archive finalisation has not completed yet
 

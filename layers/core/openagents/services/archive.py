@@ -272,6 +272,8 @@ class ArchiveService:
             "lifecycle_run_id": None,
             "due_at": None,
             "due_shard": None,
+            "hibernated_at": None,
+            "idle_shard": None,
             "archive_pending": True if finalize else None,
         }
         entry = self._entry(
@@ -290,6 +292,26 @@ class ArchiveService:
         self._journal.publish(session.user_id, entry)
         self._metrics.count("SessionArchived")
         return updated
+
+    def auto_archive(self) -> dict[str, int]:
+        """The scheduled rule: archive every session hibernated longer than the setting's days
+        (0 disables). The idle index holds exactly the hibernated sessions."""
+        days = self._settings.auto_archive_days
+        if days <= 0:
+            return {"stale": 0, "archived": 0}
+        stale = self._store.hibernated_before(self._clock() - timedelta(days=days))
+        archived = 0
+        for session_id in stale:
+            session = self._store.get_session(session_id)
+            if session is None or session.lifecycle_state is not LifecycleState.HIBERNATED:
+                continue
+            try:
+                self.archive(session)
+                archived += 1
+            except (StaleState, Conflict) as exc:  # it moved meanwhile: the next sweep decides
+                log.info("auto-archive skipped %s: %s", session_id, exc)
+        self._metrics.count("SessionsAutoArchived", archived)
+        return {"stale": len(stale), "archived": archived}
 
     def _refresh_git(self, session: Session) -> dict[str, Any]:  # noqa: C901 - §5.2 step by step
         """Reference §5.2 step 3: the real branch, then the PR by number or by branch."""

@@ -208,6 +208,7 @@ class LifecycleService:
             HIBERNATING,
             {
                 "lifecycle_state": LifecycleState.HIBERNATED,
+                "hibernated_at": self._clock(),
                 "lifecycle_error": None,
                 "snapshot": snapshot.to_dict(),
                 "sandbox": None,
@@ -256,6 +257,7 @@ class LifecycleService:
             taken = session.snapshot.get("createdAt")
             changes: dict[str, Any] = {
                 "lifecycle_state": LifecycleState.HIBERNATED,
+                "hibernated_at": self._clock(),
                 "lifecycle_error": f"Sandbox lost ({reason}); resume restores the snapshot "
                 f"of {taken}",
             }

@@ -286,7 +286,15 @@ class ProvisioningService:
                 session.user_id,
                 session_id,
                 expect=PROVISIONING,
-                changes={"lifecycle_state": target, "lifecycle_error": message, "sandbox": None},
+                changes=with_due(
+                    session,
+                    {
+                        "lifecycle_state": target,
+                        "lifecycle_error": message,
+                        "sandbox": None,
+                        "hibernated_at": self._clock() if restoring else None,
+                    },
+                ),
                 generation=generation,
                 entry=self._entry(
                     session_id, "sandbox.failed", {"error": message, "to": str(target)}

@@ -445,6 +445,15 @@ class DynamoStore:
         return found
 
     @guard
+    def hibernated_before(self, moment: datetime) -> list[str]:
+        """Sessions hibernated before ``moment``, from every shard of the sparse idle index."""
+        found: list[str] = []
+        for shard in range(DUE_SHARDS):
+            query = SessionItem.idle.query(f"idle#{shard}", SessionItem.hibernated_at < iso(moment))
+            found.extend(item.pk.removeprefix("S#") for item in query)
+        return found
+
+    @guard
     def append_entry(self, entry: AuditEntry) -> None:
         """An audit entry that records an outcome, not a state change."""
         audit_item(entry).save()

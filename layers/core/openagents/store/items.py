@@ -105,6 +105,17 @@ class ByPr(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call
     pr_key = UnicodeAttribute(hash_key=True, attr_name="prKey")
 
 
+class Idle(GlobalSecondaryIndex["SessionItem"]):  # type: ignore[no-untyped-call]
+    """Sparse: only hibernated sessions carry ``idleShard``/``hibernatedAt`` (auto-archive)."""
+
+    class Meta:
+        index_name = "idle"
+        projection = KeysOnlyProjection()
+
+    idle_shard = UnicodeAttribute(hash_key=True, attr_name="idleShard")
+    hibernated_at = UnicodeAttribute(range_key=True, attr_name="hibernatedAt")
+
+
 class SessionItem(_Base):
     id = UnicodeAttribute()
     user_id = UnicodeAttribute(attr_name="userId")
@@ -143,6 +154,8 @@ class SessionItem(_Base):
     turn_active_until = UnicodeAttribute(attr_name="turnActiveUntil", null=True)
     due_shard = UnicodeAttribute(attr_name="dueShard", null=True)
     due_at = UnicodeAttribute(attr_name="dueAt", null=True)
+    idle_shard = UnicodeAttribute(attr_name="idleShard", null=True)
+    hibernated_at = UnicodeAttribute(attr_name="hibernatedAt", null=True)
     bundle: MapAttribute[str, Any] = MapAttribute(null=True)  # type: ignore[no-untyped-call]
     archive_pending = BooleanAttribute(attr_name="archivePending", null=True)
     pr_key = UnicodeAttribute(attr_name="prKey", null=True)
@@ -150,6 +163,7 @@ class SessionItem(_Base):
     by_user = ByUser()
     by_user_status = ByUserStatus()
     overdue = Overdue()
+    idle = Idle()
     by_pr = ByPr()
 
 

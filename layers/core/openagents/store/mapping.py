@@ -171,6 +171,7 @@ def session_item(session: Session) -> SessionItem:
         lifecycle_run_id=session.lifecycle_run_id,
         snapshot=session.snapshot,
         turn_active_until=iso_or_none(session.turn_active_until),
+        hibernated_at=iso_or_none(session.hibernated_at),
         bundle=session.bundle,
         archive_pending=session.archive_pending,
         pr_key=pr_key(session.repo_owner, session.repo_name, session.pr_number),
@@ -212,6 +213,7 @@ def to_session(item: SessionItem) -> Session:
         "lifecycle_run_id": item.lifecycle_run_id,
         "snapshot": plain(item.snapshot) if item.snapshot is not None else None,
         "turn_active_until": parse_dt(item.turn_active_until),
+        "hibernated_at": parse_dt(item.hibernated_at),
         "bundle": plain(item.bundle) if item.bundle is not None else None,
         "archive_pending": item.archive_pending,
     }

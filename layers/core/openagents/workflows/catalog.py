@@ -26,6 +26,7 @@ STATE_MACHINES: dict[str, str] = {
 # Scheduled entry points (EventBridge schedule on AWS, a timer on one machine).
 SCHEDULES: dict[str, dict[str, str]] = {
     "reconciler": {"function": "lifecycle", "step": "reconcile"},
+    "auto-archive": {"function": "archiver", "step": "auto-archive"},
 }
 
 # Event rules on the custom bus (EventBridge rules on AWS, the in-process bus on one machine):
