@@ -8,6 +8,8 @@
 | ``webAclArn`` | - | attach an existing CloudFront-scope web ACL instead (any region) |
 | ``jwtIssuer`` / ``jwtAudience`` | - | trust an existing OIDC issuer instead of creating Cognito |
 | ``spaOrigins`` | - | extra browser origins allowed by CORS (comma-separated), e.g. a dev server |
+| ``githubWebhookSecretArn`` | - | an existing secret as the webhook's HMAC key (else created) |
+| ``githubTokenSecretArn`` | - | an existing secret holding a GitHub token (else a placeholder) |
 | ``sandboxStorage`` | ``ebs`` | workspaces on managed EBS volumes, or ``efs`` (a file system) |
 | ``sandboxCpu`` | ``2048`` | CPU units of one sandbox task (arm64 Fargate) |
 | ``sandboxMemoryMiB`` | ``4096`` | memory of one sandbox task |
@@ -34,6 +36,7 @@ STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 WAF_REGION = "us-east-1"  # CloudFront-scope web ACLs live in us-east-1, whatever the stack's
 FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)  # valid Fargate task CPU units
 MAX_AZS = 2
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
 
 
 def _bool(value: Any) -> bool:
@@ -66,6 +69,8 @@ class StageConfig:
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
     spa_origins: tuple[str, ...] = ()
+    github_webhook_secret_arn: str | None = None
+    github_token_secret_arn: str | None = None
     sandbox_storage: str = "ebs"
     sandbox_cpu: int = 2048
     sandbox_memory_mib: int = 4096
@@ -93,6 +98,12 @@ class StageConfig:
                 "(docs/deploy.md, 'Protection')"
             )
         self._check_sandbox()
+        for key, arn in (
+            ("githubWebhookSecretArn", self.github_webhook_secret_arn),
+            ("githubTokenSecretArn", self.github_token_secret_arn),
+        ):
+            if arn and not SECRET_ARN.match(arn):
+                raise ValueError(f"{key}: {arn!r} is not a Secrets Manager secret ARN")
         for origin in self.spa_origins:
             if not re.match(r"^https?://[^/\s*]+$", origin):
                 raise ValueError(f"spaOrigins: {origin!r} is not a scheme://host[:port] origin")
@@ -156,6 +167,8 @@ class StageConfig:
             jwt_issuer=_optional(get("jwtIssuer")),
             jwt_audience=_list(get("jwtAudience")),
             spa_origins=tuple(o.rstrip("/") for o in _list(get("spaOrigins"))),
+            github_webhook_secret_arn=_optional(get("githubWebhookSecretArn")),
+            github_token_secret_arn=_optional(get("githubTokenSecretArn")),
             sandbox_storage=str(get("sandboxStorage") or "ebs").lower(),
             sandbox_cpu=_int(get("sandboxCpu"), 2048),
             sandbox_memory_mib=_int(get("sandboxMemoryMiB"), 4096),

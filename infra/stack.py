@@ -9,10 +9,11 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs.api import Api
 from infra.constructs.buckets import AccessLogs
-from infra.constructs.control_plane import ControlPlane
+from infra.constructs.control_plane import ControlPlane, SecretSetting
 from infra.constructs.data import Data
 from infra.constructs.events import Events
 from infra.constructs.function import Layers
+from infra.constructs.github import GitHub
 from infra.constructs.identity import Identity
 from infra.constructs.protection import Protection
 from infra.constructs.sandbox import Sandbox
@@ -28,6 +29,10 @@ OUTPUTS = {
     "WebBucketName": "upload the built SPA here",
     "DistributionId": "CloudFront distribution (for invalidations)",
     "EventBusName": "domain events",
+    "GitHubWebhookUrl": "the GitHub webhook's payload URL (content type application/json)",
+    "GitHubWebhookSecretArn": "HMAC key of the GitHub webhook (paste it into GitHub)",
+    "GitHubTokenSecretArn": "GitHub token for PR lookups (put a fine-grained token in it)",
+    "RuleDeadLettersQueueUrl": "events the rules could not deliver (archive finalisation)",
     "SandboxClusterName": "ECS cluster the sandbox tasks run in",
     "ProvisioningStateMachineArn": "the provisioning workflow",
     "UserPoolId": "Cognito user pool (when the stack creates it)",
@@ -65,8 +70,22 @@ class OpenAgentsStack(Stack):
             access_logs=access_logs.bucket,
             artifacts=self.data.artifacts,
         )
+        self.github = GitHub(self, "GitHub", config=config)
         control_plane = ControlPlane(
-            self, config=config, data=self.data, sandbox=self.sandbox, events=self.events
+            self,
+            config=config,
+            data=self.data,
+            sandbox=self.sandbox,
+            events=self.events,
+            secrets={
+                "github-webhook": SecretSetting(
+                    self.github.webhook_secret, "OPENAGENTS_GITHUB_WEBHOOK_SECRET_ARN"
+                ),
+                "github-token": SecretSetting(
+                    self.github.token_secret, "OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"
+                ),
+                "origin": SecretSetting(self.web.origin_secret, "OPENAGENTS_ORIGIN_SECRET_ARN"),
+            },
         )
         self.workflows = Workflows(
             self, "Workflows", config=config, layers=layers, control_plane=control_plane
@@ -80,6 +99,7 @@ class OpenAgentsStack(Stack):
             control_plane=control_plane,
         )
         self.events.add_schedules(self.workflows.functions)
+        self.events.add_rules(self.workflows.functions)
         self.web.add_api(self.api.domain_name)
         self._outputs()
 
@@ -95,6 +115,11 @@ class OpenAgentsStack(Stack):
         self._output("WebBucketName", self.web.bucket.bucket_name)
         self._output("DistributionId", self.web.distribution.distribution_id)
         self._output("EventBusName", self.events.bus.event_bus_name)
+        self._output("GitHubWebhookUrl", f"{self.web.url}/api/github/webhook")
+        self._output("GitHubWebhookSecretArn", self.github.webhook_secret.secret_arn)
+        self._output("GitHubTokenSecretArn", self.github.token_secret.secret_arn)
+        if self.events.dead_letters is not None:
+            self._output("RuleDeadLettersQueueUrl", self.events.dead_letters.queue_url)
         self._output("SandboxClusterName", self.sandbox.cluster.cluster_name)
         self._output(
             "ProvisioningStateMachineArn",

@@ -24,9 +24,10 @@ from infra.nag import acknowledge
 
 SERVICE = "openagents-api"  # functions.api.app.SERVICE
 PROXY_PATH = "/api/{proxy+}"
-# Routes that carry no JWT. The GitHub webhook (HMAC-checked by the app) joins this list when
-# its code lands: ("POST", "/api/github/webhook").
-PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/api/health"),)
+# Routes that carry no JWT: the health probe, and the GitHub webhook (the app checks GitHub's
+# HMAC signature with the webhook secret). Both still need CloudFront's origin header.
+WEBHOOK_ROUTE = ("POST", "/api/github/webhook")
+PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/api/health"), WEBHOOK_ROUTE)
 THROTTLE_RATE = 50  # requests per second, steady state, for the whole stage
 THROTTLE_BURST = 100
 
@@ -41,8 +42,14 @@ NEEDS = Needs(
         "dynamodb:Query",
         "dynamodb:UpdateItem",
     ),
-    indexes={"byUser": ("dynamodb:Query",), "byUserStatus": ("dynamodb:Query",)},
+    indexes={
+        "byPr": ("dynamodb:Query",),  # the GitHub webhook finds a PR's sessions
+        "byUser": ("dynamodb:Query",),
+        "byUserStatus": ("dynamodb:Query",),
+    },
     message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+    # the webhook's HMAC key, the GitHub token (PR refresh on archive), CloudFront's header value
+    secrets=("github-webhook", "github-token", "origin"),
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
     driver=("probe",),  # a sandbox tool call that cannot reach sandboxd checks the task
     token_key=True,  # the sandbox tools call sandboxd with the sandbox's token
@@ -111,7 +118,7 @@ class Api(Construct):
             layers=layers,
             memory_mb=1024,  # more memory is more CPU: FastAPI's cold import is CPU-bound
             timeout=Duration.seconds(29),  # API Gateway gives up at 30 s
-            environment=control_plane.environment(SERVICE),
+            environment=control_plane.environment(SERVICE, NEEDS),
             statements=control_plane.statements(NEEDS),
             description="Open Agents API (FastAPI via Mangum)",
             network=control_plane.sandbox.network,

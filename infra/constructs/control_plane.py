@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from openagents.events import SOURCE as EVENT_SOURCE
 from openagents.workflows import catalog
 
+from infra import nag
 from infra.config import StageConfig
-from infra.constructs.data import MESSAGES_PREFIX, Data
+from infra.constructs.data import BUNDLES_PREFIX, MESSAGES_PREFIX, Data
 from infra.constructs.events import Events
 from infra.constructs.function import ServiceFunction
 from infra.constructs.sandbox import Sandbox
+from infra.nag import acknowledge
 
 METRICS_NAMESPACE = "OpenAgents"  # openagents.observability.NAMESPACE
 
@@ -35,6 +38,8 @@ class Needs:
     table: tuple[str, ...] = ()  # DynamoDB actions on the table's items
     indexes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # index -> actions
     message_bodies: tuple[str, ...] = ()  # S3 actions on messages/*
+    bundles: tuple[str, ...] = ()  # S3 actions on bundles/* (archive git bundles)
+    secrets: tuple[str, ...] = ()  # secrets it reads (names in ControlPlane.secrets)
     starts: tuple[str, ...] = ()  # state machines (catalog names) it starts
     driver: tuple[str, ...] = ()  # FargateDriver methods it calls
     token_key: bool = False  # reads the sandbox token key (sandboxd calls, or any driver use)
@@ -54,6 +59,14 @@ def state_machine_arn(scope: Construct, config: StageConfig, machine: str) -> st
     )
 
 
+@dataclass(frozen=True)
+class SecretSetting:
+    """A secret a function may read, and the setting that names it (its ARN)."""
+
+    secret: secretsmanager.ISecret
+    setting: str  # e.g. OPENAGENTS_ORIGIN_SECRET_ARN
+
+
 class ControlPlane:
     """Settings and grants for the control-plane functions of one stack."""
 
@@ -65,9 +78,11 @@ class ControlPlane:
         data: Data,
         sandbox: Sandbox,
         events: Events,
+        secrets: Mapping[str, SecretSetting] | None = None,
     ) -> None:
         self._scope, self.config, self.data = scope, config, data
         self.sandbox, self.events = sandbox, events
+        self.secrets = dict(secrets or {})
 
     @property
     def state_machine_arns(self) -> dict[str, str]:
@@ -76,10 +91,16 @@ class ControlPlane:
             for machine in sorted(catalog.STATE_MACHINES)
         }
 
-    def environment(self, service: str) -> dict[str, str]:
-        """``OPENAGENTS_*`` (``openagents.settings``) and Powertools settings."""
+    def environment(self, service: str, needs: Needs | None = None) -> dict[str, str]:
+        """``OPENAGENTS_*`` (``openagents.settings``) and Powertools settings; the ARN of each
+        secret ``needs`` reads."""
         stack = Stack.of(self._scope)
+        secrets = {
+            self.secrets[name].setting: self.secrets[name].secret.secret_arn
+            for name in (needs.secrets if needs else ())
+        }
         return {
+            **secrets,
             "OPENAGENTS_MODE": "aws",
             "OPENAGENTS_REGION": Aws.REGION,
             **self.data.environment,
@@ -117,6 +138,25 @@ class ControlPlane:
                     resources=[self.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")],
                 )
             )
+        if needs.bundles:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="ArchiveBundles",
+                    actions=list(needs.bundles),
+                    resources=[self.data.artifacts.arn_for_objects(f"{BUNDLES_PREFIX}*")],
+                )
+            )
+        if needs.secrets:
+            unknown = set(needs.secrets) - set(self.secrets)
+            if unknown:
+                raise ValueError(f"no such control-plane secrets: {sorted(unknown)}")
+            statements.append(
+                iam.PolicyStatement(
+                    sid="ReadSecrets",
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=[self.secrets[name].secret.secret_arn for name in needs.secrets],
+                )
+            )
         if needs.starts:
             machines = self.state_machine_arns
             statements.append(
@@ -147,3 +187,13 @@ class ControlPlane:
         if needs.token_key:
             self.sandbox.grant_token_read(function.role)
         self.sandbox.acknowledge_driver_statements(function.role, needs.driver)
+        if needs.bundles:
+            acknowledge(
+                function.role,
+                "IAM5",
+                "Archive bundles are objects under bundles/<sessionId>/<generation>.bundle: "
+                "the prefix is the narrowest resource",
+                nag.resource(
+                    self._scope, self.data.artifacts.arn_for_objects(f"{BUNDLES_PREFIX}*")
+                ),
+            )

@@ -1,7 +1,8 @@
 """Lambda defaults, defined once: arm64, Python 3.12, JSON logs, X-Ray, an explicit log group
-with retention, no retries, and a role of its own with only what the function declares. A
-function may join the control-plane network (the VPC's private subnets, the control-plane
-security group): its role then gets the ENI actions Lambda needs, and nothing else."""
+with retention, no retries (event-rule targets may ask for asynchronous ones), and a role of its
+own with only what the function declares. A function may join the control-plane network (the
+VPC's private subnets, the control-plane security group): its role then gets the ENI actions
+Lambda needs, and nothing else."""
 
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ class ServiceFunction(Construct):
         handler: str | None = None,
         network: ControlPlaneNetwork | None = None,
         star_reason: str = "",
+        retry_attempts: int = 0,
     ) -> None:
         super().__init__(scope, id)
         asset = config.function_asset(name)
@@ -146,7 +148,8 @@ class ServiceFunction(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            retry_attempts=0,
+            retry_attempts=retry_attempts,  # asynchronous invocations only (event rules)
+            max_event_age=Duration.hours(6) if retry_attempts else None,
             description=description or f"Open Agents {name}",
             vpc=network.vpc if network else None,
             vpc_subnets=network.subnets if network else None,

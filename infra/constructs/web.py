@@ -75,6 +75,26 @@ class Web(Construct):
         )
         self.headers = self._build_headers()
         self.distribution = self._build_distribution(config, access_logs, web_acl_arn)
+        self.origin_secret = self._build_origin_secret()
+
+    def _build_origin_secret(self) -> secretsmanager.Secret:
+        """The value CloudFront sends in ``ORIGIN_HEADER``; the API reads it to compare."""
+        secret = secretsmanager.Secret(
+            self,
+            "OriginSecret",
+            description=f"Open Agents: value of the {ORIGIN_HEADER} header CloudFront sends "
+            "to the API",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=48, exclude_punctuation=True
+            ),
+        )
+        acknowledge(
+            secret,
+            "SMG4",
+            "CloudFront resolves the header value only when the stack deploys: a rotated value "
+            "would lock CloudFront out until the next deploy; rotate by redeploying",
+        )
+        return secret
 
     def _build_headers(self) -> cloudfront.ResponseHeadersPolicy:
         return cloudfront.ResponseHeadersPolicy(
@@ -161,21 +181,6 @@ class Web(Construct):
     def add_api(self, api_domain: str) -> None:
         """Serve the HTTP API under ``/api/*`` on the same origin as the SPA (no CORS), with
         the origin-verify header on every request."""
-        self.origin_secret = secretsmanager.Secret(
-            self,
-            "OriginSecret",
-            description=f"Open Agents: value of the {ORIGIN_HEADER} header CloudFront sends "
-            "to the API",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                password_length=48, exclude_punctuation=True
-            ),
-        )
-        acknowledge(
-            self.origin_secret,
-            "SMG4",
-            "CloudFront resolves the header value only when the stack deploys: a rotated value "
-            "would lock CloudFront out until the next deploy; rotate by redeploying",
-        )
         self.distribution.add_behavior(
             API_PATH_PATTERN,
             origins.HttpOrigin(

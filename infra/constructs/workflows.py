@@ -4,7 +4,9 @@ Both come from ``openagents.workflows.catalog``, the mapping the one-machine run
 ``STATE_MACHINES`` names the ASL files in ``infra/statemachines/`` (deployed as they are, via
 ``DefinitionBody.from_file``), and each ``${<Name>FunctionArn}`` placeholder in a file becomes the
 ARN of the function built here for catalog function ``<name>`` (handler string from
-``FUNCTIONS``). A catalog function without a :data:`SPECS` entry fails the synth.
+``FUNCTIONS``). The targets of ``catalog.SCHEDULES`` and ``catalog.RULES`` (the archiver) are
+built here too (``infra/constructs/events.py`` wires their rules). A catalog function the app
+builds without a :data:`SPECS` entry fails the synth.
 
 Each state machine is STANDARD (provisioning waits on sandboxes for minutes, the lifecycle loop
 for hours; executions are deduplicated by name), is named ``openagents-<stage>-<machine>`` (the
@@ -36,6 +38,14 @@ STATEMACHINES_DIR = ROOT / "infra" / "statemachines"
 # Sandbox readiness probes, one per Wait (1 s) + the probe's own time: a cold Fargate task
 # (image pull, ENI, EBS attach) takes 30-90 s; 180 probes bound provisioning at about 4 min.
 SANDBOX_READY_ATTEMPTS = 180
+LIFECYCLE_TIMEOUT = Duration.minutes(15)
+# hibernate waits for the EBS snapshot: delay x attempts stays under the lifecycle function's
+# timeout with room for the rest of the step (stop the task, write the session)
+SNAPSHOT_WAIT_DELAY_SECONDS = 15
+SNAPSHOT_WAIT_MARGIN_SECONDS = 120
+SNAPSHOT_WAIT_MAX_ATTEMPTS = int(
+    (LIFECYCLE_TIMEOUT.to_seconds() - SNAPSHOT_WAIT_MARGIN_SECONDS) // SNAPSHOT_WAIT_DELAY_SECONDS
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class FunctionSpec:
     memory_mb: int = 512
     timeout: Duration = field(default_factory=lambda: Duration.seconds(30))
     description: str = ""
+    async_retries: int = 0  # Lambda's retries of a failed asynchronous (event rule) invocation
 
 
 SPECS: dict[str, FunctionSpec] = {
@@ -59,6 +70,7 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
             ),
+            bundles=("s3:GetObject",),  # an unarchived session's workspace comes from its bundle
             starts=("lifecycle",),  # a session that becomes active starts its loop
             driver=("start", "probe", "stop"),
             token_key=True,
@@ -83,11 +95,49 @@ SPECS: dict[str, FunctionSpec] = {
             token_key=True,
             publishes=True,
         ),
-        # hibernate waits for the EBS snapshot to complete (the driver gives up after 20 min)
-        timeout=Duration.minutes(15),
+        environment={
+            "OPENAGENTS_FARGATE_SNAPSHOT_WAIT_DELAY_SECONDS": str(SNAPSHOT_WAIT_DELAY_SECONDS),
+            "OPENAGENTS_FARGATE_SNAPSHOT_WAIT_MAX_ATTEMPTS": str(SNAPSHOT_WAIT_MAX_ATTEMPTS),
+        },
+        timeout=LIFECYCLE_TIMEOUT,
         description="Open Agents lifecycle loop (claim, evaluate, hibernate, recover, reconcile)",
     ),
+    "archiver": FunctionSpec(
+        service="openagents-archiver",
+        needs=Needs(
+            table=(
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ),
+            bundles=("s3:DeleteObject", "s3:PutObject"),  # a newer bundle replaces the older
+            # a hibernated session's work is bundled from a temporary sandbox (its snapshot)
+            driver=("start", "probe", "stop", "delete_snapshot"),
+            token_key=True,  # sandboxd calls (git bundle, reading it back)
+            publishes=True,
+        ),
+        environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
+        # bundling a large repository: git bundle (up to 600 s) plus reading it back in chunks
+        timeout=Duration.minutes(15),
+        description="Open Agents archive finalisation (bundle to S3, stop, drop the snapshot)",
+        async_retries=2,  # the rule's delivery is asynchronous: a failure is retried by Lambda
+    ),
 }
+
+
+def catalog_functions(statemachines_dir: Path = STATEMACHINES_DIR) -> list[str]:
+    """Every catalog function the app builds: those the ASL files reference, and the targets
+    of ``catalog.SCHEDULES`` and ``catalog.RULES``."""
+    used = {
+        name
+        for machine in catalog.STATE_MACHINES
+        for name in catalog.functions_used(
+            catalog.definition_path(statemachines_dir, machine).read_text()
+        )
+    }
+    used |= {schedule["function"] for schedule in catalog.SCHEDULES.values()}
+    used |= {rule["function"] for rule in catalog.RULES.values()}
+    return sorted(used)
 
 
 class Workflows(Construct):
@@ -109,6 +159,8 @@ class Workflows(Construct):
             used = sorted(catalog.functions_used(path.read_text()))
             functions = {name: self._function(name) for name in used}
             self.state_machines[machine] = self._state_machine(machine, path, functions)
+        for name in catalog_functions():  # the schedules' and the event rules' targets
+            self._function(name)
 
     # ------------------------------------------------------------------ functions
 
@@ -116,7 +168,10 @@ class Workflows(Construct):
         if name in self.functions:
             return self.functions[name]
         if name not in catalog.FUNCTIONS:
-            raise ValueError(f"an ASL file references {name!r}, which the catalog does not know")
+            raise ValueError(
+                f"an ASL file, schedule or rule references {name!r}, which the catalog does not "
+                "know"
+            )
         if name not in SPECS:
             raise ValueError(
                 f"catalog function {name!r} has no FunctionSpec in infra/constructs/workflows.py"
@@ -131,11 +186,15 @@ class Workflows(Construct):
             name=handler.split(".")[1],  # functions.<folder>.handler.lambda_handler
             handler=handler,
             layers=self._layers,
-            environment={**control_plane.environment(spec.service), **spec.environment},
+            environment={
+                **control_plane.environment(spec.service, spec.needs),
+                **spec.environment,
+            },
             statements=control_plane.statements(spec.needs),
             memory_mb=spec.memory_mb,
             timeout=spec.timeout,
             description=spec.description,
+            retry_attempts=spec.async_retries,
             network=control_plane.sandbox.network,
             star_reason=control_plane.star_reason(spec.needs),
         )

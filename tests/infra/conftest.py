@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SPA_ORIGIN = "http://localhost:5173"
 ISSUER = "https://login.example.com/realms/agents"
 WEB_ACL = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc"
+GITHUB_TOKEN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-token-AbCdEf"
 
 
 @dataclass
@@ -120,13 +121,15 @@ def prod(synth: Callable[..., Synth]) -> Synth:
 @pytest.fixture(scope="session")
 def ext(synth: Callable[..., Synth]) -> Synth:
     """The other toggles in one stage: workspaces on EFS, an existing OIDC issuer instead of
-    Cognito, an existing web ACL, Container Insights on outside prod, two NAT gateways."""
+    Cognito, an existing web ACL, an existing GitHub token secret, Container Insights on outside
+    prod, two NAT gateways."""
     return synth(
         stage="ext",
         sandboxStorage="efs",
         jwtIssuer=ISSUER,
         jwtAudience="agents-spa,agents-cli",
         webAclArn=WEB_ACL,
+        githubTokenSecretArn=GITHUB_TOKEN,
         containerInsights="true",
         natGateways="2",
     )

@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk.assertions import Match
 
 from infra.constructs.api import PROXY_PATH, PUBLIC_ROUTES
-from tests.infra.conftest import SPA_ORIGIN, Synth
+from tests.infra.conftest import GITHUB_TOKEN, SPA_ORIGIN, Synth
 
 PUBLIC_ROUTE_KEYS = {f"{method} {path}" for method, path in PUBLIC_ROUTES}
 
@@ -73,6 +73,7 @@ def test_authorizer_on_every_route_but_the_public_ones(dev: Synth) -> None:
     }
     assert f"ANY {PROXY_PATH}" in routes
     assert "GET /api/health" in PUBLIC_ROUTE_KEYS
+    assert "POST /api/github/webhook" in PUBLIC_ROUTE_KEYS  # HMAC-checked by the app
     authorizer = dev.one("AWS::ApiGatewayV2::Authorizer")[0]
     for key, props in routes.items():
         if key in PUBLIC_ROUTE_KEYS:
@@ -153,8 +154,42 @@ def test_cors_allows_only_the_spa_origins(dev: Synth, prod: Synth) -> None:
     assert "CorsConfiguration" not in api["Properties"]
 
 
+def test_api_reads_the_origin_and_github_secrets(dev: Synth, ext: Synth) -> None:
+    _, props = dev.function("functions.api.handler.lambda_handler")
+    env = props["Environment"]["Variables"]
+    # CloudFront's header value is the secret the API compares against
+    assert env["OPENAGENTS_ORIGIN_SECRET_ARN"] == {
+        "Ref": dev.logical_id(dev.stack.web.origin_secret)
+    }
+    github = dev.stack.github
+    assert env["OPENAGENTS_GITHUB_WEBHOOK_SECRET_ARN"] == {
+        "Ref": dev.logical_id(github.webhook_secret)
+    }
+    assert env["OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"] == {"Ref": dev.logical_id(github.token_secret)}
+    # a stage with an existing token secret creates none and uses that one
+    _, ext_props = ext.function("functions.api.handler.lambda_handler")
+    assert ext_props["Environment"]["Variables"]["OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"] == (
+        GITHUB_TOKEN
+    )
+    descriptions = [
+        r["Properties"].get("Description", "")
+        for r in ext.resources("AWS::SecretsManager::Secret").values()
+    ]
+    assert not any("GitHub token" in d for d in descriptions)
+    assert any("GitHub webhook" in d for d in descriptions)
+    # the workflow functions read none of them
+    for synth in (dev, ext):
+        for logical, function in synth.resources("AWS::Lambda::Function").items():
+            if function["Properties"].get("Handler", "").startswith("functions.api."):
+                continue
+            variables = function["Properties"].get("Environment", {}).get("Variables", {})
+            assert not {k for k in variables if "GITHUB" in k or "ORIGIN_SECRET" in k}, logical
+
+
 def test_outputs(dev: Synth) -> None:
     for key in ("AppUrl", "ApiUrl", "TableName", "ArtifactBucketName", "WebBucketName",
                 "DistributionId", "UserPoolId", "UserPoolClientId", "HostedUiUrl",
-                "SandboxClusterName", "ProvisioningStateMachineArn"):  # fmt: skip
+                "SandboxClusterName", "ProvisioningStateMachineArn", "GitHubWebhookUrl",
+                "GitHubWebhookSecretArn", "GitHubTokenSecretArn",
+                "RuleDeadLettersQueueUrl"):  # fmt: skip
         dev.template.has_output(key, {"Value": Match.any_value()})

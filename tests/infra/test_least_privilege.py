@@ -4,10 +4,13 @@ files reference): what its code asks AWS for is exactly what its synthesized rol
 How, offline:
 
 1. **The flow.** The whole system runs in process in AWS mode against the moto server: every API
-   route through the API's Lambda handler, the real provisioning and lifecycle ASL in moto's
-   Step Functions with the provisioner and lifecycle handlers in process, real sandboxes from
-   the local driver, short timings so sandboxes provision, hibernate twice, resume twice, get
-   lost and are swept by the reconciler. A botocore hook records every AWS call with the
+   route through the API's Lambda handler (with CloudFront's origin header, the GitHub webhook
+   signed with its secret), the real provisioning and lifecycle ASL in moto's Step Functions
+   with the provisioner and lifecycle handlers in process, real sandboxes from the local driver,
+   short timings so sandboxes provision, hibernate twice, resume twice, get lost and are swept
+   by the reconciler; a session is archived while hibernated and while active, its
+   ``Session Archived`` events delivered to the archiver handler as the rule would, and
+   unarchived from its bundle in between. A botocore hook records every AWS call with the
    function it ran for (the handler is wrapped, the thread carries the name), and a proxy
    records which *sandbox driver methods* each function called.
 2. **The Fargate driver.** The local driver makes no AWS calls, so each driver method a function
@@ -29,6 +32,7 @@ How, offline:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import time
 import uuid
@@ -53,24 +57,21 @@ from openagents.store import items
 from openagents.workflows import catalog
 
 from infra.constructs.sandbox import DRIVER_METHODS
+from infra.constructs.web import ORIGIN_HEADER
+from infra.constructs.workflows import catalog_functions
 from tests.infra import iam
 from tests.infra.conftest import Synth
 from tests.infra.iam import ACCOUNT, REGION, Call, Request, Resolver, Statement
-from tests.support import LambdaApi, LambdaContext, provisioning_runtime
+from tests.support import LambdaApi, LambdaContext, Reply, provisioning_runtime
 
 API = "api"
 API_HANDLER = "functions.api.handler.lambda_handler"
 STATEMACHINES = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
-# The functions the app builds: the API, and every catalog function an ASL file references
+# The functions the app builds: the API, and every catalog function an ASL file, a schedule or
+# an event rule references
 HANDLERS = {
     API: API_HANDLER,
-    **{
-        name: catalog.FUNCTIONS[name]
-        for machine in sorted(catalog.STATE_MACHINES)
-        for name in sorted(
-            catalog.functions_used(catalog.definition_path(STATEMACHINES, machine).read_text())
-        )
-    },
+    **{name: catalog.FUNCTIONS[name] for name in catalog_functions(STATEMACHINES)},
 }
 BY_HANDLER = {handler: name for name, handler in HANDLERS.items()}
 # Per-item actions inside TransactWriteItems / TransactGetItems (IAM has no Transact* actions)
@@ -100,6 +101,15 @@ NO_RESOURCE_LEVEL = {
 SESSION = "sess_least-privilege"
 BUILD_DRIVER = composition._driver  # the flow wraps it; the Fargate scenario needs the real one
 ALICE = Identity(user_id="alice", username="alice")  # LambdaApi's default caller
+ORIGIN_VALUE = "o" * 48  # CloudFront's origin-verify header value (the origin secret)
+WEBHOOK_KEY = "w" * 40  # the GitHub webhook's HMAC key
+# moto's secret -> the setting the stack names it in (the function's environment)
+SECRET_SETTINGS = {
+    "secret": "OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN",
+    "webhook-secret": "OPENAGENTS_GITHUB_WEBHOOK_SECRET_ARN",
+    "github-token": "OPENAGENTS_GITHUB_TOKEN_SECRET_ARN",
+    "origin-secret": "OPENAGENTS_ORIGIN_SECRET_ARN",
+}
 
 
 # ------------------------------------------------------------------ the synthesized side
@@ -372,6 +382,34 @@ def drive_every_route(api: LambdaApi) -> None:
     _ok(api.delete(f"/api/sessions/{sid}"))
 
 
+class CloudFrontApi(LambdaApi):
+    """The API as CloudFront calls it: every request carries the origin-verify header."""
+
+    def request(self, method: str, path: str, **kw: Any) -> Reply:
+        kw["headers"] = {ORIGIN_HEADER: ORIGIN_VALUE, **(kw.get("headers") or {})}
+        return super().request(method, path, **kw)
+
+
+def drive_github(api: LambdaApi, direct: LambdaApi) -> None:
+    """The origin check, archiving a GitHub session (its PR is refreshed with the token; GitHub
+    is unreachable here, which the refresh tolerates) and a signed webhook delivery."""
+    assert direct.get("/api/sessions").status == 403  # execute-api without CloudFront's header
+    repo = {"title": "PR", "repoUrl": "https://github.com/octo/widgets", "branch": "fix"}
+    sid = _ok(api.post("/api/sessions", repo), 201)["session"]["id"]
+    _ok(api.patch(f"/api/sessions/{sid}", {"status": "archived"}))
+    event = {
+        "action": "closed",
+        "number": 7,
+        "pull_request": {"number": 7, "merged": True},
+        "repository": {"name": "widgets", "owner": {"login": "octo"}},
+    }
+    body = json.dumps(event).encode()
+    signature = "sha256=" + hmac.new(WEBHOOK_KEY.encode(), body, hashlib.sha256).hexdigest()
+    headers = {"x-github-event": "pull_request", "x-hub-signature-256": signature}
+    reply = api.post("/api/github/webhook", raw_body=body, user=None, headers=headers)
+    assert _ok(reply)["prStatus"] == "merged"
+
+
 def _state(api: LambdaApi, sid: str) -> dict[str, Any]:
     session: dict[str, Any] = _ok(api.get(f"/api/sessions/{sid}"))["session"]
     return session
@@ -419,6 +457,27 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     assert lost.status in (409, 503), lost.body
 
 
+def archive_a_sandbox(api: LambdaApi, world: World) -> None:
+    """Archive while hibernated (the archiver bundles from a temporary sandbox restored from the
+    snapshot, then drops it), unarchive (provisioned from the bundle), archive while active (the
+    newer bundle replaces the older one)."""
+    sid = _ok(api.post("/api/sessions", {"title": "Archive"}), 201)["session"]["id"]
+    wait_state(api, sid, "active")
+    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    tools = f"/api/sessions/{sid}/sandbox"
+    assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
+    _ok(api.post("/api/sandbox/snapshot", {"sessionId": sid}), 202)
+    wait_state(api, sid, "hibernated")
+    _ok(api.patch(f"/api/sessions/{sid}", {"status": "archived"}))
+    assert world.finalize(sid)["finalized"]
+    _ok(api.patch(f"/api/sessions/{sid}", {"status": "running"}))
+    wait_state(api, sid, "active")
+    _ok(api.post("/api/sandbox/activity", {"sessionId": sid}))
+    _ok(api.patch(f"/api/sessions/{sid}", {"status": "archived"}))
+    assert world.finalize(sid)["finalized"]
+    assert _state(api, sid)["lifecycleState"] == "archived"
+
+
 def fail_a_provisioning(api: LambdaApi) -> None:
     """The provisioner's failure path, its steps invoked in process as Step Functions would:
     a started sandbox is stopped and the session marked failed."""
@@ -445,9 +504,16 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
     boto3.client("s3", region_name=REGION).create_bucket(Bucket=bucket)
     bus = boto3.client("events", region_name=REGION).create_event_bus(Name=f"bus-{table}")
     assert bus["EventBusArn"]
-    secret = boto3.client("secretsmanager", region_name=REGION).create_secret(
-        Name=f"token-key-{table}", SecretString="k" * 64
-    )["ARN"]
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secret = secrets.create_secret(Name=f"token-key-{table}", SecretString="k" * 64)["ARN"]
+    webhook, github_token, origin = (
+        secrets.create_secret(Name=f"{name}-{table}", SecretString=value)["ARN"]
+        for name, value in (
+            ("webhook", WEBHOOK_KEY),
+            ("github-token", "github_pat_least_privilege"),
+            ("origin", ORIGIN_VALUE),
+        )
+    )
     base = Settings(
         home=home / "home",
         table_name=table,
@@ -468,6 +534,10 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
             "lifecycle_min_sleep_seconds": 0.5,
             "snapshot_retry_seconds": 1,
             "turn_heartbeat_seconds": 60,
+            "github_webhook_secret_arn": webhook,
+            "github_token_secret_arn": github_token,
+            "github_api_url": "http://127.0.0.1:9",  # nothing listens: PR refreshes fail fast
+            "origin_secret_arn": origin,
         }
     )
     log = DriverLog()
@@ -479,15 +549,20 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
         lambda handler: iam.attributed(BY_HANDLER[handler], real_resolve(handler)),
     )
     with iam.recording() as calls, provisioning_runtime(quick, moto_endpoint, monkeypatch) as live:
-        crud = LambdaApi(live.model_copy(update={"provision_on_create": False}))
-        sandbox_api = LambdaApi(live)
-        for client in (crud, sandbox_api):
+        crud = CloudFrontApi(live.model_copy(update={"provision_on_create": False}))
+        direct = LambdaApi(live.model_copy(update={"provision_on_create": False}))
+        sandbox_api = CloudFrontApi(live)
+        for client in (crud, direct, sandbox_api):
             client._handler = iam.attributed(API, client._handler)  # type: ignore[assignment]
         drive_every_route(crud)
+        drive_github(crud, direct)
         machines = dict(live.state_machines)
-        drive_a_sandbox(sandbox_api, World(live))
+        world = World(live)
+        drive_a_sandbox(sandbox_api, world)
+        archive_a_sandbox(sandbox_api, world)
         fail_a_provisioning(crud)
     names = {table: "table", bucket: "bucket", secret: "secret", f"bus-{table}": "bus"}
+    names |= {webhook: "webhook-secret", github_token: "github-token", origin: "origin-secret"}
     names |= {arn: f"machine:{name}" for name, arn in machines.items()}
     return Flow([c for c in calls if c.function], log, names)
 
@@ -506,6 +581,20 @@ class World:
         self._container = composition.build(live, _NoMetrics())
         handler = local_stepfunctions.resolve(catalog.FUNCTIONS["lifecycle"])
         self._lifecycle = iam.attributed("lifecycle", handler)
+        archiver = local_stepfunctions.resolve(catalog.FUNCTIONS["archiver"])
+        self._archiver = iam.attributed("archiver", archiver)
+
+    def finalize(self, sid: str) -> dict[str, Any]:
+        """What the archive-finalizer rule delivers for a ``Session Archived`` event."""
+        pattern = catalog.RULES["archive-finalizer"]["pattern"]
+        event = {
+            "id": uuid.uuid4().hex,
+            "source": pattern["source"][0],
+            "detail-type": pattern["detail-type"][0],
+            "detail": {"sessionId": sid, "finalize": True},
+        }
+        result: dict[str, Any] = self._archiver(event, LambdaContext())
+        return result
 
     def sweep(self) -> dict[str, Any]:
         result: dict[str, Any] = self._lifecycle({"step": "reconcile"}, LambdaContext())
@@ -717,11 +806,15 @@ def stage_names(flow: Flow, function: Function) -> dict[str, str]:
     values = {
         "table": env["OPENAGENTS_TABLE_NAME"],
         "bucket": env["OPENAGENTS_ARTIFACT_BUCKET"],
-        "secret": env["OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN"],
         "bus": env["OPENAGENTS_EVENT_BUS_NAME"],
+        **{role: env[setting] for role, setting in SECRET_SETTINGS.items() if setting in env},
         **{f"machine:{name}": arn for name, arn in machines.items()},
     }
-    return {moto_name: values[role] for moto_name, role in flow.moto_names.items()}
+    # a secret the function is not given cannot be read by it: its name stays moto's (and no
+    # statement allows it)
+    return {
+        moto_name: values[role] for moto_name, role in flow.moto_names.items() if role in values
+    }
 
 
 def declared_driver_methods(name: str) -> set[str]:
@@ -808,7 +901,12 @@ def test_functions_share_one_sandbox_configuration(stages: tuple[Synth, ...]) ->
     for synth in stages:
         envs = [f.environment for f in functions(synth).values()]
         fargate = [
-            {k: v for k, v in env.items() if "FARGATE" in k or "SANDBOX_TOKEN" in k} for env in envs
+            {
+                k: v
+                for k, v in env.items()
+                if ("FARGATE" in k or "SANDBOX_TOKEN" in k) and "SNAPSHOT_WAIT" not in k
+            }
+            for env in envs
         ]
         assert all(f == fargate[0] for f in fargate[1:]), synth.stack.stack_name
         assert {env["OPENAGENTS_STATE_MACHINES"] for env in envs} == {

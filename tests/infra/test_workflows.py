@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from openagents.workflows import catalog
 
-from infra.constructs.workflows import STATEMACHINES_DIR
+from infra.constructs.events import RULE_MAX_EVENT_AGE, RULE_RETRY_ATTEMPTS
+from infra.constructs.workflows import STATEMACHINES_DIR, catalog_functions
 from tests.infra.conftest import Synth
 from tests.infra.iam import Resolver
 
@@ -160,11 +161,14 @@ def test_definitions_are_the_asl_files_with_the_catalog_functions(dev: Synth) ->
 
 
 def test_workflow_functions_shape(dev: Synth) -> None:
-    timeouts = {"provisioner": 720, "lifecycle": 900}
+    timeouts = {"provisioner": 720, "lifecycle": 900, "archiver": 900}
+    assert set(catalog_functions()) == set(timeouts)
     for name, handler in catalog.FUNCTIONS.items():
-        if name not in timeouts:
-            continue  # not referenced by an ASL file: not built by the Workflows construct
         _, props = dev.function(handler)
+        # every control-plane function reaches sandboxd from the control-plane security group
+        assert props["VpcConfig"]["SecurityGroupIds"] == [
+            {"Fn::GetAtt": [dev.logical_id(dev.stack.sandbox.control_plane_sg), "GroupId"]}
+        ]
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["Timeout"] == timeouts[name]
@@ -205,3 +209,52 @@ def test_catalog_schedules_invoke_their_functions(dev: Synth) -> None:
         )
         assert json.loads(target["Input"]) == {"step": schedule["step"]}
         assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_catalog_rules_invoke_their_functions(dev: Synth) -> None:
+    rules = {
+        props["Properties"]["Description"]: props["Properties"]
+        for props in dev.resources("AWS::Events::Rule").values()
+        if "EventPattern" in props["Properties"]
+    }
+    assert len(rules) == len(catalog.RULES)
+    functions = dev.resources("AWS::Lambda::Function")
+    bus = dev.logical_id(dev.stack.events.bus)
+    queue = dev.logical_id(dev.stack.events.dead_letters)
+    for name, spec in catalog.RULES.items():
+        (rule,) = [r for d, r in rules.items() if d.startswith(f"Open Agents {name}:")]
+        assert rule["EventBusName"] == {"Ref": bus}
+        assert rule["EventPattern"] == spec["pattern"]
+        (target,) = rule["Targets"]
+        logical = target["Arn"]["Fn::GetAtt"][0]
+        assert functions[logical]["Properties"]["Handler"] == catalog.FUNCTIONS[spec["function"]]
+        assert "Input" not in target  # the function gets the event itself
+        assert target["RetryPolicy"] == {
+            "MaximumEventAgeInSeconds": RULE_MAX_EVENT_AGE.to_seconds(),
+            "MaximumRetryAttempts": RULE_RETRY_ATTEMPTS,
+        }
+        assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [queue, "Arn"]}}
+        # a failure inside the function is retried by Lambda (asynchronous invocation)
+        configs = [
+            c["Properties"]
+            for c in dev.resources("AWS::Lambda::EventInvokeConfig").values()
+            if c["Properties"]["FunctionName"] == {"Ref": logical}
+        ]
+        assert [c["MaximumRetryAttempts"] for c in configs] == [2]
+    props = dev.resources("AWS::SQS::Queue")[queue]["Properties"]
+    assert props["SqsManagedSseEnabled"] is True
+    (policy,) = dev.resources("AWS::SQS::QueuePolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in statements
+    )
+
+
+def test_lifecycle_snapshot_wait_fits_its_timeout(dev: Synth) -> None:
+    _, props = dev.function(catalog.FUNCTIONS["lifecycle"])
+    env = props["Environment"]["Variables"]
+    delay = float(env["OPENAGENTS_FARGATE_SNAPSHOT_WAIT_DELAY_SECONDS"])
+    attempts = int(env["OPENAGENTS_FARGATE_SNAPSHOT_WAIT_MAX_ATTEMPTS"])
+    assert delay * attempts < props["Timeout"]
+    assert delay * attempts >= props["Timeout"] / 2  # still long enough for a large volume
