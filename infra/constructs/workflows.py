@@ -110,7 +110,9 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
             ),
+            indexes={"idle": ("dynamodb:Query",)},  # the auto-archive schedule
             bundles=("s3:DeleteObject", "s3:PutObject"),  # a newer bundle replaces the older
+            secrets=("github-token",),  # archiving refreshes the PR (auto-archive included)
             # a hibernated session's work is bundled from a temporary sandbox (its snapshot)
             driver=("start", "probe", "stop", "delete_snapshot"),
             token_key=True,  # sandboxd calls (git bundle, reading it back)
@@ -119,7 +121,7 @@ SPECS: dict[str, FunctionSpec] = {
         environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
         # bundling a large repository: git bundle (up to 600 s) plus reading it back in chunks
         timeout=Duration.minutes(15),
-        description="Open Agents archive finalisation (bundle to S3, stop, drop the snapshot)",
+        description="Open Agents archive finalisation and auto-archive",
         async_retries=2,  # the rule's delivery is asynchronous: a failure is retried by Lambda
     ),
 }

@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -478,6 +478,16 @@ def archive_a_sandbox(api: LambdaApi, world: World) -> None:
     assert _state(api, sid)["lifecycleState"] == "archived"
 
 
+def auto_archive_a_stale_session(api: LambdaApi, world: World) -> None:
+    """The auto-archive schedule: a GitHub session hibernated a month ago is archived (its PR
+    refreshed with the token, tolerating an unreachable GitHub), found through the idle index."""
+    repo = {"title": "Stale", "repoUrl": "https://github.com/octo/stale", "branch": "old"}
+    sid = _ok(api.post("/api/sessions", repo), 201)["session"]["id"]
+    world.age_hibernation(sid, days=30)
+    assert world.auto_archive()["archived"] == 1
+    assert _state(api, sid)["lifecycleState"] == "archived"
+
+
 def fail_a_provisioning(api: LambdaApi) -> None:
     """The provisioner's failure path, its steps invoked in process as Step Functions would:
     a started sandbox is stopped and the session marked failed."""
@@ -560,6 +570,7 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
         world = World(live)
         drive_a_sandbox(sandbox_api, world)
         archive_a_sandbox(sandbox_api, world)
+        auto_archive_a_stale_session(crud, world)
         fail_a_provisioning(crud)
     names = {table: "table", bucket: "bucket", secret: "secret", f"bus-{table}": "bus"}
     names |= {webhook: "webhook-secret", github_token: "github-token", origin: "origin-secret"}
@@ -595,6 +606,26 @@ class World:
         }
         result: dict[str, Any] = self._archiver(event, LambdaContext())
         return result
+
+    def auto_archive(self) -> dict[str, Any]:
+        """What the auto-archive schedule delivers."""
+        schedule = catalog.SCHEDULES["auto-archive"]
+        result: dict[str, Any] = self._archiver({"step": schedule["step"]}, LambdaContext())
+        return result
+
+    def age_hibernation(self, sid: str, days: int) -> None:
+        """The session has been hibernated for ``days`` (the test's own write)."""
+        store = self._container.sessions._store
+        session = self._container.sessions.get(ALICE, sid)
+        since = datetime.now(UTC) - timedelta(days=days)
+        changes = {"lifecycle_state": LifecycleState.HIBERNATED, "hibernated_at": since}
+        state = session.lifecycle_state or LifecycleState.PROVISIONING
+        store.transition(
+            sid,
+            expect=frozenset({state}),
+            changes=with_due(session, changes),
+            entry=None,
+        )
 
     def sweep(self) -> dict[str, Any]:
         result: dict[str, Any] = self._lifecycle({"step": "reconcile"}, LambdaContext())
