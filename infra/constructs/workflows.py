@@ -71,6 +71,7 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:UpdateItem",
             ),
             bundles=("s3:GetObject",),  # an unarchived session's workspace comes from its bundle
+            secrets=("github-token",),  # a private repository's clone token
             starts=("lifecycle",),  # a session that becomes active starts its loop
             driver=("start", "probe", "stop"),
             token_key=True,

@@ -177,15 +177,16 @@ def test_api_reads_the_origin_and_github_secrets(dev: Synth, ext: Synth) -> None
     ]
     assert not any("GitHub token" in d for d in descriptions)
     assert any("GitHub webhook" in d for d in descriptions)
-    # the workflow functions read none of them, but the archiver the GitHub token (archiving
-    # refreshes the PR, the auto-archive schedule included)
+    # the workflow functions read none of them, but the GitHub token: the archiver (archiving
+    # refreshes the PR, the auto-archive schedule included) and the provisioner (private clones)
     for synth in (dev, ext):
         for logical, function in synth.resources("AWS::Lambda::Function").items():
             handler = function["Properties"].get("Handler", "")
             if handler.startswith("functions.api."):
                 continue
             variables = function["Properties"].get("Environment", {}).get("Variables", {})
-            allowed = {"OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"} if "archiver" in handler else set()
+            reads_token = "archiver" in handler or "provisioner" in handler
+            allowed = {"OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"} if reads_token else set()
             read = {k for k in variables if "GITHUB" in k or "ORIGIN_SECRET" in k}
             assert read == allowed, logical
 

@@ -490,12 +490,21 @@ def auto_archive_a_stale_session(api: LambdaApi, world: World) -> None:
 
 def fail_a_provisioning(api: LambdaApi) -> None:
     """The provisioner's failure path, its steps invoked in process as Step Functions would:
-    a started sandbox is stopped and the session marked failed."""
+    a private GitHub repository's clone (a short-lived token from the GitHub token secret; the
+    clone itself fails here, GitHub being unreachable) — then the started sandbox is stopped
+    and the session marked failed."""
     provisioner = local_stepfunctions.resolve(catalog.FUNCTIONS["provisioner"])
     step = iam.attributed("provisioner", provisioner)
-    sid = _ok(api.post("/api/sessions", {"title": "Fails"}), 201)["session"]["id"]
+    repo = {"title": "Fails", "repoUrl": "https://github.com/octo/private"}
+    sid = _ok(api.post("/api/sessions", repo), 201)["session"]["id"]
     base = {"sessionId": sid, "generation": 1}
     assert step({**base, "step": "start"}, LambdaContext())["started"]
+    for attempts in range(30):
+        if step({**base, "step": "probe", "attempts": attempts}, LambdaContext())["ready"]:
+            break
+        time.sleep(0.2)
+    with pytest.raises(Exception, match="clone"):
+        step({**base, "step": "prepare"}, LambdaContext())
     error = {"Error": "States.Timeout", "Cause": "forced by the test"}
     assert step({**base, "step": "fail", "error": error}, LambdaContext())["state"] == "failed"
 

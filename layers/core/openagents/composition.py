@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,8 +12,9 @@ from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.origin import OriginGuard
 from openagents.auth.tokens import LocalTokens, load_or_create_secret
+from openagents.domain.models import Repo, Session
 from openagents.events import EventBus
-from openagents.git import GitHost
+from openagents.git import GitHost, GitHostError
 from openagents.sandbox.port import SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
@@ -27,6 +29,8 @@ from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,19 @@ def _secret(settings: Settings, arn: str | None) -> str | None:
     return str(value["SecretString"]).strip() or None
 
 
+def _clone_token(git_host: GitHost | None, session: Session) -> str | None:
+    """A short-lived token for cloning a private repository (it reaches git only through
+    sandboxd's askpass helper); None for public or local repositories."""
+    if git_host is None or not session.repo_owner or not session.repo_name:
+        return None
+    repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
+    try:
+        return git_host.clone_token(repo)
+    except GitHostError as exc:  # a public repository still clones without one
+        log.warning("no clone token for %s/%s: %s", repo.owner, repo.name, exc)
+        return None
+
+
 def _git_host(settings: Settings) -> GitHost | None:
     """Local bare repositories on one machine; GitHub with a token from Secrets Manager on
     AWS (none configured: PR refreshes are skipped)."""
@@ -226,6 +243,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_active=lambda session: lifecycle.kick(session, "sandbox-active"),
         journal=journal,
         from_bundle=lambda session, handle: archive.restore_workspace(session, handle),
+        clone_token=lambda session: _clone_token(git_host, session),
     )
     git_host = _git_host(settings)
     archive = ArchiveService(

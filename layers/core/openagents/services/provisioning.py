@@ -95,8 +95,10 @@ class ProvisioningService:
         on_active: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
         from_bundle: Callable[[Session, SandboxHandle], str] | None = None,
+        clone_token: Callable[[Session], str | None] | None = None,
     ) -> None:
         self._from_bundle = from_bundle
+        self._clone_token = clone_token  # a private repository's short-lived token (git host)
         self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
         self._store = store
@@ -210,6 +212,7 @@ class ProvisioningService:
             is_new_branch=session.is_new_branch,
             git_name=session.owner_name or session.user_id,
             git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
+            token=self._clone_token(session) if self._clone_token else None,
         )
         return {"branch": result.get("branch")}
 
