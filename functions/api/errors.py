@@ -20,6 +20,7 @@ from openagents.domain.errors import (
     Unavailable,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 STATUS: dict[type[DomainError], int] = {
     InvalidInput: 400,
@@ -70,11 +71,26 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "validation_error", message, field)
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 400:  # FastAPI could not parse the body (too deep, not decodable)
+        return error_response(400, "invalid_json", "Invalid JSON body", "body", headers)
+    if exc.status_code == 405:  # Allow lists every method of the path, not only one route's
+        headers["Allow"] = ", ".join(_methods(request))
     code = HTTP_CODES.get(exc.status_code, "error")
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-    return error_response(exc.status_code, code, detail, headers=dict(exc.headers or {}))
+    return error_response(exc.status_code, code, detail, headers=headers)
+
+
+def _methods(request: Request) -> list[str]:
+    allowed: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        methods = getattr(route, "methods", None)
+        if match is not Match.NONE and methods:
+            allowed |= set(methods)
+    return sorted(allowed)
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:

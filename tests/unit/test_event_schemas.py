@@ -228,6 +228,7 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
             "reason": "the runtime restarted",
         },
     ],
+    "sandbox.run_rescued": [{"staleRun": "lifecycle-1-abc", "state": "hibernating"}],
     "sandbox.auto_commit": [
         {"skipped": "auto-commit is off"},
         {"skipped": "detached HEAD"},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
@@ -38,10 +39,17 @@ def branch(value: str, *, field: str = "branch") -> str:
     return value
 
 
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def title(value: str, *, field: str = "title") -> str:
+    """Trimmed, not blank, bounded, and free of control characters and bidi overrides (which
+    would garble or disguise a title in every list that shows it)."""
     value = value.strip()
     if not value:
         raise InvalidInput("Title must not be blank", field=field)
+    if any(unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS for c in value):
+        raise InvalidInput("Title must not contain control characters", field=field)
     if len(value) > MAX_TITLE_LENGTH:
         raise InvalidInput(f"Title must be at most {MAX_TITLE_LENGTH} characters", field=field)
     return value

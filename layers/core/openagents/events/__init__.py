@@ -65,6 +65,7 @@ DETAIL_TYPES: dict[str, str] = {
     "sandbox.resumed": "Sandbox Resumed",
     "sandbox.extended": "Sandbox Extended",
     "sandbox.lost": "Sandbox Lost",
+    "sandbox.run_rescued": "Sandbox Run Rescued",
     "sandbox.auto_commit": "Sandbox Auto Commit",  # an agent's turn ended: committed/pushed/PR
 }
 

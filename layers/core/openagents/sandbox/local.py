@@ -345,7 +345,10 @@ class LocalDriver:
         """Stream the workspace archive to a file, hashing it; keep it only if sandboxd's
         manifest reports the same sha256."""
         folder = self._snapshots / handle.session_id
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SandboxError(f"the snapshot store failed: {exc}") from exc
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         final = folder / f"{handle.generation}-{stamp}.tar.zst"
         partial = final.with_suffix(".partial")
@@ -363,6 +366,9 @@ class LocalDriver:
                     f"!= received {digest} ({manifest.get('error') or 'archive incomplete'})"
                 )
             partial.rename(final)
+        except OSError as exc:  # the snapshot store (disk full, permissions): not a snapshot
+            partial.unlink(missing_ok=True)
+            raise SandboxError(f"the snapshot store failed: {exc}") from exc
         except BaseException:
             partial.unlink(missing_ok=True)
             raise

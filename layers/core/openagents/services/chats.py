@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from openagents.domain import validation
 from openagents.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
@@ -28,7 +29,6 @@ from openagents.store.port import (
 
 MESSAGES_DEFAULT_LIMIT = 100
 MESSAGES_MAX_LIMIT = 500
-MAX_TITLE = 200
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ class ChatService:
         model_id = model_id.strip() if model_id is not None else None
         if not title and not model_id:
             raise InvalidInput("At least one field is required", field="title")
-        if title and len(title) > MAX_TITLE:
-            raise InvalidInput(f"Title must be at most {MAX_TITLE} characters", field="title")
+        if title:
+            title = validation.title(title)
         _, chat = self._chat(identity, session_id, chat_id)
         try:
             return self._store.update_chat(
@@ -141,7 +141,10 @@ class ChatService:
         role: Role,
         ui_message: dict[str, Any],
     ) -> UpsertResult:
-        size = len(json.dumps(ui_message, separators=(",", ":"), ensure_ascii=False).encode())
+        try:
+            size = len(json.dumps(ui_message, separators=(",", ":"), ensure_ascii=False).encode())
+        except UnicodeEncodeError:  # a lone surrogate: valid JSON, not storable text
+            raise InvalidInput("Message contains invalid Unicode", field="message") from None
         if size > self._settings.max_message_bytes:
             raise PayloadTooLarge(
                 f"Message is {size} bytes; the limit is {self._settings.max_message_bytes}",

@@ -64,8 +64,12 @@ class StatusView:
 
 
 def _iso_z(moment: datetime) -> str:
-    """Step Functions' Wait ``TimestampPath`` format."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Step Functions' Wait ``TimestampPath`` format, rounded up to the next whole second so
+    the loop never wakes before the due time."""
+    whole = moment.replace(microsecond=0)
+    if whole < moment:
+        whole += timedelta(seconds=1)
+    return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def decision(
@@ -108,8 +112,9 @@ class LifecycleService:
             return False
         now = self._clock()
         run_id = f"lifecycle-{int(now.timestamp() * 1000)}-{secrets.token_hex(6)}"
-        stale_before = now + timedelta(days=365) if force else now - STALE_LEASE_GRACE
-        if not self._store.claim_lease(session.id, run_id, stale_before):
+        if not self._store.claim_lease(
+            session.id, run_id, now - STALE_LEASE_GRACE, replace_active=force
+        ):
             return False
         try:
             self._workflows.start(MACHINE, run_id, {"sessionId": session.id, "runId": run_id})
@@ -203,24 +208,26 @@ class LifecycleService:
             )
         self._driver.stop(handle)
         previous = session.snapshot
-        self._move(
-            session,
-            HIBERNATING,
-            {
-                "lifecycle_state": LifecycleState.HIBERNATED,
-                "hibernated_at": self._clock(),
-                "lifecycle_error": None,
-                "snapshot": snapshot.to_dict(),
-                "sandbox": None,
-                "sandbox_expires_at": None,
-                "hibernate_after": None,
-                "turn_active_until": None,
-                "lifecycle_run_id": None,
-            },
-            "sandbox.hibernated",
-            run_id,
-            detail={"snapshotBytes": snapshot.size_bytes, "snapshotId": snapshot.id},
-        )
+        hibernated: dict[str, Any] = {
+            "lifecycle_state": LifecycleState.HIBERNATED,
+            "hibernated_at": self._clock(),
+            "lifecycle_error": None,
+            "snapshot": snapshot.to_dict(),
+            "sandbox": None,
+            "sandbox_expires_at": None,
+            "hibernate_after": None,
+            "turn_active_until": None,
+            "lifecycle_run_id": None,
+        }
+        detail = {"snapshotBytes": snapshot.size_bytes, "snapshotId": snapshot.id}
+        try:
+            self._move(
+                session, HIBERNATING, hibernated, "sandbox.hibernated", run_id, detail=detail
+            )
+        except StaleState:
+            # Another run took the lease meanwhile, but this sandbox is stopped and this
+            # verified snapshot is its only copy: record it whoever owns the lease now.
+            self._move(session, HIBERNATING, hibernated, "sandbox.hibernated", None, detail=detail)
         self._drop_snapshot(previous, keep=snapshot)
         self._metrics.count("SandboxHibernated")
         return decision("exit", reason="hibernated")
@@ -357,17 +364,20 @@ class LifecycleService:
             raise Conflict("Sandbox is not active", field="sessionId") from None
 
     def pause(self, identity: Identity, session_id: str) -> Session:
-        """Hibernate now, through the same verified path (a new run replaces the waiting one)."""
+        """Hibernate now, through the same verified path (a new run replaces the waiting one).
+        A sandbox already hibernating or hibernated is left to that: pausing it is a no-op."""
         session = owned(self._store.get_session(session_id), identity)
+        if session.lifecycle_state in (LifecycleState.HIBERNATING, LifecycleState.HIBERNATED):
+            return session
         if session.lifecycle_state is not LifecycleState.ACTIVE:
             raise Conflict("Sandbox is not running", field="sessionId")
-        now = self._clock()
-        changes: dict[str, Any] = {"hibernate_after": now, "turn_active_until": None}
-        if session.sandbox_expires_at is not None and session.sandbox_expires_at > now + timedelta(
-            seconds=10
-        ):
-            pass
-        session = self._move(session, ACTIVE, changes, "sandbox.pause_requested", None, bump=True)
+        changes: dict[str, Any] = {"hibernate_after": self._clock(), "turn_active_until": None}
+        try:
+            session = self._move(
+                session, ACTIVE, changes, "sandbox.pause_requested", None, bump=True
+            )
+        except StaleState:  # it started hibernating meanwhile
+            return owned(self._store.get_session(session_id), identity)
         self.kick(session, "manual-pause", force=True)
         return session
 
@@ -419,10 +429,25 @@ class LifecycleService:
             if session.lifecycle_run_id and not lease_is_stale(session, now):
                 continue
             try:
-                kicked += self.kick(session, "reconciler")
+                started = self.kick(session, "reconciler")
+                kicked += started
+                if started and session.lifecycle_run_id:  # a lost run: put it on record
+                    self._rescued(session)
             except Exception as exc:  # one bad session must not stop the sweep
                 log.warning("reconciler could not kick %s: %s", session_id, exc)
         return {"overdue": len(overdue), "kicked": kicked}
+
+    def _rescued(self, session: Session) -> None:
+        entry = AuditEntry(
+            id=self._ids(),
+            session_id=session.id,
+            at=self._clock(),
+            type="sandbox.run_rescued",
+            detail={"staleRun": session.lifecycle_run_id, "state": str(session.lifecycle_state)},
+        )
+        self._store.append_entry(entry)
+        self._journal.publish(session.user_id, entry)
+        self._metrics.count("LifecycleRunRescued")
 
     # ---------------------------------------------------------------- helpers
 

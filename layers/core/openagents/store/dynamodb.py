@@ -293,13 +293,15 @@ class DynamoStore:
             if tx.failed(exc, 0):  # the status changed (or the session went) meanwhile
                 raise StaleState from exc
             raise
-        if extra:
-            updated = self.get_session(session.id)
-            if updated is None:
-                raise Gone
-            return updated
+        # no re-read: a committed archive must not turn into an error (and a lost event)
+        known = {name: value for name, value in extra.items() if name in Session.model_fields}
         return session.model_copy(
-            update={"status": status, "lifecycle_state": lifecycle_state, "updated_at": entry.at}
+            update={
+                **known,
+                "status": status,
+                "lifecycle_state": lifecycle_state,
+                "updated_at": entry.at,
+            }
         )
 
     @guard
@@ -406,20 +408,30 @@ class DynamoStore:
         return True
 
     @guard
-    def claim_lease(self, session_id: str, run_id: str, stale_due_before: datetime) -> bool:
-        """Take the lifecycle lease: free, already ours, or held by a run that is long overdue."""
-        stale = SessionItem.due_at < iso(stale_due_before)
+    def claim_lease(
+        self,
+        session_id: str,
+        run_id: str,
+        stale_due_before: datetime,
+        *,
+        replace_active: bool = False,
+    ) -> bool:
+        """Take the lifecycle lease: free, already ours, or held by a run that is long overdue —
+        or, with ``replace_active``, any lease of an *active* session (a newer run replaces a
+        waiting one). A hibernating session's lease is never taken from a live run."""
+        state = SessionItem.lifecycle_state
+        takeable = (
+            SessionItem.lifecycle_run_id.does_not_exist()
+            | (SessionItem.lifecycle_run_id == run_id)
+            | (SessionItem.due_at < iso(stale_due_before))
+        )
+        if replace_active:
+            takeable |= state == LifecycleState.ACTIVE.value
+        running = state.is_in(LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value)
         try:
             SessionItem(session_pk(session_id), SESSION_SK).update(
                 actions=[SessionItem.lifecycle_run_id.set(run_id)],
-                condition=SessionItem.lifecycle_state.is_in(
-                    LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value
-                )
-                & (
-                    SessionItem.lifecycle_run_id.does_not_exist()
-                    | (SessionItem.lifecycle_run_id == run_id)
-                    | stale
-                ),
+                condition=running & takeable,
             )
         except UpdateError as exc:
             if exc.cause_response_code == "ConditionalCheckFailedException":
