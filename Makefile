@@ -6,7 +6,7 @@ export AWS_EC2_METADATA_DISABLED := true
 export POWERTOOLS_TRACE_DISABLED := 1
 
 .PHONY: help install dev test unit integration api lint format typecheck clean
-.PHONY: build synth deploy infra-tests
+.PHONY: build synth deploy infra-tests bench
 
 # The CDK CLI (package.json pins it): no telemetry, no version check, no IMDS probing
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -62,6 +62,9 @@ synth: install node_modules/.installed build  ## cdk synth to cdk.out/ (no AWS c
 
 deploy: install node_modules/.installed build  ## cdk deploy OpenAgents-$(STAGE) (AWS credentials; Docker builds the arm64 sandbox image)
 	$(CDK) deploy -c stage=$(STAGE) $(CDK_ARGS)
+
+bench: install  ## benchmarks: a table, and bench/results.json (docs/benchmarks.md; ARGS="--quick")
+	$(PY) -m bench.run $(ARGS)
 
 infra-tests: install  ## CDK assertions, ASL gate, cdk-nag, cfn-lint, least privilege (no AWS, no Docker)
 	$(PY) -m pytest tests/infra

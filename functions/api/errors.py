@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +21,6 @@ from openagents.domain.errors import (
     Unavailable,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 STATUS: dict[type[DomainError], int] = {
     InvalidInput: 400,
@@ -85,12 +85,20 @@ def _http(request: Request, exc: Exception) -> JSONResponse:
 
 def _methods(request: Request) -> list[str]:
     allowed: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        methods = getattr(route, "methods", None)
-        if match is not Match.NONE and methods:
-            allowed |= set(methods)
+    for route in _routes(request.app.router.routes):
+        regex = getattr(route, "path_regex", None)
+        if regex is not None and regex.match(request.url.path):
+            allowed |= set(getattr(route, "methods", None) or ())
     return sorted(allowed)
+
+
+def _routes(routes: list[Any]) -> list[Any]:
+    """Every route, with included routers flattened (FastAPI wraps them)."""
+    flat: list[Any] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        flat.extend(_routes(inner.routes) if inner is not None else [route])
+    return flat
 
 
 def _unexpected(_: Request, exc: Exception) -> JSONResponse:

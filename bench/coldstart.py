@@ -1,0 +1,200 @@
+"""Cold start: import and init of each function's handler module in a fresh interpreter, with
+bytecode already compiled (a warm-up run writes it), against a one-route FastAPI + Mangum app.
+"Init" is what the first invocation adds: the API's first request builds its container (boto3
+clients, settings), a task function's first step builds its own. No AWS request is made.
+
+Package sizes come from the staged assets in ``.build/`` (``make build``); without them that
+part is skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import time
+from typing import Any
+
+from bench.common import PYTHON, ROOT, say
+
+BASELINE = "bench.baseline_app"
+PROBE = r"""
+import json, sys, time
+began = time.perf_counter()
+import importlib
+name = sys.argv[1]
+module = importlib.import_module(name)
+imported = time.perf_counter()
+
+class Context:
+    function_name = "bench"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
+    aws_request_id = "cold-start"
+    def get_remaining_time_in_millis(self):
+        return 30000
+
+def event(path):
+    http = {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+            "userAgent": "bench"}
+    context = {"http": http, "requestId": "r", "routeKey": "$default", "stage": "$default",
+               "accountId": "1", "apiId": "a", "domainName": "bench", "time": "", "timeEpoch": 0}
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+            "headers": {"host": "bench", "user-agent": "bench"}, "isBase64Encoded": False,
+            "requestContext": context}
+
+if hasattr(module, "runtime"):
+    module.runtime.get()
+elif name.endswith("baseline_app"):
+    assert module.handler(event("/"), Context())["statusCode"] == 200
+else:
+    assert module.lambda_handler(event("/api/health"), Context())["statusCode"] == 200
+done = time.perf_counter()
+print(json.dumps({"import": imported - began, "init": done - imported}))
+"""
+
+
+def modules() -> dict[str, str]:
+    from infra.build import function_names
+
+    found = {name: f"functions.{name}.handler" for name in function_names()}
+    return {**found, "baseline (FastAPI + Mangum, one route)": BASELINE}
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "OPENAGENTS_MODE": "aws",
+        "OPENAGENTS_ARTIFACT_BUCKET": "bench-artifacts",
+        "OPENAGENTS_TABLE_NAME": "bench",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+def _once(module: str) -> dict[str, float]:
+    began = time.perf_counter()
+    done = subprocess.run(  # noqa: S603 - our own interpreter and probe
+        [PYTHON, "-c", PROBE, module],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"{module}: {done.stderr[-2000:]}")
+    line = done.stdout.strip().splitlines()[-1]
+    values: dict[str, float] = json.loads(line)
+    values["process"] = wall
+    return values
+
+
+def _interpreter() -> float:
+    began = time.perf_counter()
+    subprocess.run([PYTHON, "-c", "pass"], check=True)  # noqa: S603
+    return time.perf_counter() - began
+
+
+def import_profile(module: str, top: int = 6) -> dict[str, float]:
+    """Milliseconds spent in each top-level package's own module bodies (``-X importtime``
+    self times, summed per package): where an import's time goes."""
+    done = subprocess.run(  # noqa: S603 - our own interpreter
+        [PYTHON, "-X", "importtime", "-c", f"import {module}"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    totals: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        package = parts[2].strip().split(".")[0]
+        totals[package] = totals.get(package, 0.0) + int(parts[0]) / 1000
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:top]
+    return {name: round(value, 1) for name, value in ranked}
+
+
+def package_sizes() -> dict[str, Any]:
+    from infra.build import sizes
+
+    build = ROOT / ".build"
+    assets = sorted(
+        [p for p in (build / "functions").glob("*") if p.is_dir()]
+        + [p for p in (build / "layers").glob("*") if p.is_dir()]
+    ) if build.is_dir() else []  # fmt: skip
+    if not assets:
+        return {"skipped": "no .build/ assets: run `make build` first"}
+    found: dict[str, Any] = {}
+    for asset in assets:
+        unpacked, zipped = sizes(asset)
+        kind = "function" if asset.parent.name == "functions" else "layer"
+        found[f"{kind}:{asset.name}"] = {"unpackedBytes": unpacked, "zippedBytes": zipped}
+    return found
+
+
+def run(args: Any) -> dict[str, Any]:
+    targets = modules()
+    say(f"coldstart: warm-up (writes bytecode) for {len(targets)} modules")
+    for module in targets.values():
+        _once(module)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
+    interpreter = []
+    for _ in range(args.runs):  # interleaved, so machine load hits every module alike
+        interpreter.append(_interpreter())
+        for name, module in targets.items():
+            runs[name].append(_once(module))
+    results: dict[str, Any] = {}
+    for name, samples in runs.items():
+        results[name] = {
+            key: round(statistics.median(s[key] for s in samples) * 1000, 1)
+            for key in ("import", "init", "process")
+        }
+    base = next(v for k, v in results.items() if k.startswith("baseline"))
+    base_total = base["import"] + base["init"]
+    for value in results.values():
+        value["ratio"] = round((value["import"] + value["init"]) / base_total, 2)
+    api = targets.get("api")
+    return {
+        "apiImportProfileMs": import_profile(api) if api else {},
+        "runs": args.runs,
+        "interpreterMs": round(statistics.median(interpreter) * 1000, 1),
+        "modulesMs": results,
+        "packages": package_sizes(),
+    }
+
+
+def rows(result: dict[str, Any]) -> list[list[str]]:
+    table = []
+    for name, v in result["modulesMs"].items():
+        label = name if name.startswith("baseline") else f"{name} handler"
+        table.append(
+            [
+                f"cold start: {label}",
+                f"{v['import'] + v['init']:.0f} ms ({v['ratio']}x)",
+                f"import {v['import']:.0f} ms + init {v['init']:.0f} ms; process {v['process']:.0f}"
+                f" ms (bare interpreter {result['interpreterMs']:.0f} ms); median of "
+                f"{result['runs']}",
+            ]
+        )
+    if result.get("apiImportProfileMs"):
+        heaviest = ", ".join(f"{k} {v:.0f}" for k, v in result["apiImportProfileMs"].items())
+        table.append(["cold start: api import by package", "ms (self)", heaviest])
+    packages = result["packages"]
+    if "skipped" in packages:
+        table.append(["package sizes", "skipped", packages["skipped"]])
+    else:
+        for name, size in packages.items():
+            table.append(
+                [
+                    f"package: {name}",
+                    f"{size['unpackedBytes'] / 1e6:.2f} MB",
+                    f"zipped {size['zippedBytes'] / 1e6:.2f} MB",
+                ]
+            )
+    return table

@@ -1,0 +1,286 @@
+"""Lifecycle precision and scale: N idle sessions on the one-machine runtime (``openagents dev``
+in a child process, real sandboxes, the real lifecycle loop on moto's Step Functions) with a
+short idle timeout. Each session is created without a repository (its sandbox starts with an
+empty workspace), becomes active, waits, and hibernates.
+
+Reported: lateness = (``sandbox.hibernating`` at - hibernateAfter), when the loop decided, and
+(``sandbox.hibernated`` at - hibernateAfter), when the snapshot was verified and the sandbox
+stopped; the runtime's resident memory and threads, and the sandboxes alive, sampled every
+second while sessions wait, and once all have settled. hibernateAfter is lastActivityAt + the
+idle timeout (activation sets both from one clock reading; hibernation clears only the first).
+
+The loop is fed by provisioning, which starts sandboxes one at a time: with a short idle timeout
+only some of the sessions wait at the same moment ("waiting at once")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from bench.common import (
+    Runtime,
+    cmdline,
+    descendants,
+    proc_status,
+    runtime,
+    say,
+    scratch,
+    summary,
+)
+
+USERS = 10
+TERMINAL = {"hibernated", "failed"}
+
+
+class Client:
+    def __init__(self, rt: Runtime) -> None:
+        import httpx
+
+        self._http = httpx.Client(
+            base_url=rt.base_url, timeout=60, headers={"user-agent": "Mozilla/5.0 bench"}
+        )
+        self._tokens = {f"idle-{u}": rt.token(f"idle-{u}") for u in range(USERS)}
+        self._lock = threading.Lock()
+
+    def call(self, method: str, path: str, user: str, **kw: Any) -> Any:
+        headers = {"authorization": f"Bearer {self._tokens[user]}"}
+        response = self._http.request(method, path, headers=headers, **kw)
+        if response.status_code >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:300]}")
+        return response.json()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class Sampler(threading.Thread):
+    """Samples the runtime's RSS and threads and its sandboxes every second."""
+
+    def __init__(self, pid: int, max_rss_mib: float) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.max_rss_mib = max_rss_mib
+        self.exceeded = threading.Event()
+        self.samples: list[dict[str, float]] = []
+        self.waiting = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(1.0):
+            status = proc_status(self.pid)
+            if not status:
+                return
+            children = descendants(self.pid)
+            sandboxes = [pid for pid in children if is_sandboxd(cmdline(pid))]
+            children_kib = sum(proc_status(pid).get("VmRSS", 0) for pid in children)
+            if status.get("VmRSS", 0) / 1024 > self.max_rss_mib:
+                self.exceeded.set()  # the benchmark stops before the machine runs out
+            self.samples.append(
+                {
+                    "rssMiB": status.get("VmRSS", 0) / 1024,
+                    "threads": status.get("Threads", 0),
+                    "sandboxProcesses": len(sandboxes),
+                    "childrenRssMiB": children_kib / 1024,
+                    "waiting": self.waiting,
+                }
+            )
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+def is_sandboxd(command: str) -> bool:
+    """sandboxd itself (not the prlimit/bubblewrap processes around it)."""
+    program = command.split(" ", 1)[0]
+    return "python" in program and "sandboxd.py" in command
+
+
+def _sessions_by_state(client: Client) -> dict[str, str]:
+    states: dict[str, str] = {}
+    for u in range(USERS):
+        cursor = None
+        while True:
+            query = {"limit": "100", **({"cursor": cursor} if cursor else {})}
+            page = client.call("GET", "/api/sessions", f"idle-{u}", params=query)
+            for s in page["sessions"]:
+                states[s["id"]] = s["lifecycleState"]
+            cursor = page["nextCursor"]
+            if not cursor:
+                break
+    return states
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def run(args: Any) -> dict[str, Any]:
+    count = args.sessions
+    env = {
+        "OPENAGENTS_IDLE_TIMEOUT_SECONDS": str(args.idle_timeout),
+        "OPENAGENTS_RATE_LIMIT_PER_MINUTE": "1000000",
+        "OPENAGENTS_PROVISION_ON_CREATE": "true",
+    }
+    with scratch("lifecycle") as home, runtime(home / "home", env) as rt:
+        client = Client(rt)
+        try:
+            return _measure(rt, client, count, args.idle_timeout, args.max_rss_gib * 1024)
+        finally:
+            client.close()
+
+
+def _settle(
+    client: Client,
+    order: list[tuple[str, str]],
+    sampler: Sampler,
+    deadline: float,
+) -> dict[str, str]:
+    """Poll until every session hibernated (or failed), or the deadline."""
+    states: dict[str, str] = {}
+    last_report = 0.0
+    count = len(order)
+    while time.monotonic() < deadline and not sampler.exceeded.is_set():
+        states = _sessions_by_state(client)
+        sampler.waiting = sum(1 for s in states.values() if s == "active")
+        done = sum(1 for s in states.values() if s in TERMINAL)
+        if time.monotonic() - last_report > 15:
+            say(f"lifecycle: {done}/{count} hibernated, {sampler.waiting} waiting")
+            last_report = time.monotonic()
+        if done == count:
+            break
+        time.sleep(0.5)
+    return states
+
+
+def _lateness(
+    client: Client, order: list[tuple[str, str]], idle: int
+) -> tuple[list[float], list[float]]:
+    """Seconds from hibernateAfter to the audit log's hibernating and hibernated entries.
+    Activation sets lastActivityAt = now and hibernateAfter = now + idle timeout; hibernation
+    clears hibernateAfter but keeps lastActivityAt, and nothing else moves it here."""
+    start_late, done_late = [], []
+    due: dict[str, int] = {}
+    for sid, user in order:
+        session = client.call("GET", f"/api/sessions/{sid}", user)["session"]
+        if not session["lastActivityAt"]:
+            continue
+        due[sid] = _ms(session["lastActivityAt"]) + idle * 1000
+        events = client.call("GET", f"/api/sessions/{sid}/events", user, params={"limit": "100"})
+        times = {e["type"]: _ms(e["at"]) for e in events["events"]}
+        if "sandbox.hibernating" in times:
+            start_late.append((times["sandbox.hibernating"] - due[sid]) / 1000)
+        if "sandbox.hibernated" in times:
+            done_late.append((times["sandbox.hibernated"] - due[sid]) / 1000)
+    return start_late, done_late
+
+
+def _measure(
+    rt: Runtime, client: Client, count: int, idle: int, max_rss_mib: float
+) -> dict[str, Any]:
+    time.sleep(2)  # the runtime's start-up sweep
+    baseline = proc_status(rt.pid)
+    sampler = Sampler(rt.pid, max_rss_mib)
+    sampler.start()
+    order: list[tuple[str, str]] = []
+    say(f"lifecycle: creating {count} sessions (idle timeout {idle} s)")
+    began = time.monotonic()
+
+    def create(i: int) -> tuple[str, str]:
+        user = f"idle-{i % USERS}"
+        body = client.call("POST", "/api/sessions", user, json={"title": f"idle {i}"})
+        return body["session"]["id"], user
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(create, i) for i in range(count)]
+        for future in futures:
+            order.append(future.result())
+            if sampler.exceeded.is_set():
+                for pending in futures:
+                    pending.cancel()
+                break
+    aborted = sampler.exceeded.is_set()
+    created = time.monotonic() - began
+    states = _settle(client, order, sampler, began + 120 + count * 1.5)
+    settled_status = proc_status(rt.pid)
+    settled = time.monotonic() - began
+    sampler.stop()
+    say("lifecycle: reading the audit logs")
+    start_late, done_late = _lateness(client, order, idle)
+    peaks = {
+        key: round(max((s[key] for s in sampler.samples), default=0), 1)
+        for key in ("rssMiB", "threads", "sandboxProcesses", "childrenRssMiB", "waiting")
+    }
+    return {
+        "sessions": len(order),
+        "requestedSessions": count,
+        "abortedAtRssMiB": round(max_rss_mib) if aborted or sampler.exceeded.is_set() else None,
+        "idleTimeoutSeconds": idle,
+        "createdSeconds": round(created, 1),
+        "settledSeconds": round(settled, 1),
+        "hibernated": sum(1 for s in states.values() if s == "hibernated"),
+        "failed": sum(1 for s in states.values() if s == "failed"),
+        "measured": len(start_late),
+        "latenessDecidedSeconds": {k: round(v, 3) for k, v in summary(start_late).items()},
+        "latenessHibernatedSeconds": {k: round(v, 3) for k, v in summary(done_late).items()},
+        "runtimeBaseline": {
+            "rssMiB": round(baseline.get("VmRSS", 0) / 1024, 1),
+            "threads": baseline.get("Threads", 0),
+        },
+        "runtimeSettled": {
+            "rssMiB": round(settled_status.get("VmRSS", 0) / 1024, 1),
+            "threads": settled_status.get("Threads", 0),
+        },
+        "peaks": peaks,
+        "samples": len(sampler.samples),
+    }
+
+
+def rows(result: dict[str, Any]) -> list[list[str]]:
+    d, h, p, b = (
+        result["latenessDecidedSeconds"],
+        result["latenessHibernatedSeconds"],
+        result["peaks"],
+        result["runtimeBaseline"],
+    )
+    n = result["sessions"]
+    aborted = result.get("abortedAtRssMiB")
+    note = (
+        [
+            [
+                "lifecycle: STOPPED EARLY",
+                f"{n} of {result['requestedSessions']} sessions",
+                f"the runtime passed {aborted} MiB (--max-rss-gib); numbers below are partial",
+            ]
+        ]
+        if aborted
+        else []
+    )
+    return [
+        *note,
+        [
+            f"lifecycle: {n} sessions, decided - hibernateAfter",
+            f"p50 {d.get('p50', 0):.2f} s",
+            f"min {d.get('min', 0):.2f}, p90 {d.get('p90', 0):.2f}, p99 {d.get('p99', 0):.2f}, "
+            f"max {d.get('max', 0):.2f} s (n={d.get('n', 0)})",
+        ],
+        [
+            f"lifecycle: {n} sessions, hibernated - hibernateAfter",
+            f"p50 {h.get('p50', 0):.2f} s",
+            f"min {h.get('min', 0):.2f}, p90 {h.get('p90', 0):.2f}, p99 {h.get('p99', 0):.2f}, "
+            f"max {h.get('max', 0):.2f} s; {result['hibernated']} hibernated, "
+            f"{result['failed']} failed, all settled in {result['settledSeconds']} s",
+        ],
+        [
+            "lifecycle: runtime while waiting",
+            f"{p['rssMiB']:.0f} MiB, {p['threads']:.0f} threads",
+            f"peaks (baseline {b['rssMiB']:.0f} MiB, {b['threads']} threads; after settling "
+            f"{result['runtimeSettled']['rssMiB']:.0f} MiB, "
+            f"{result['runtimeSettled']['threads']} threads); "
+            f"{p['waiting']:.0f} sessions waiting at once, {p['sandboxProcesses']:.0f} sandboxd "
+            f"alive using {p['childrenRssMiB']:.0f} MiB",
+        ],
+    ]
