@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from moto.server import ThreadedMotoServer
-from openagents.local.dynamodb import free_port
+from openagents.local.dynamodb import free_port, serialise_moto_dynamodb
 from openagents.settings import Settings
 from openagents.store import items
 
@@ -22,6 +22,7 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAgentsTest")
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
+    serialise_moto_dynamodb()  # as the one-machine runtime does
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

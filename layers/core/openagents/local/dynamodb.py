@@ -18,6 +18,26 @@ from openagents.store import items
 
 log = logging.getLogger(__name__)
 DUMP_FILE = "dynamodb.json"
+_serial = threading.RLock()
+
+
+def serialise_moto_dynamodb() -> None:
+    """moto's DynamoDB is not safe under concurrent requests: a cancelled transaction restores
+    a copy of the whole table, losing what other requests wrote meanwhile. DynamoDB itself
+    serialises conflicting writes, so on one machine moto answers one request at a time.
+    Process-wide (it patches moto's handler class); idempotent."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    if getattr(DynamoHandler.call_action, "openagents_serial", False):
+        return
+    original = DynamoHandler.call_action
+
+    def one_at_a_time(self: Any) -> Any:
+        with _serial:
+            return original(self)
+
+    one_at_a_time.openagents_serial = True  # type: ignore[attr-defined]
+    DynamoHandler.call_action = one_at_a_time  # type: ignore[method-assign]
 
 
 def free_port() -> int:
@@ -52,6 +72,7 @@ class LocalDynamo:
         )
 
     def start(self) -> None:
+        serialise_moto_dynamodb()
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._port, verbose=False)
