@@ -23,12 +23,13 @@ class NoMetrics:
         pass
 
 
-def wake_of(settings: Settings, fraction: float) -> tuple[datetime, datetime]:
-    """(hibernateAfter, the Wait's wake-up) for an active session due in ~10 s + fraction."""
+def wake_of(settings: Settings, fraction: float, ahead: float = 10) -> tuple[datetime, datetime]:
+    """(hibernateAfter, the Wait's wake-up) for an active session due in ``ahead`` s +
+    ``fraction`` (from the last whole second)."""
     container = build(settings, NoMetrics())
     session, _ = container.sessions.create(ALICE, NewSession(title="due"))
     now = datetime.now(UTC).replace(microsecond=0)
-    due = now + timedelta(seconds=10 + fraction)
+    due = now + timedelta(seconds=ahead + fraction)
     changes = with_due(
         session.model_copy(update={"lifecycle_state": LifecycleState.ACTIVE}),
         {
@@ -58,3 +59,18 @@ def test_a_due_time_on_a_whole_second_is_the_wake_up(settings: Settings) -> None
 def test_the_wake_up_is_never_before_the_due_time(settings: Settings) -> None:
     due, wake = wake_of(settings, 0.6)
     assert wake >= due, (wake, due)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run that wakes shortly before the due time sleeps the whole minimum wait again: "
+    "domain.lifecycle.wake_at = max(due, now + lifecycle_min_sleep_seconds) (5 s), so a session "
+    "due in 2 s is woken 3+ s late. moto's Wait truncates the remaining seconds "
+    "(int(delta.total_seconds())), so on one machine every run wakes up to 1 s early and "
+    "hibernation stays ~5 s late even with the rounded-up wakeAt (bench: lifecycle p50 4.9 s)",
+)
+def test_a_session_due_sooner_than_the_minimum_wait_is_woken_when_due(
+    settings: Settings,
+) -> None:
+    due, wake = wake_of(settings, 0.0, ahead=2)
+    assert wake - due < timedelta(seconds=1), (wake, due)
