@@ -120,6 +120,21 @@ class SandboxdOps(Protocol):
 ClientFactory = Callable[[str, str], SandboxdOps]  # (endpoint, token) -> client
 
 
+class SandboxExec(Protocol):
+    """sandboxd's exec, as the services that run commands in a sandbox see it."""
+
+    def exec(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> dict[str, Any]: ...
+
+
 class SandboxDriver(Protocol):
     name: str
 

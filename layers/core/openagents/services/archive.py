@@ -29,6 +29,7 @@ from openagents.git import GitHost
 from openagents.sandbox.port import (
     SandboxDriver,
     SandboxError,
+    SandboxExec,
     SandboxHandle,
     SandboxState,
     SnapshotRef,
@@ -118,17 +119,7 @@ class ArchiveFailed(Exception):
     """Finalisation failed; the error is recorded on the session and the caller retries."""
 
 
-class GitOps(Protocol):
-    def exec(
-        self,
-        command: str | None = None,
-        *,
-        argv: list[str] | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        timeout_seconds: float = 60,
-        max_output_bytes: int = 1 << 20,
-    ) -> dict[str, Any]: ...
+class GitOps(SandboxExec, Protocol):
     def git_branch(self) -> dict[str, Any]: ...
     def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
 

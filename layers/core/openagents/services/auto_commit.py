@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from openagents.domain.lifecycle import LOOPED_STATES
 from openagents.domain.models import AuditEntry, PrStatus, Repo, Session, pr_key
 from openagents.git import GitHost, GitHostError
-from openagents.sandbox.port import SandboxError, SandboxHandle
+from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.journal import Journal
@@ -43,17 +43,7 @@ GIT_ASKPASS="$helper" GIT_TERMINAL_PROMPT=0 git push -q -u origin "HEAD:refs/hea
 DEFAULT_BRANCH = "git symbolic-ref -q --short refs/remotes/origin/HEAD | sed 's|^origin/||'"
 
 
-class GitClient(Protocol):
-    def exec(
-        self,
-        command: str | None = None,
-        *,
-        argv: list[str] | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        timeout_seconds: float = 60,
-        max_output_bytes: int = 1 << 20,
-    ) -> dict[str, Any]: ...
+class GitClient(SandboxExec, Protocol):
     def git_status(self) -> dict[str, Any]: ...
 
 

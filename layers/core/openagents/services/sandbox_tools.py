@@ -12,7 +12,7 @@ from openagents.artifacts import ArtifactStore
 from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import SandboxError, SandboxHandle
+from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
 from openagents.services import Clock
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
@@ -21,16 +21,7 @@ ACTIVE = frozenset({LifecycleState.ACTIVE})
 NOT_RUNNING = "Sandbox is not running. Resume it first."
 
 
-class ToolsOps(Protocol):
-    def exec(
-        self,
-        *,
-        command: str | None = None,
-        argv: list[str] | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        timeout_seconds: int = 60,
-    ) -> dict[str, Any]: ...
+class ToolsOps(SandboxExec, Protocol):
     def list_files(self, path: str = ".", depth: int = 1) -> dict[str, Any]: ...
     def read_file(self, path: str, max_bytes: int = 1_048_576) -> dict[str, Any]: ...
     def git_status(self) -> dict[str, Any]: ...
