@@ -1,5 +1,5 @@
 """The one-machine runtime under concurrent users: ``openagents dev``'s DynamoDB (moto's server
-started by ``LocalDynamo``) behind the local server, fifty users posting messages at once. Every
+started by ``LocalDynamo``) behind the local server, thirty users posting messages at once. Every
 request succeeds and every acknowledged message can be read back. (moto answers concurrent
 transactions with HTTP 500 and a cancelled one restores a copy of the whole table, so the
 runtime serialises moto's DynamoDB requests, as DynamoDB serialises transactions.)"""
@@ -18,11 +18,11 @@ from openagents.settings import Settings
 from tests.support import HttpApi, local_server
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-USERS = 50
+USERS = 30
 POSTS = 2
 
 
-def test_fifty_users_posting_at_once_all_succeed(tmp_path: Path) -> None:
+def test_thirty_users_posting_at_once_all_succeed(tmp_path: Path) -> None:
     table = f"dev-{uuid.uuid4().hex[:8]}"
     dynamo = LocalDynamo(tmp_path / "home", table, "us-east-1")
     dynamo.start()
