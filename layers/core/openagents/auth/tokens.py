@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jwt
-
 from openagents.domain.errors import Unauthenticated
 from openagents.domain.identity import Identity
 
@@ -71,9 +69,13 @@ class LocalTokens:
             claims["name"] = name
         if machine:
             claims["gty"] = "client-credentials"
+        import jwt  # one machine only: AWS trusts the API Gateway authorizer (cold start)
+
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
     def verify(self, token: str) -> Identity:
+        import jwt  # one machine only (see mint)
+
         try:
             claims = jwt.decode(
                 token,
