@@ -26,6 +26,13 @@ from functions.api.app import create_app
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-tests"
 
 
+class NoMetrics:
+    """A metrics sink that drops everything (tests that do not look at metrics)."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        pass
+
+
 @dataclass
 class Reply:
     status: int

@@ -22,15 +22,10 @@ from openagents.sandbox.port import SandboxHandle, SandboxState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
-from tests.support import LambdaApi, git, make_origin, provisioning_runtime
+from tests.support import LambdaApi, NoMetrics, git, make_origin, provisioning_runtime
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
 BOB = Identity(user_id="bob", username="bob", name="Bob", email="b@example.com")
-
-
-class Counter:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 @pytest.fixture
@@ -46,7 +41,7 @@ def runtime(
         }
     )
     with provisioning_runtime(quick, moto_endpoint, monkeypatch) as live:
-        yield build(live, Counter())
+        yield build(live, NoMetrics())
 
 
 def wait_until(container: Container, session_id: str, check: Any, limit: float = 60) -> Session:
@@ -233,7 +228,7 @@ def test_webhook_signature_and_pr_closed_archives_matching_sessions(
     unset = LambdaApi(aws)
     assert unset.post("/api/github/webhook", {}, user=None).status == 500
     api = LambdaApi(aws.model_copy(update={"github_webhook_secret": secret}))
-    container = build(api.settings, Counter())
+    container = build(api.settings, NoMetrics())
     sessions = [
         container.sessions.create(ALICE, NewSession(repo_url="https://github.com/Acme/Widget"))[0]
         for _ in range(3)

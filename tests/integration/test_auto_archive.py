@@ -11,16 +11,13 @@ from openagents.domain.models import LifecycleState, ListFilter, SessionStatus
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
+from tests.support import NoMetrics
+
 ALICE = Identity(user_id="alice", username="alice")
 
 
-class Quiet:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
-
-
 def test_only_sessions_hibernated_longer_than_the_setting_are_archived(settings: Settings) -> None:
-    container = build(settings.model_copy(update={"auto_archive_days": 7}), Quiet())
+    container = build(settings.model_copy(update={"auto_archive_days": 7}), NoMetrics())
     store = container.sessions._store
     now = datetime.now(UTC)
     ages = {"ten-days": 10, "eight-days": 8, "one-day": 1}
@@ -56,5 +53,5 @@ def test_only_sessions_hibernated_longer_than_the_setting_are_archived(settings:
 
 
 def test_zero_days_disables_auto_archive(settings: Settings) -> None:
-    container = build(settings.model_copy(update={"auto_archive_days": 0}), Quiet())
+    container = build(settings.model_copy(update={"auto_archive_days": 0}), NoMetrics())
     assert container.archive.auto_archive() == {"stale": 0, "archived": 0}

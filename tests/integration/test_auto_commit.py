@@ -15,14 +15,9 @@ from openagents.git.local import LocalGitHost
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
-from tests.support import git, make_origin, provisioning_runtime
+from tests.support import NoMetrics, git, make_origin, provisioning_runtime
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
-
-
-class Quiet:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 @pytest.fixture
@@ -30,7 +25,7 @@ def runtime(
     settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Container]:
     with provisioning_runtime(settings, moto_endpoint, monkeypatch) as live:
-        yield build(live, Quiet())
+        yield build(live, NoMetrics())
 
 
 def active(container: Container, request: NewSession) -> Session:

@@ -21,15 +21,10 @@ from openagents.sandbox.port import SandboxHandle, SandboxState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
-from tests.support import make_origin, provisioning_runtime
+from tests.support import NoMetrics, make_origin, provisioning_runtime
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
 FINGERPRINT = "find . -path ./.git -prune -o -type f -print0 | sort -z | xargs -0 sha256sum"
-
-
-class Counter:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 @pytest.fixture
@@ -45,7 +40,7 @@ def runtime(
         }
     )
     with provisioning_runtime(quick, moto_endpoint, monkeypatch) as live:
-        yield build(live, Counter())
+        yield build(live, NoMetrics())
 
 
 def wait_for(

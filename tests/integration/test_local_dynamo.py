@@ -18,12 +18,9 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
 
+from tests.support import NoMetrics
+
 ALICE = Identity(user_id="alice", username="alice")
-
-
-class NoMetrics:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 @pytest.fixture

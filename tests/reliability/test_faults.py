@@ -36,15 +36,10 @@ from tests.reliability.conftest import (
     tool,
     wait_state,
 )
-from tests.support import HttpApi
+from tests.support import HttpApi, NoMetrics
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 BIG = "head -c 60000000 /dev/urandom > big.bin"  # random: streams for a while, never shrinks
-
-
-class NoMetrics:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 def until(check: Callable[[], Any], limit: float = 30, step: float = 0.02) -> Any:

@@ -14,13 +14,10 @@ from openagents.domain.models import LifecycleState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
+from tests.support import NoMetrics
+
 pytestmark = pytest.mark.timeout(60)
 ALICE = Identity(user_id="alice", username="alice")
-
-
-class NoMetrics:
-    def count(self, name: str, value: int = 1) -> None:
-        pass
 
 
 def wake_of(settings: Settings, fraction: float, ahead: float = 10) -> tuple[datetime, datetime]:
