@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Mode(StrEnum):
@@ -77,6 +78,25 @@ class Settings(BaseSettings):
     waf_bot_header: str = "x-amzn-waf-bot-category"
 
     default_model_id: str = "openai/gpt-5.4"
+
+    # --- models (the agent's model port, openagents/agent/models; docs/agent.md "Models") ---
+    # model ids offered to chats, `provider/model`, comma-separated; the first is the default
+    models: Annotated[tuple[str, ...], NoDecode] = ()
+    openai_base_url: str | None = None  # any OpenAI-compatible endpoint (Ollama, vLLM, LiteLLM)
+    openai_api_key: SecretStr | None = None
+    scripted_model_file: Path | None = None  # local mode: offers `scripted/default`
+    model_context_windows: dict[str, int] = {}  # JSON {modelId: tokens}
+    default_context_window: int = Field(default=128_000, ge=1024)  # models not in that map
+    model_max_attempts: int = Field(default=4, ge=1, le=10)  # tries of a throttled model call
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    # --- end of models ---
 
     # sandboxes and workflows
     provision_on_create: bool = True  # POST /api/sessions kicks the provisioning workflow
