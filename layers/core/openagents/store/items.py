@@ -38,22 +38,9 @@ from pynamodb.indexes import (
 )
 from pynamodb.models import Model
 
-LIST_FIELDS = [
-    "id",
-    "title",
-    "status",
-    "repoOwner",
-    "repoName",
-    "branch",
-    "linesAdded",
-    "linesRemoved",
-    "prNumber",
-    "prStatus",
-    "lifecycleState",
-    "createdAt",
-    "updatedAt",
-    "chats",
-]  # fmt: skip  (userId is a key of byUser and part of userStatus: never a projected attribute)
+from openagents.store.keys import LIST_FIELDS
+
+__all__ = ["LIST_FIELDS"]
 
 
 class _Base(Model):

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from pynamodb.attributes import MapAttribute
 from pynamodb.expressions.update import Action
@@ -15,32 +13,40 @@ from openagents.domain.models import (
     AuditEntry,
     Chat,
     ChatMark,
-    Message,
-    Page,
-    Role,
     Session,
     pr_key,
 )
-from openagents.domain.naming import chat_title_from_text
-from openagents.store import cursor
 from openagents.store.items import AuditItem, ChatItem, SessionItem
+from openagents.store.keys import (
+    CREATED_KEY,
+    EVENT_SK,
+    MESSAGE_SK,
+    SESSION_SK,
+    created_key,
+    event_sk,
+    first_message_title,
+    iso,
+    iso_or_none,
+    mark_map,
+    marks_of,
+    page_of,
+    parse_dt,
+)
 
-SESSION_SK = "SESSION"
-CREATED_KEY = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
-MESSAGE_SK = re.compile(r"M#\d{13}#[^\s]{1,200}")
-EVENT_SK = re.compile(r"E#\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
-
-
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat()
-
-
-def iso_or_none(value: datetime | None) -> str | None:
-    return None if value is None else iso(value)
-
-
-def parse_dt(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+__all__ = [
+    "CREATED_KEY",
+    "EVENT_SK",
+    "MESSAGE_SK",
+    "SESSION_SK",
+    "created_key",
+    "event_sk",
+    "first_message_title",
+    "iso",
+    "iso_or_none",
+    "mark_map",
+    "page_of",
+    "parse_dt",
+]
 
 
 def session_pk(session_id: str) -> str:
@@ -66,51 +72,6 @@ def set_or_remove(name: str, value: Any) -> Action:
     return attribute.set(value)  # type: ignore[no-any-return]
 
 
-T = TypeVar("T")
-
-
-def page_of(items: list[T], limit: int, sort_key: Callable[[T], str]) -> Page[T]:
-    """Items were fetched with ``limit + 1``: the extra one only tells that more exist."""
-    if len(items) <= limit:
-        return Page[T](items=items, cursor=None)
-    kept = items[:limit]
-    return Page[T](items=kept, cursor=cursor.encode(sort_key(kept[-1])))
-
-
-def created_key(session: Session) -> str:
-    return f"{iso(session.created_at)}#{session.id}"
-
-
-def event_sk(entry: AuditEntry) -> str:
-    return f"E#{iso(entry.at)}#{entry.id}"
-
-
-def first_message_title(chat: Chat, message: Message) -> str | None:
-    if message.role is not Role.USER or chat.message_count != 0:
-        return None
-    parts = message.parts.get("parts")
-    texts: Iterable[Any] = parts if isinstance(parts, list) else []
-    text = " ".join(
-        str(part.get("text", ""))
-        for part in texts
-        if isinstance(part, dict) and part.get("type") == "text"
-    )
-    return chat_title_from_text(text)
-
-
-def mark_map(mark: ChatMark) -> dict[str, Any]:
-    return {
-        key: value
-        for key, value in {
-            "createdAt": iso(mark.created_at),
-            "updatedAt": iso(mark.updated_at),
-            "lastAssistantMessageAt": iso_or_none(mark.last_assistant_message_at),
-            "lastReadAt": iso_or_none(mark.last_read_at),
-        }.items()
-        if value is not None
-    }
-
-
 def plain(raw: Any) -> dict[str, Any]:
     """A raw MapAttribute (or a plain dict) as a plain dict."""
     if isinstance(raw, MapAttribute):
@@ -119,17 +80,7 @@ def plain(raw: Any) -> dict[str, Any]:
 
 
 def marks(raw: Any) -> dict[str, ChatMark]:
-    data: dict[str, Any] = plain(raw)
-    return {
-        chat_id: ChatMark(
-            created_at=datetime.fromisoformat(entry["createdAt"]),
-            updated_at=datetime.fromisoformat(entry["updatedAt"]),
-            last_assistant_message_at=parse_dt(entry.get("lastAssistantMessageAt")),
-            last_read_at=parse_dt(entry.get("lastReadAt")),
-            streaming=bool(entry.get("streaming", False)),
-        )
-        for chat_id, entry in data.items()
-    }
+    return marks_of(plain(raw))
 
 
 def session_item(session: Session) -> SessionItem:

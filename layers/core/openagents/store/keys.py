@@ -1,0 +1,109 @@
+"""Sort keys, time formats and page cutting shared by both store adapters (no PynamoDB here:
+the SQLite adapter imports this module, the DynamoDB adapter's ``mapping`` re-exports it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from openagents.domain.models import AuditEntry, Chat, ChatMark, Message, Page, Role, Session
+from openagents.domain.naming import chat_title_from_text
+from openagents.store import cursor
+
+SESSION_SK = "SESSION"
+CREATED_KEY = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
+MESSAGE_SK = re.compile(r"M#\d{13}#[^\s]{1,200}")
+EVENT_SK = re.compile(r"E#\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
+LIST_FIELDS = [
+    "id",
+    "title",
+    "status",
+    "repoOwner",
+    "repoName",
+    "branch",
+    "linesAdded",
+    "linesRemoved",
+    "prNumber",
+    "prStatus",
+    "lifecycleState",
+    "createdAt",
+    "updatedAt",
+    "chats",
+]  # fmt: skip  (userId is a key of byUser and part of userStatus: never a projected attribute)
+ITEM_LIMIT_BYTES = 400 * 1024  # DynamoDB's item size limit, which both adapters keep
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat()
+
+
+def iso_or_none(value: datetime | None) -> str | None:
+    return None if value is None else iso(value)
+
+
+def parse_dt(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+T = TypeVar("T")
+
+
+def page_of(items: list[T], limit: int, sort_key: Callable[[T], str]) -> Page[T]:
+    """Items were fetched with ``limit + 1``: the extra one only tells that more exist."""
+    if len(items) <= limit:
+        return Page[T](items=items, cursor=None)
+    kept = items[:limit]
+    return Page[T](items=kept, cursor=cursor.encode(sort_key(kept[-1])))
+
+
+def created_key(session: Session) -> str:
+    return f"{iso(session.created_at)}#{session.id}"
+
+
+def event_sk(entry: AuditEntry) -> str:
+    return f"E#{iso(entry.at)}#{entry.id}"
+
+
+def message_sk(message: Message) -> str:
+    return f"M#{int(message.created_at.timestamp() * 1000):013d}#{message.id}"
+
+
+def first_message_title(chat: Chat, message: Message) -> str | None:
+    if message.role is not Role.USER or chat.message_count != 0:
+        return None
+    parts = message.parts.get("parts")
+    texts: Iterable[Any] = parts if isinstance(parts, list) else []
+    text = " ".join(
+        str(part.get("text", ""))
+        for part in texts
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+    return chat_title_from_text(text)
+
+
+def mark_map(mark: ChatMark) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in {
+            "createdAt": iso(mark.created_at),
+            "updatedAt": iso(mark.updated_at),
+            "lastAssistantMessageAt": iso_or_none(mark.last_assistant_message_at),
+            "lastReadAt": iso_or_none(mark.last_read_at),
+        }.items()
+        if value is not None
+    }
+
+
+def marks_of(data: dict[str, Any]) -> dict[str, ChatMark]:
+    return {
+        chat_id: ChatMark(
+            created_at=datetime.fromisoformat(entry["createdAt"]),
+            updated_at=datetime.fromisoformat(entry["updatedAt"]),
+            last_assistant_message_at=parse_dt(entry.get("lastAssistantMessageAt")),
+            last_read_at=parse_dt(entry.get("lastReadAt")),
+            streaming=bool(entry.get("streaming", False)),
+        )
+        for chat_id, entry in data.items()
+    }

@@ -1,0 +1,644 @@
+"""The store on SQLite (stdlib ``sqlite3``): the one-machine runtime's embedded, durable store.
+
+Same semantics as the DynamoDB adapter (one contract suite runs against both): every write is
+one ``BEGIN IMMEDIATE`` transaction, so its conditions are checked and its rows written
+atomically, all or nothing; the same port errors; the same cursors; large message bodies in
+the artifact store.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from openagents.artifacts import ArtifactStore
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    ChatMark,
+    LifecycleState,
+    ListFilter,
+    Message,
+    Page,
+    Preferences,
+    Role,
+    Session,
+    SessionStatus,
+    pr_key,
+)
+from openagents.store import cursor
+from openagents.store.keys import (
+    CREATED_KEY,
+    EVENT_SK,
+    MESSAGE_SK,
+    created_key,
+    event_sk,
+    first_message_title,
+    iso,
+    message_sk,
+    page_of,
+)
+from openagents.store.port import (
+    LIFECYCLE_FIELDS,
+    Activity,
+    ChatIdTaken,
+    Gone,
+    LastChat,
+    MessageIdTaken,
+    RateLimitExceeded,
+    RateWindow,
+    StaleState,
+    TitleTaken,
+    TooManyChats,
+    UpsertResult,
+    UserRecord,
+)
+from openagents.store.sqlite_rows import (
+    chat_data,
+    insert_entry,
+    insert_session,
+    read_chat,
+    read_session,
+    session_columns,
+    to_chat,
+    to_entry,
+    to_listed,
+    to_session,
+    update_session,
+    with_changes,
+    write_chat,
+)
+from openagents.store.sqlite_schema import Database, guard
+
+__all__ = ["SqliteStore"]
+RUNNING = (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
+
+
+def _check_fields(changes: dict[str, Any]) -> None:
+    unknown = set(changes) - LIFECYCLE_FIELDS
+    if unknown:
+        raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
+
+
+def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
+    db.execute(
+        "INSERT INTO profiles (user_id, archived_count) VALUES (?, ?)"
+        " ON CONFLICT (user_id) DO UPDATE SET"
+        " archived_count = archived_count + excluded.archived_count",
+        (user_id, delta),
+    )
+
+
+class SqliteStore:
+    """``Store`` on one SQLite file (``<OPENAGENTS_HOME>/openagents.db``)."""
+
+    def __init__(self, path: Path, artifacts: ArtifactStore, inline_message_bytes: int) -> None:
+        self.db = Database(path)
+        self._artifacts = artifacts
+        self._inline = inline_message_bytes
+
+    # ------------------------------------------------------------------ users
+
+    @guard
+    def get_user(self, user_id: str) -> UserRecord:
+        row = (
+            self.db.connection()
+            .execute(
+                "SELECT default_model_id, auto_commit_push, auto_create_pr, archived_count"
+                " FROM profiles WHERE user_id = ?",
+                (user_id,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return UserRecord(preferences=Preferences(), archived_count=0)
+        prefs = Preferences(
+            default_model_id=row[0], auto_commit_push=bool(row[1]), auto_create_pr=bool(row[2])
+        )
+        return UserRecord(preferences=prefs, archived_count=int(row[3]))
+
+    @guard
+    def put_preferences(self, user_id: str, preferences: Preferences) -> None:
+        with self.db.transaction() as db:
+            db.execute(
+                "INSERT INTO profiles (user_id, default_model_id, auto_commit_push, auto_create_pr)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+                " default_model_id = excluded.default_model_id,"
+                " auto_commit_push = excluded.auto_commit_push,"
+                " auto_create_pr = excluded.auto_create_pr",
+                (
+                    user_id,
+                    preferences.default_model_id or None,
+                    preferences.auto_commit_push,
+                    preferences.auto_create_pr,
+                ),
+            )
+
+    @guard
+    def used_titles(self, user_id: str) -> set[str]:
+        rows = self.db.connection().execute(
+            "SELECT DISTINCT title FROM titles WHERE user_id = ?", (user_id,)
+        )
+        return {row[0] for row in rows}
+
+    # --------------------------------------------------------------- sessions
+
+    @guard
+    def create_session(
+        self,
+        session: Session,
+        chat: Chat,
+        entry: AuditEntry,
+        *,
+        claim_title: bool,
+        rate: RateWindow,
+    ) -> None:
+        user = session.user_id
+        key = f"R#{rate.action}#{int(rate.starts_at.timestamp())}"
+        now = int(datetime.now(UTC).timestamp())
+        with self.db.transaction() as db:
+            db.execute("DELETE FROM counters WHERE user_id = ? AND expires_at < ?", (user, now))
+            row = db.execute(
+                "SELECT hits FROM counters WHERE user_id = ? AND key = ?", (user, key)
+            ).fetchone()
+            if row is not None and row[0] >= rate.limit:
+                raise RateLimitExceeded(rate.ends_at)
+            if claim_title and self._title_taken(db, user, session.title):
+                raise TitleTaken
+            insert_session(db, session)
+            db.execute(
+                "INSERT INTO chats (id, session_id, data) VALUES (?, ?, ?)",
+                (chat.id, chat.session_id, chat_data(chat)),
+            )
+            insert_entry(db, entry)
+            db.execute(
+                "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
+                (user, session.title, session.id),
+            )
+            db.execute(
+                "INSERT INTO counters (user_id, key, hits, expires_at) VALUES (?, ?, 1, ?)"
+                " ON CONFLICT (user_id, key) DO UPDATE SET hits = hits + 1,"
+                " expires_at = excluded.expires_at",
+                (user, key, int(rate.ends_at.timestamp()) + 60),
+            )
+
+    @staticmethod
+    def _title_taken(db: sqlite3.Connection, user_id: str, title: str) -> bool:
+        query = "SELECT 1 FROM titles WHERE user_id = ? AND title = ? LIMIT 1"
+        return db.execute(query, (user_id, title)).fetchone() is not None
+
+    @guard
+    def get_session(self, session_id: str) -> Session | None:
+        return read_session(self.db.connection(), session_id)
+
+    @guard
+    def list_sessions(
+        self, user_id: str, which: ListFilter, limit: int, cursor_: str | None
+    ) -> Page[Session]:
+        where, params = "user_id = ?", [user_id]
+        if which is not ListFilter.ALL:
+            archived = which is ListFilter.ARCHIVED
+            status = SessionStatus.ARCHIVED if archived else SessionStatus.RUNNING
+            where, params = where + " AND status = ?", [*params, status.value]
+        if cursor_:
+            where, params = (
+                where + " AND created_key < ?",
+                [
+                    *params,
+                    cursor.decode(cursor_, CREATED_KEY),
+                ],
+            )
+        rows = self.db.connection().execute(
+            f"SELECT data FROM sessions WHERE {where} ORDER BY created_key DESC LIMIT ?",  # noqa: S608 - our own clauses
+            (*params, limit + 1),
+        )
+        return page_of([to_listed(row[0]) for row in rows], limit, created_key)
+
+    @guard
+    def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
+        with self.db.transaction() as db:
+            stored = read_session(db, session.id)
+            if stored is None:
+                raise Gone
+            update_session(db, stored.model_copy(update={"title": title, "updated_at": entry.at}))
+            db.execute(
+                "DELETE FROM titles WHERE user_id = ? AND title = ? AND session_id = ?",
+                (session.user_id, session.title, session.id),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
+                (session.user_id, title, session.id),
+            )
+            insert_entry(db, entry)
+        return session.model_copy(update={"title": title, "updated_at": entry.at})
+
+    @guard
+    def set_status(
+        self,
+        session: Session,
+        status: SessionStatus,
+        lifecycle_state: LifecycleState | None,
+        entry: AuditEntry,
+        changes: dict[str, Any] | None = None,
+    ) -> Session:
+        """Archive or unarchive, conditional on the status the caller read."""
+        extra = dict(changes or {})
+        extra.pop("lifecycle_state", None)
+        _check_fields(extra)
+        delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
+        update = {
+            **extra,
+            "status": status,
+            "lifecycle_state": lifecycle_state,
+            "updated_at": entry.at,
+        }
+        with self.db.transaction() as db:
+            stored = read_session(db, session.id)
+            if stored is None or stored.status is not session.status:
+                raise StaleState
+            updated, columns = with_changes(stored, update)
+            update_session(db, updated, columns)
+            if delta:
+                _archived_delta(db, session.user_id, delta)
+            insert_entry(db, entry)
+        known = {name: value for name, value in update.items() if name in Session.model_fields}
+        return session.model_copy(update=known)
+
+    @guard
+    def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]:
+        key = pr_key(owner, name, number)
+        if key is None:
+            return []
+        rows = self.db.connection().execute("SELECT data FROM sessions WHERE pr_key = ?", (key,))
+        return [to_session(row[0]) for row in rows]
+
+    @guard
+    def delete_session(self, session: Session) -> None:
+        """The session and everything under it, in one transaction; then the large bodies."""
+        with self.db.transaction() as db:
+            if read_session(db, session.id) is None:
+                raise Gone
+            db.execute(
+                "DELETE FROM titles WHERE user_id = ? AND title = ? AND session_id = ?",
+                (session.user_id, session.title, session.id),
+            )
+            if session.status is SessionStatus.ARCHIVED:
+                _archived_delta(db, session.user_id, -1)
+            chats = [
+                row[0]
+                for row in db.execute("SELECT id FROM chats WHERE session_id = ?", (session.id,))
+            ]
+            refs = [ref for chat_id in chats for ref in self._delete_messages(db, chat_id)]
+            db.execute("DELETE FROM chats WHERE session_id = ?", (session.id,))
+            db.execute("DELETE FROM audit WHERE session_id = ?", (session.id,))
+            db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
+        for ref in refs:
+            self._drop_body(ref)
+
+    @guard
+    def transition(
+        self,
+        session_id: str,
+        *,
+        expect: frozenset[LifecycleState],
+        changes: dict[str, Any],
+        entry: AuditEntry | None,
+        generation: int | None = None,
+        lease: str | None = None,
+        bump_version: bool = False,
+    ) -> Session:
+        """Conditional lifecycle write: only from an expected state (and sandbox generation,
+        and lifecycle lease)."""
+        _check_fields(changes)
+        with self.db.transaction() as db:
+            stored = read_session(db, session_id)
+            if (
+                stored is None
+                or stored.lifecycle_state not in expect
+                or (generation is not None and stored.sandbox_generation != generation)
+                or (lease is not None and stored.lifecycle_run_id != lease)
+            ):
+                raise StaleState
+            update: dict[str, Any] = {**changes, "updated_at": datetime.now(UTC)}
+            if bump_version:
+                update["lifecycle_version"] = stored.lifecycle_version + 1
+            updated, columns = with_changes(stored, update)
+            update_session(db, updated, columns)
+            if entry is not None:
+                insert_entry(db, entry)
+        return updated
+
+    @guard
+    def claim_generation(self, session_id: str, generation: int) -> bool:
+        """Claim sandbox ``generation`` for a start; False if it is already claimed (a retry)."""
+        with self.db.transaction() as db:
+            stored = read_session(db, session_id)
+            if stored is None:
+                raise Gone
+            if stored.sandbox_generation == generation:
+                return False
+            if stored.sandbox_generation > generation:
+                raise StaleState
+            update_session(db, stored.model_copy(update={"sandbox_generation": generation}))
+        return True
+
+    @guard
+    def claim_lease(
+        self,
+        session_id: str,
+        run_id: str,
+        stale_due_before: datetime,
+        *,
+        replace_active: bool = False,
+    ) -> bool:
+        """Take the lifecycle lease: free, ours, held by a long-overdue run, or (with
+        ``replace_active``) any lease of an active session."""
+        with self.db.transaction() as db:
+            stored = read_session(db, session_id)
+            if stored is None or stored.lifecycle_state not in RUNNING:
+                return False
+            due_at = (session_columns(db, session_id) or {}).get("due_at")
+            takeable = (
+                stored.lifecycle_run_id in (None, run_id)
+                or (due_at is not None and due_at < iso(stale_due_before))
+                or (replace_active and stored.lifecycle_state is LifecycleState.ACTIVE)
+            )
+            if not takeable:
+                return False
+            update_session(db, stored.model_copy(update={"lifecycle_run_id": run_id}))
+        return True
+
+    @guard
+    def release_lease(self, session_id: str, run_id: str) -> None:
+        with self.db.transaction() as db:
+            stored = read_session(db, session_id)
+            if stored is not None and stored.lifecycle_run_id == run_id:
+                update_session(db, stored.model_copy(update={"lifecycle_run_id": None}))
+
+    @guard
+    def overdue(self, now: datetime) -> list[str]:
+        rows = self.db.connection().execute(
+            "SELECT id FROM sessions WHERE due_shard IS NOT NULL AND due_at IS NOT NULL"
+            " AND due_at <= ? ORDER BY due_at",
+            (iso(now),),
+        )
+        return [row[0] for row in rows]
+
+    @guard
+    def hibernated_before(self, moment: datetime) -> list[str]:
+        rows = self.db.connection().execute(
+            "SELECT id FROM sessions WHERE idle_shard IS NOT NULL AND hibernated_at IS NOT NULL"
+            " AND hibernated_at < ? ORDER BY hibernated_at",
+            (iso(moment),),
+        )
+        return [row[0] for row in rows]
+
+    @guard
+    def append_entry(self, entry: AuditEntry) -> None:
+        with self.db.transaction() as db:
+            insert_entry(db, entry)
+
+    @guard
+    def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
+        after = cursor.decode(cursor_, EVENT_SK) if cursor_ else ""
+        rows = self.db.connection().execute(
+            "SELECT data FROM audit WHERE session_id = ? AND sk > ? ORDER BY sk LIMIT ?",
+            (session_id, after, limit + 1),
+        )
+        return page_of([to_entry(row[0]) for row in rows], limit, event_sk)
+
+    # ------------------------------------------------------------------ chats
+
+    @guard
+    def get_chat(self, session_id: str, chat_id: str) -> Chat | None:
+        chat = read_chat(self.db.connection(), chat_id)
+        return chat if chat is not None and chat.session_id == session_id else None
+
+    @guard
+    def list_chats(self, session_id: str) -> list[Chat]:
+        rows = self.db.connection().execute(
+            "SELECT data FROM chats WHERE session_id = ?", (session_id,)
+        )
+        return sorted((to_chat(row[0]) for row in rows), key=lambda c: (c.created_at, c.id))
+
+    @guard
+    def create_chat(self, session: Session, chat: Chat, max_chats: int) -> None:
+        with self.db.transaction() as db:
+            taken = db.execute("SELECT session_id FROM chats WHERE id = ?", (chat.id,)).fetchone()
+            if taken is not None:
+                raise ChatIdTaken(taken[0])
+            stored = read_session(db, session.id)
+            if stored is None:
+                raise Gone
+            if len(stored.chats) >= max_chats:
+                raise TooManyChats
+            mark = ChatMark(created_at=chat.created_at, updated_at=chat.updated_at)
+            write_chat(db, chat)
+            update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat.id: mark}}))
+
+    @guard
+    def update_chat(
+        self, chat: Chat, *, title: str | None, model_id: str | None, at: datetime
+    ) -> Chat:
+        changes: dict[str, Any] = {"updated_at": at}
+        if title is not None:
+            changes["title"] = title
+        if model_id is not None:
+            changes["model_id"] = model_id
+        with self.db.transaction() as db:
+            stored_chat = self._chat_of(db, chat.session_id, chat.id)
+            stored = read_session(db, chat.session_id)
+            if stored_chat is None or stored is None or chat.id not in stored.chats:
+                raise Gone
+            write_chat(db, stored_chat.model_copy(update=changes))
+            self._touch_mark(db, stored, chat.id, updated_at=at)
+        return chat.model_copy(update=changes)
+
+    @guard
+    def delete_chat(self, session: Session, chat_id: str) -> None:
+        with self.db.transaction() as db:
+            if self._chat_of(db, session.id, chat_id) is None:
+                raise Gone
+            stored = read_session(db, session.id)
+            if stored is None or len(stored.chats) <= 1:
+                raise LastChat
+            db.execute("DELETE FROM chats WHERE id = ?", (chat_id,))
+            chats = {key: mark for key, mark in stored.chats.items() if key != chat_id}
+            update_session(db, stored.model_copy(update={"chats": chats}))
+            refs = self._delete_messages(db, chat_id)
+        for ref in refs:
+            self._drop_body(ref)
+
+    @guard
+    def mark_read(self, session: Session, chat_id: str, at: datetime) -> None:
+        with self.db.transaction() as db:
+            stored = read_session(db, session.id)
+            if stored is None or chat_id not in stored.chats:
+                raise Gone
+            self._touch_mark(db, stored, chat_id, last_read_at=at)
+
+    # --------------------------------------------------------------- messages
+
+    @guard
+    def put_message(
+        self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
+    ) -> UpsertResult:
+        body, body_ref = self._store_body(message)
+        try:
+            with self.db.transaction() as db:
+                result, old_ref = self._upsert(db, session, chat, message, body, body_ref, activity)
+        except BaseException:
+            self._drop_body(body_ref)
+            raise
+        if result == "unchanged":
+            self._drop_body(body_ref)
+        self._drop_body(old_ref)
+        return result
+
+    def _upsert(
+        self,
+        db: sqlite3.Connection,
+        session: Session,
+        chat: Chat,
+        message: Message,
+        body: str | None,
+        body_ref: str | None,
+        activity: Activity | None,
+    ) -> tuple[UpsertResult, str | None]:
+        claim = db.execute(
+            "SELECT chat_id, role, sk, body_ref FROM messages WHERE id = ?", (message.id,)
+        ).fetchone()
+        if claim is not None:
+            if claim[0] != chat.id or claim[1] != message.role.value:
+                raise MessageIdTaken
+            if message.role is Role.USER:  # user messages are immutable once written
+                return "unchanged", None
+            db.execute(
+                "UPDATE messages SET body = ?, body_ref = ? WHERE chat_id = ? AND sk = ?",
+                (body, body_ref, chat.id, claim[2]),
+            )
+            return "updated", claim[3]
+        stored_chat = self._chat_of(db, session.id, chat.id)
+        stored = read_session(db, session.id)
+        if stored_chat is None or stored is None or chat.id not in stored.chats:
+            raise Gone
+        db.execute(
+            "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                chat.id,
+                message_sk(message),
+                message.id,
+                message.role.value,
+                body,
+                body_ref,
+                iso(message.created_at),
+            ),
+        )
+        self._count_message(db, stored_chat, message)
+        self._record_activity(db, stored, chat.id, message, activity)
+        return "inserted", None
+
+    @staticmethod
+    def _count_message(db: sqlite3.Connection, chat: Chat, message: Message) -> None:
+        changes: dict[str, Any] = {
+            "updated_at": message.created_at,
+            "message_count": chat.message_count + 1,
+        }
+        title = first_message_title(chat, message)  # only the chat's first message names it
+        if title is not None:
+            changes["title"] = title
+        if message.role is Role.ASSISTANT:
+            changes["last_assistant_message_at"] = message.created_at
+        write_chat(db, chat.model_copy(update=changes))
+
+    def _record_activity(
+        self,
+        db: sqlite3.Connection,
+        stored: Session,
+        chat_id: str,
+        message: Message,
+        activity: Activity | None,
+    ) -> None:
+        mark: dict[str, Any] = {"updated_at": message.created_at}
+        if message.role is Role.ASSISTANT:
+            mark["last_assistant_message_at"] = message.created_at
+        chats = {**stored.chats, chat_id: stored.chats[chat_id].model_copy(update=mark)}
+        changes: dict[str, Any] = {"chats": chats}
+        columns: dict[str, Any] = {}
+        if activity is not None:
+            changes |= {
+                "last_activity_at": activity.at,
+                "hibernate_after": activity.hibernate_after,
+            }
+            columns = {
+                "due_at": None if activity.due_at is None else iso(activity.due_at),
+                "due_shard": activity.due_shard,
+            }
+        update_session(db, stored.model_copy(update=changes), columns)
+
+    @guard
+    def list_messages(self, chat_id: str, limit: int, cursor_: str | None) -> Page[Message]:
+        after = cursor.decode(cursor_, MESSAGE_SK) if cursor_ else ""
+        rows = list(
+            self.db.connection().execute(
+                "SELECT sk, id, role, body, body_ref, created_at FROM messages"
+                " WHERE chat_id = ? AND sk > ? ORDER BY sk LIMIT ?",
+                (chat_id, after, limit + 1),
+            )
+        )
+        page = page_of(rows, limit, lambda row: str(row[0]))
+        return Page[Message](
+            items=[self._message(chat_id, row) for row in page.items], cursor=page.cursor
+        )
+
+    # ---------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _chat_of(db: sqlite3.Connection, session_id: str, chat_id: str) -> Chat | None:
+        chat = read_chat(db, chat_id)
+        return chat if chat is not None and chat.session_id == session_id else None
+
+    @staticmethod
+    def _touch_mark(db: sqlite3.Connection, stored: Session, chat_id: str, **fields: Any) -> None:
+        mark = stored.chats[chat_id].model_copy(update=fields)
+        update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
+
+    @staticmethod
+    def _delete_messages(db: sqlite3.Connection, chat_id: str) -> list[str]:
+        refs = [
+            str(row[0])
+            for row in db.execute(
+                "SELECT body_ref FROM messages WHERE chat_id = ? AND body_ref IS NOT NULL",
+                (chat_id,),
+            )
+        ]
+        db.execute("DELETE FROM messages WHERE chat_id = ?", (chat_id,))
+        return refs
+
+    def _store_body(self, message: Message) -> tuple[str | None, str | None]:
+        body = json.dumps(message.parts, separators=(",", ":"), ensure_ascii=False)
+        if len(body.encode()) <= self._inline:
+            return body, None
+        key = f"messages/{message.chat_id}/{message.id}/{secrets.token_hex(8)}.json"
+        self._artifacts.put(key, body.encode())
+        return None, key
+
+    def _drop_body(self, body_ref: str | None) -> None:
+        if body_ref:
+            self._artifacts.delete(body_ref)
+
+    def _message(self, chat_id: str, row: Any) -> Message:
+        _, message_id, role, body, body_ref, created_at = row
+        text = body if body is not None else self._artifacts.get(body_ref).decode()
+        return Message(
+            id=message_id,
+            chat_id=chat_id,
+            role=Role(role),
+            parts=json.loads(text),
+            created_at=datetime.fromisoformat(created_at),
+        )

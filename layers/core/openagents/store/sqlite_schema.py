@@ -1,0 +1,153 @@
+"""The SQLite database under the one-machine store: schema, connections and transactions.
+
+Durable and concurrent without a Python lock: WAL (readers never wait for the writer),
+``synchronous=FULL`` (a committed transaction survives a crash or power loss), one connection
+per thread, and every write a ``BEGIN IMMEDIATE`` transaction that takes SQLite's write lock up
+front, so a read-check-write inside it is atomic; other writers wait up to the busy timeout.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from openagents.domain.errors import Unavailable
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+
+# One table per kind of item; the domain object as JSON in ``data``, and as columns only what
+# is looked up, ordered or indexed. The partial indexes are the sparse indexes of DynamoDB.
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_key TEXT NOT NULL,
+        due_shard TEXT,
+        due_at TEXT,
+        idle_shard TEXT,
+        hibernated_at TEXT,
+        pr_key TEXT,
+        data TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (user_id, created_key)",
+    "CREATE INDEX IF NOT EXISTS sessions_by_user_status ON sessions (user_id, status, created_key)",
+    """CREATE INDEX IF NOT EXISTS sessions_overdue ON sessions (due_at)
+        WHERE due_shard IS NOT NULL AND due_at IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS sessions_idle ON sessions (hibernated_at)
+        WHERE idle_shard IS NOT NULL AND hibernated_at IS NOT NULL""",
+    "CREATE INDEX IF NOT EXISTS sessions_by_pr ON sessions (pr_key) WHERE pr_key IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS chats (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        data TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS chats_by_session ON chats (session_id)",
+    """CREATE TABLE IF NOT EXISTS messages (
+        chat_id TEXT NOT NULL,
+        sk TEXT NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        role TEXT NOT NULL,
+        body TEXT,
+        body_ref TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (chat_id, sk)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS audit (
+        session_id TEXT NOT NULL,
+        sk TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, sk)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS profiles (
+        user_id TEXT PRIMARY KEY,
+        default_model_id TEXT,
+        auto_commit_push INTEGER NOT NULL DEFAULT 0,
+        auto_create_pr INTEGER NOT NULL DEFAULT 0,
+        archived_count INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS titles (
+        user_id TEXT NOT NULL,
+        title TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        PRIMARY KEY (user_id, title, session_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS counters (
+        user_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        hits INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (user_id, key)
+    ) WITHOUT ROWID""",
+)
+
+
+class Database:
+    """One SQLite file; a connection per thread (``sqlite3`` connections are not shared)."""
+
+    def __init__(self, path: Path, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> None:
+        self.path = path
+        self._timeout = busy_timeout
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self.transaction() as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                for statement in SCHEMA:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def guard(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite failures (a lock held past the busy timeout, a full disk) are ``Unavailable``."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise Unavailable(f"The session store is unavailable ({exc})") from exc
+
+    return wrapper
