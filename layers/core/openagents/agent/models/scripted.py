@@ -1,0 +1,170 @@
+"""The scripted model (``scripted/default``): deterministic answers from a JSON file, for tests
+and demos. Local mode only. The contract:
+
+- the file (``OPENAGENTS_SCRIPTED_MODEL_FILE``) is read again at every model call;
+- it holds ``{"responses": [R0, R1, ...]}``; the k-th model call of a run (k from 0, the
+  request's ``step``) answers ``Rk``;
+- ``R = {"reasoning"?: str, "text"?: str, "toolCalls"?: [{"name": str, "input": {...}}],
+  "chunkDelayMs"?: int}``;
+- reasoning, then text, stream word by word, ``chunkDelayMs`` apart;
+- a response with ``toolCalls`` ends the step with those calls (``tool_use``); one without ends
+  the turn (``end_turn``);
+- past the last response: ``ModelError`` "scripted model has no response for step k".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from openagents.agent.models.port import (
+    CancelCheck,
+    Finish,
+    JsonObject,
+    ModelError,
+    ModelErrorKind,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolCallComplete,
+    Usage,
+    never,
+)
+from openagents.agent.models.streaming import MessageBuilder, sleep_unless_cancelled
+
+_KEYS = frozenset({"reasoning", "text", "toolCalls", "chunkDelayMs"})
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+@dataclass(frozen=True)
+class ScriptedResponse:
+    reasoning: str = ""
+    text: str = ""
+    tool_calls: tuple[tuple[str, JsonObject], ...] = ()
+    chunk_delay_ms: int = 0
+
+
+def words(text: str) -> list[str]:
+    """``text`` cut after each word's trailing space: the pieces join back to ``text``."""
+    return _WORDS.findall(text)
+
+
+class ScriptedModel:
+    def __init__(self, path: Path, *, model_id: str = "scripted/default") -> None:
+        self.model_id = model_id
+        self._path = path
+
+    def stream(
+        self, request: ModelRequest, *, cancelled: CancelCheck = never
+    ) -> Iterator[ModelEvent]:
+        response = self.response(request.step)  # read before anything streams
+        return self._play(request, response, cancelled)
+
+    def response(self, step: int) -> ScriptedResponse:
+        """The script's answer to model call ``step`` of a run, read from the file now."""
+        responses = _load(self._path)
+        if step < 0 or step >= len(responses):
+            raise ModelError(
+                ModelErrorKind.SCRIPT, f"scripted model has no response for step {step}"
+            )
+        return _parse(responses[step], step)
+
+    def _play(
+        self, request: ModelRequest, response: ScriptedResponse, cancelled: CancelCheck
+    ) -> Iterator[ModelEvent]:
+        built = MessageBuilder()
+        delay = response.chunk_delay_ms / 1000
+        output = 0
+        first = True
+
+        def stopped() -> Finish | None:
+            nonlocal first
+            waited = not first and sleep_unless_cancelled(delay, cancelled)
+            first = False
+            if waited or cancelled():
+                return Finish(StopReason.CANCELLED, self._usage(request, output), built.message())
+            return None
+
+        for piece in words(response.reasoning):
+            if finish := stopped():
+                yield finish
+                return
+            built.reasoning(piece)
+            output += 1
+            yield ReasoningDelta(piece)
+        built.end_block()
+        for piece in words(response.text):
+            if finish := stopped():
+                yield finish
+                return
+            built.text(piece)
+            output += 1
+            yield TextDelta(piece)
+        for index, (name, arguments) in enumerate(response.tool_calls):
+            if finish := stopped():
+                yield finish
+                return
+            call = ToolCall(f"scripted-{request.step}-{index}", name, arguments)
+            built.tool_call(call)
+            output += 1
+            yield ToolCallComplete(call.id, call.name, call.input)
+        stop = StopReason.TOOL_USE if response.tool_calls else StopReason.END_TURN
+        yield Finish(stop, self._usage(request, output), built.message())
+
+    @staticmethod
+    def _usage(request: ModelRequest, output: int) -> Usage:
+        """Deterministic counts: about four characters per input token, a chunk per output."""
+        size = len(request.system) + sum(len(repr(message)) for message in request.messages)
+        return Usage(input_tokens=size // 4, output_tokens=output)
+
+
+def _load(path: Path) -> list[object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(ModelErrorKind.SCRIPT, f"scripted model file {path} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelError(
+            ModelErrorKind.SCRIPT, f"scripted model file {path} is not readable JSON: {error}"
+        ) from None
+    responses = data.get("responses") if isinstance(data, dict) else None
+    if not isinstance(responses, list):
+        raise ModelError(
+            ModelErrorKind.SCRIPT, f'scripted model file {path} must be {{"responses": [...]}}'
+        )
+    return responses
+
+
+def _parse(raw: object, step: int) -> ScriptedResponse:
+    def bad(what: str) -> ModelError:
+        return ModelError(ModelErrorKind.SCRIPT, f"scripted response {step}: {what}")
+
+    if not isinstance(raw, Mapping):
+        raise bad("must be an object")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise bad(f"unknown keys {unknown} (allowed: {sorted(_KEYS)})")
+    reasoning, text = raw.get("reasoning", ""), raw.get("text", "")
+    if not isinstance(reasoning, str) or not isinstance(text, str):
+        raise bad('"reasoning" and "text" must be strings')
+    delay = raw.get("chunkDelayMs", 0)
+    if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+        raise bad('"chunkDelayMs" must be a non-negative integer')
+    calls = raw.get("toolCalls", [])
+    if not isinstance(calls, list):
+        raise bad('"toolCalls" must be a list')
+    parsed: list[tuple[str, JsonObject]] = []
+    for call in calls:
+        if not isinstance(call, Mapping) or set(call) - {"name", "input"}:
+            raise bad('each tool call is {"name": str, "input": {...}}')
+        name, arguments = call.get("name"), call.get("input", {})
+        if not isinstance(name, str) or not name or not isinstance(arguments, Mapping):
+            raise bad('each tool call is {"name": str, "input": {...}}')
+        parsed.append((name, arguments))
+    return ScriptedResponse(reasoning, text, tuple(parsed), delay)
