@@ -26,8 +26,7 @@ from openagents.services.provisioning import ProvisioningService
 from openagents.services.sandbox_tools import SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.settings import Mode, Settings
-from openagents.store import items
-from openagents.store.dynamodb import DynamoStore
+from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 
 log = logging.getLogger(__name__)
@@ -201,10 +200,22 @@ def _origin_guard(settings: Settings) -> OriginGuard | None:
     return OriginGuard(secret)
 
 
-def build(settings: Settings, metrics: Metrics) -> Container:
+def _store(settings: Settings, artifacts: ArtifactStore) -> Store:
+    """SQLite on one machine (the default), DynamoDB on AWS (and locally when asked)."""
+    if settings.store_adapter == "sqlite":
+        from openagents.store.sqlite import SqliteStore
+
+        return SqliteStore(settings.sqlite_path, artifacts, settings.inline_message_bytes)
+    from openagents.store import items
+    from openagents.store.dynamodb import DynamoStore
+
     items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
+    return DynamoStore(artifacts, settings.inline_message_bytes)
+
+
+def build(settings: Settings, metrics: Metrics) -> Container:
     artifacts = _artifacts(settings)
-    store = DynamoStore(artifacts, settings.inline_message_bytes)
+    store = _store(settings, artifacts)
     driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
 
     def sandboxd(handle: SandboxHandle) -> Any:

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Mode(StrEnum):
-    LOCAL = "local"  # one machine: HS256 tokens, moto's DynamoDB server, folders
+    LOCAL = "local"  # one machine: HS256 tokens, SQLite (or moto's DynamoDB), folders
     AWS = "aws"  # API Gateway JWT authorizer, DynamoDB, S3
 
 
@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     dump_interval_seconds: float = Field(default=30.0, gt=0)
 
     # store
+    store: str = Field(default="sqlite", pattern="^(sqlite|dynamodb)$")  # one machine only
     table_name: str = "openagents"
     dynamodb_endpoint: str | None = None  # None: the SDK default (AWS); set for moto
     stepfunctions_endpoint: str | None = None  # likewise, for Step Functions
@@ -125,6 +126,15 @@ class Settings(BaseSettings):
     @property
     def local_repos_allowed(self) -> bool:
         return self.mode is Mode.LOCAL and self.allow_local_repos
+
+    @property
+    def store_adapter(self) -> str:
+        """``sqlite`` or ``dynamodb``: AWS mode always runs on DynamoDB."""
+        return "dynamodb" if self.mode is Mode.AWS else self.store
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.home / "openagents.db"
 
     @property
     def jwt_secret_path(self) -> Path:

@@ -157,6 +157,7 @@ class DynamoStore:
             user_pk(session.user_id),
             f"R#{rate.action}#{int(rate.starts_at.timestamp())}",
         )
+        now = int(datetime.now(UTC).timestamp())
         try:
             with self._transaction() as tx:
                 tx.save(session_item(session), condition=SessionItem.pk.does_not_exist())
@@ -177,7 +178,9 @@ class DynamoStore:
                         CounterItem.hits.add(1),
                         CounterItem.expires_at.set(int(rate.ends_at.timestamp()) + 60),
                     ],
-                    condition=CounterItem.hits.does_not_exist() | (CounterItem.hits < rate.limit),
+                    condition=CounterItem.hits.does_not_exist()
+                    | (CounterItem.hits < rate.limit)
+                    | (CounterItem.expires_at < now),  # past its TTL: as good as gone
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, 5):

@@ -1,0 +1,99 @@
+"""The store contract: every test here runs against both adapters of the store port — the
+DynamoDB adapter on moto's server (a table of its own) and the SQLite adapter on a temp file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import botocore.session
+import pynamodb.connection.base as pynamodb_base
+import pytest
+from openagents import composition
+from openagents.artifacts.folder import FolderArtifactStore
+from openagents.composition import Container
+from openagents.settings import Settings
+from openagents.store import items
+from openagents.store.dynamodb import DynamoStore
+from openagents.store.port import Store
+from openagents.store.sqlite import SqliteStore
+
+from tests.support import NoMetrics
+
+ADAPTERS = ["dynamodb", "sqlite"]
+TABLES = ("sessions", "chats", "messages", "audit", "profiles", "titles", "counters")
+
+
+@dataclass
+class Backend:
+    """One adapter under test, with a way to see everything it holds."""
+
+    name: str
+    settings: Settings
+    store: Store
+
+    @property
+    def artifacts(self) -> Path:
+        return self.settings.artifacts_dir
+
+    def snapshot(self) -> list[str]:
+        """Every stored item (DynamoDB) or row (SQLite), sorted: equal snapshots, equal state."""
+        if self.name == "dynamodb":
+            client = boto3.client(
+                "dynamodb",
+                endpoint_url=self.settings.dynamodb_endpoint,
+                region_name=self.settings.region,
+            )
+            pages = client.get_paginator("scan").paginate(TableName=self.settings.table_name)
+            found = (item for page in pages for item in page["Items"])
+            return sorted(json.dumps(item, sort_keys=True) for item in found)
+        rows: list[str] = []
+        db = sqlite3.connect(self.settings.sqlite_path)
+        try:
+            for table in TABLES:
+                cursor = db.execute(f"SELECT * FROM {table}")  # noqa: S608 - our table names
+                rows += [json.dumps([table, *row]) for row in cursor]
+        finally:
+            db.close()
+        return sorted(rows)
+
+    def files(self) -> list[Path]:
+        return sorted(p for p in self.artifacts.rglob("*") if p.is_file())
+
+
+@pytest.fixture(autouse=True)
+def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Speed only: PynamoDB opens a botocore session (reloading the service models) per
+    transaction; share one."""
+    shared = botocore.session.get_session()
+    monkeypatch.setattr(pynamodb_base, "get_session", lambda: shared)
+
+
+@pytest.fixture(params=ADAPTERS)
+def backend(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Backend]:
+    chosen = settings.model_copy(update={"store": request.param})
+    artifacts = FolderArtifactStore(chosen.artifacts_dir)
+    store: Store
+    if request.param == "dynamodb":
+        items.bind(chosen.table_name, chosen.dynamodb_endpoint, chosen.region)
+        store = DynamoStore(artifacts, chosen.inline_message_bytes)
+    else:
+        store = SqliteStore(chosen.sqlite_path, artifacts, chosen.inline_message_bytes)
+    yield Backend(request.param, chosen, store)
+    if isinstance(store, SqliteStore):
+        store.db.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    return backend.store
+
+
+@pytest.fixture
+def app(backend: Backend) -> Container:
+    """The services on the adapter under test."""
+    return composition.build(backend.settings, NoMetrics())
