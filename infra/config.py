@@ -15,6 +15,10 @@
 | ``sandboxMemoryMiB`` | ``4096`` | memory of one sandbox task |
 | ``sandboxVolumeGiB`` | ``20`` | size of a new sandbox's EBS volume |
 | ``natGateways`` | ``1`` (prod: ``2``) | NAT gateways for the private subnets (one per AZ is HA) |
+| ``sandboxEgress`` | ``open`` | sandboxes reach the internet (NAT), ``none`` (only the endpoints
+  the task needs), or ``proxy`` (those and ``sandboxEgressProxy``) |
+| ``sandboxEgressProxy`` | - | ``http://host:port`` of an allow-listing proxy (``proxy``) |
+| ``sandboxEgressProxyCidr`` | the VPC's | where the proxy is, for the security group |
 | ``containerInsights`` | ``false`` (prod: ``true``) | Container Insights on the sandbox cluster |
 | ``buildDir`` | ``.build`` | where ``make build`` staged the assets |
 | ``depsLayerDir`` | ``<buildDir>/layers/deps`` | the deps layer (tests: a tiny placeholder) |
@@ -36,6 +40,10 @@ STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 WAF_REGION = "us-east-1"  # CloudFront-scope web ACLs live in us-east-1, whatever the stack's
 FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)  # valid Fargate task CPU units
 MAX_AZS = 2
+SANDBOX_EGRESS = ("open", "none", "proxy")
+PROXY_URL = re.compile(r"^http://(?P<host>[A-Za-z0-9.-]+):(?P<port>\d{1,5})/?$")
+CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
 
 
@@ -77,6 +85,9 @@ class StageConfig:
     sandbox_volume_gib: int = 20
     nat_gateways: int | None = None  # None: 1, or one per AZ in prod
     container_insights: bool | None = None  # None: on in prod only
+    sandbox_egress: str = "open"
+    sandbox_egress_proxy: str | None = None
+    sandbox_egress_proxy_cidr: str | None = None
     build_dir: Path = ROOT / ".build"
     deps_layer_dir: Path | None = None
     account: str | None = None
@@ -124,6 +135,30 @@ class StageConfig:
             raise ValueError(
                 f"natGateways {self.nat_gateways}: 1-{MAX_AZS} (sandboxes need egress)"
             )
+        self._check_egress()
+
+    def _check_egress(self) -> None:
+        if self.sandbox_egress not in SANDBOX_EGRESS:
+            raise ValueError(f"sandboxEgress {self.sandbox_egress!r}: one of {SANDBOX_EGRESS}")
+        proxied = self.sandbox_egress == "proxy"
+        if proxied != bool(self.sandbox_egress_proxy):
+            raise ValueError(
+                "sandboxEgressProxy is required with sandboxEgress=proxy, and only then"
+            )
+        if self.sandbox_egress_proxy_cidr and not proxied:
+            raise ValueError("sandboxEgressProxyCidr only goes with sandboxEgress=proxy")
+        if self.sandbox_egress_proxy:
+            # no user:password@ either: nothing secret may sit in the task definition
+            match = PROXY_URL.match(self.sandbox_egress_proxy)
+            if not match or not 1 <= int(match["port"]) <= 65535:
+                raise ValueError(
+                    f"sandboxEgressProxy {self.sandbox_egress_proxy!r}: http://host:port "
+                    "(no credentials, no path)"
+                )
+        if self.sandbox_egress_proxy_cidr and not CIDR.match(self.sandbox_egress_proxy_cidr):
+            raise ValueError(
+                f"sandboxEgressProxyCidr {self.sandbox_egress_proxy_cidr!r}: an IPv4 CIDR"
+            )
 
     @property
     def stack_name(self) -> str:
@@ -136,6 +171,25 @@ class StageConfig:
     @property
     def nat_gateway_count(self) -> int:
         return self.nat_gateways or (MAX_AZS if self.prod else 1)
+
+    @property
+    def sandbox_isolated(self) -> bool:
+        """Sandboxes in their own subnets with no route to the NAT (egress ``none``/``proxy``)."""
+        return self.sandbox_egress != "open"
+
+    @property
+    def proxy_port(self) -> int | None:
+        match = PROXY_URL.match(self.sandbox_egress_proxy or "")
+        return int(match["port"]) if match else None
+
+    @property
+    def proxy_cidr(self) -> str | None:
+        """Where the proxy is: the configured CIDR, the proxy's own /32, or ``None`` (the
+        VPC's CIDR: a proxy inside the VPC, named by a private DNS name)."""
+        match = PROXY_URL.match(self.sandbox_egress_proxy or "")
+        if self.sandbox_egress_proxy_cidr or not match:
+            return self.sandbox_egress_proxy_cidr
+        return f"{match['host']}/32" if IPV4.match(match["host"]) else None
 
     @property
     def insights(self) -> bool:
@@ -177,6 +231,9 @@ class StageConfig:
             container_insights=None
             if get("containerInsights") in (None, "")
             else _bool(get("containerInsights")),
+            sandbox_egress=str(get("sandboxEgress") or "open").lower(),
+            sandbox_egress_proxy=_optional(get("sandboxEgressProxy")),
+            sandbox_egress_proxy_cidr=_optional(get("sandboxEgressProxyCidr")),
             build_dir=build_dir if build_dir.is_absolute() else ROOT / build_dir,
             deps_layer_dir=(Path(deps) if Path(deps).is_absolute() else ROOT / deps)
             if deps

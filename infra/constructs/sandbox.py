@@ -14,9 +14,16 @@
   root file system) that ``sandboxd`` waits for (``SUCCESS``), because a managed EBS volume is
   mounted root-owned; the ``workspace`` volume is ``configuredAtLaunch`` (the driver passes a
   managed EBS volume on every RunTask, or replaces it with the session's EFS access point).
-- **Roles.** Task role with no permissions (agent code runs in the task; with EFS it may mount
-  access points and nothing else); execution role (pull the image, write the log group); the
-  ECS infrastructure role for managed EBS volumes (``AmazonECSInfrastructureRolePolicyForVolumes``).
+- **Egress** (``sandboxEgress``). ``open``: the sandboxes share the private subnets and their
+  NAT route. ``none``/``proxy``: the sandboxes get subnets of their own (``Sandbox``, isolated:
+  no route to the NAT), interface endpoints for exactly what the task's ENI needs (ECR api and
+  dkr, CloudWatch Logs) and an S3 gateway endpoint whose policy admits only ECR's layer bucket;
+  their security group sends 443 (to those endpoints, the only routes), NFS to the EFS group,
+  and with ``proxy`` the proxy's port, which ``HTTP(S)_PROXY`` in the container names.
+- **Roles.** With EBS, no task role at all (agent code runs in the task: no credentials endpoint,
+  nothing to steal); with EFS, a task role that may mount access points and nothing else;
+  execution role (pull the image, write the log group); the ECS infrastructure role for
+  managed EBS volumes (``AmazonECSInfrastructureRolePolicyForVolumes``).
 - **Token key.** A generated secret the sandbox bearer tokens are derived from
   (``HMAC(key, "sandbox:<session>:<generation>")``). Only roles given
   :meth:`Sandbox.grant_token_read` may read it: the secret's resource policy denies everyone else.
@@ -32,7 +39,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import jsii
-from aws_cdk import IStableListProducer, Lazy, Size, Stack
+from aws_cdk import Aws, IStableListProducer, Lazy, Size, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
@@ -50,6 +57,12 @@ from infra.constructs.data import SNAPSHOTS_PREFIX
 from infra.constructs.function import ControlPlaneNetwork, removal, retention
 from infra.nag import acknowledge
 
+# ECR serves image layers from this bucket: all the sandbox subnets' S3 endpoint admits
+# (https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html)
+ECR_LAYER_BUCKET = "prod-{region}-starport-layer-bucket"
+SANDBOX_SUBNETS = "Sandbox"  # the isolated subnet group of egress none/proxy
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+NO_PROXY = "localhost,127.0.0.1,::1,169.254.170.2"  # loopback, the ECS task metadata endpoint
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(fargate.FargateConfig)}
 CONTAINER_NAME = str(_DEFAULTS["container_name"])  # "sandboxd"
 SANDBOX_PORT = int(str(_DEFAULTS["sandbox_port"]))  # 8080
@@ -102,7 +115,16 @@ class Sandbox(Construct):
         self.artifacts = artifacts
         self.vpc = self._build_vpc(config, access_logs)
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        # where the sandbox tasks run: the control plane's subnets, or their own isolated ones
+        self.sandbox_subnets = (
+            ec2.SubnetSelection(subnet_group_name=SANDBOX_SUBNETS)
+            if config.sandbox_isolated
+            else self.subnets
+        )
         self.control_plane_sg, self.sandbox_sg = self._build_security_groups()
+        self.endpoint_sg: ec2.SecurityGroup | None = None
+        if config.sandbox_isolated:
+            self.endpoint_sg = self._build_sandbox_endpoints()
         self.network = ControlPlaneNetwork(self.vpc, self.subnets, self.control_plane_sg)
         self._readers: list[iam.IRole] = []
         self.token_secret = self._build_token_secret()
@@ -114,33 +136,51 @@ class Sandbox(Construct):
         self.file_system: efs.FileSystem | None = None
         if config.sandbox_storage == "efs":
             self.file_system = self._build_file_system(config)
+        if config.sandbox_isolated:
+            self._restrict_sandbox_egress(config)
         self.task_definition = self._build_task_definition(config)
 
     # ------------------------------------------------------------------ network
 
     def _build_vpc(self, config: StageConfig, access_logs: s3.IBucket) -> ec2.Vpc:
+        subnets = [
+            ec2.SubnetConfiguration(
+                name="Public",
+                subnet_type=ec2.SubnetType.PUBLIC,
+                cidr_mask=24,
+                map_public_ip_on_launch=False,  # only the NAT gateways live here
+            ),
+            # one IP per sandbox task and per Lambda ENI: /20 is 4091 addresses per AZ
+            ec2.SubnetConfiguration(
+                name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+            ),
+        ]
+        gateways: dict[str, Any] = {}
+        if config.sandbox_isolated:
+            # appended last, so the other subnets keep their CIDRs when a stage switches mode
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name=SANDBOX_SUBNETS, subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20
+                )
+            )
+            # the sandbox subnets get neither the table's endpoint nor the open S3 one
+            gateways["subnets"] = [
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            ]
         vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
             max_azs=MAX_AZS,
             nat_gateways=config.nat_gateway_count,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(
-                    name="Public",
-                    subnet_type=ec2.SubnetType.PUBLIC,
-                    cidr_mask=24,
-                    map_public_ip_on_launch=False,  # only the NAT gateways live here
-                ),
-                # one IP per sandbox task and per Lambda ENI: /20 is 4091 addresses per AZ
-                ec2.SubnetConfiguration(
-                    name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
-                ),
-            ],
+            subnet_configuration=subnets,
             gateway_endpoints={
-                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
+                "S3": ec2.GatewayVpcEndpointOptions(
+                    service=ec2.GatewayVpcEndpointAwsService.S3, **gateways
+                ),
                 "DynamoDB": ec2.GatewayVpcEndpointOptions(
-                    service=ec2.GatewayVpcEndpointAwsService.DYNAMODB
+                    service=ec2.GatewayVpcEndpointAwsService.DYNAMODB, **gateways
                 ),
             },
             flow_logs={
@@ -173,13 +213,77 @@ class Sandbox(Construct):
             "SandboxSecurityGroup",
             vpc=self.vpc,
             description="Open Agents sandboxes: sandboxd reachable from the control plane only",
-            allow_all_outbound=True,  # git, package registries: the agent's work needs them
+            # open: git, package registries (the agent's work needs them); none/proxy: only the
+            # rules of _restrict_sandbox_egress
+            allow_all_outbound=not self.config.sandbox_isolated,
         )
         sandbox.add_ingress_rule(
             control, ec2.Port.tcp(SANDBOX_PORT), "sandboxd from the control-plane Lambdas"
         )
         control.add_egress_rule(sandbox, ec2.Port.tcp(SANDBOX_PORT), "sandboxd in the sandboxes")
         return control, sandbox
+
+    def _build_sandbox_endpoints(self) -> ec2.SecurityGroup:
+        """What a task's ENI needs with no NAT route: the image (ECR api and dkr, layers from
+        S3) and the awslogs driver (CloudWatch Logs). Nothing else an agent could use."""
+        group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            description="Open Agents sandbox VPC endpoints (ECR, CloudWatch Logs): HTTPS in",
+            allow_all_outbound=False,
+        )
+        # private DNS makes these names resolve to the endpoints for the whole VPC
+        for peer, what in ((self.sandbox_sg, "sandbox tasks"), (self.control_plane_sg, "Lambdas")):
+            group.add_ingress_rule(peer, ec2.Port.tcp(443), f"HTTPS from the {what}")
+        services = {
+            "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+            "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+            "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+        }
+        for name, service in services.items():
+            self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=self.sandbox_subnets,
+                security_groups=[group],
+                open=False,  # no ingress from the whole VPC CIDR: the rules above only
+                private_dns_enabled=True,
+            )
+        layers = self.vpc.add_gateway_endpoint(
+            "SandboxS3",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[self.sandbox_subnets],
+        )
+        layers.add_to_policy(
+            iam.PolicyStatement(
+                sid="EcrImageLayersOnly",
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[
+                    f"arn:{Aws.PARTITION}:s3:::{ECR_LAYER_BUCKET.format(region=Aws.REGION)}/*"
+                ],
+            )
+        )
+        return group
+
+    def _restrict_sandbox_egress(self, config: StageConfig) -> None:
+        sandbox = self.sandbox_sg
+        # the sandbox subnets route nowhere but the VPC and S3 (for ECR's layer bucket only)
+        sandbox.add_egress_rule(
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
+            "ECR and CloudWatch Logs endpoints, ECR layers in S3: no other route exists",
+        )
+        if self.file_system is not None:
+            (efs_group,) = self.file_system.connections.security_groups
+            sandbox.add_egress_rule(efs_group, ec2.Port.tcp(NFS_PORT), "the EFS mount targets")
+        if config.sandbox_egress == "proxy":
+            assert config.proxy_port is not None
+            cidr = config.proxy_cidr or self.vpc.vpc_cidr_block
+            sandbox.add_egress_rule(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(config.proxy_port), "the egress proxy"
+            )
 
     # ------------------------------------------------------------------ token key
 
@@ -241,12 +345,18 @@ class Sandbox(Construct):
             )
         return cluster
 
-    def _build_roles(self) -> tuple[iam.Role, iam.Role, iam.Role]:
-        task = iam.Role(
-            self,
-            "TaskRole",
-            assumed_by=iam.ServicePrincipal(ECS_TASKS),
-            description="Sandbox tasks: no AWS permissions (agent code runs here)",
+    def _build_roles(self) -> tuple[iam.Role | None, iam.Role, iam.Role]:
+        # EBS: no task role at all, so the task has no credentials endpoint. EFS: IAM-authorized
+        # mounts need one (its only permission: mounting the session access points).
+        task = (
+            iam.Role(
+                self,
+                "TaskRole",
+                assumed_by=iam.ServicePrincipal(ECS_TASKS),
+                description="Sandbox tasks: mount EFS access points, nothing else (agent code)",
+            )
+            if self.config.sandbox_storage == "efs"
+            else None
         )
         execution = iam.Role(
             self,
@@ -326,6 +436,7 @@ class Sandbox(Construct):
         )
         # The driver mounts per-session access points with IAM authorization: the task role may
         # mount and write through an access point, never the file system root.
+        assert self.task_role is not None
         self.task_role.add_to_policy(
             iam.PolicyStatement(
                 sid="MountSessionAccessPoints",
@@ -365,6 +476,12 @@ class Sandbox(Construct):
             execution_role=self.execution_role,
             volumes=[ecs.Volume(name=VOLUME_NAME, configured_at_launch=True)],
         )
+        if self.task_role is None:
+            # CDK always makes a task role: drop it, and the task definition's reference to it
+            definition.node.try_remove_child("TaskRole")
+            cfn = definition.node.default_child
+            assert isinstance(cfn, ecs.CfnTaskDefinition)
+            cfn.add_property_deletion_override("TaskRoleArn")
         # Staged at synth (no Docker needed), built and pushed by `cdk deploy`
         image = ecs.ContainerImage.from_asset(
             str(IMAGE_DIR), platform=ecr_assets.Platform.LINUX_ARM64
@@ -392,8 +509,16 @@ class Sandbox(Construct):
             port_mappings=[ecs.PortMapping(container_port=SANDBOX_PORT, protocol=ecs.Protocol.TCP)],
             linux_parameters=linux,
             logging=self._log_driver(CONTAINER_NAME),
+            environment=self._proxy_environment(config),
         )
         sandboxd.add_mount_points(mount)
+        if config.sandbox_egress == "proxy":
+            acknowledge(
+                definition,
+                "ECS2",
+                "The proxy's address (HTTP(S)_PROXY, NO_PROXY) is the only environment: public "
+                "configuration, never a secret (the stage config refuses credentials in it)",
+            )
         sandboxd.add_container_dependencies(
             ecs.ContainerDependency(
                 container=init, condition=ecs.ContainerDependencyCondition.SUCCESS
@@ -407,6 +532,19 @@ class Sandbox(Construct):
             "Resource::*",
         )
         return definition
+
+    @staticmethod
+    def _proxy_environment(config: StageConfig) -> dict[str, str] | None:
+        """``proxy``: git, pip, npm and curl read these (sandboxd passes them to its children).
+        Never anything secret: the config refuses credentials in the proxy URL."""
+        if config.sandbox_egress != "proxy" or not config.sandbox_egress_proxy:
+            return None
+        proxy = config.sandbox_egress_proxy.rstrip("/")
+        return {
+            **dict.fromkeys(PROXY_VARIABLES, proxy),
+            "NO_PROXY": NO_PROXY,
+            "no_proxy": NO_PROXY,
+        }
 
     def _log_driver(self, prefix: str) -> ecs.LogDriver:
         # non-blocking: a slow CloudWatch must never stall the sandbox's stdout/stderr
@@ -428,9 +566,7 @@ class Sandbox(Construct):
             "OPENAGENTS_SANDBOX_TOKEN_SECRET_ARN": self.token_secret.secret_arn,
             "OPENAGENTS_FARGATE_CLUSTER": self.cluster.cluster_name,
             "OPENAGENTS_FARGATE_TASK_DEFINITION": self.task_definition.task_definition_arn,
-            "OPENAGENTS_FARGATE_SUBNETS": stack.to_json_string(
-                self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnet_ids
-            ),
+            "OPENAGENTS_FARGATE_SUBNETS": stack.to_json_string(self.sandbox_subnet_ids),
             "OPENAGENTS_FARGATE_SECURITY_GROUPS": stack.to_json_string(
                 [self.sandbox_sg.security_group_id]
             ),
@@ -442,6 +578,12 @@ class Sandbox(Construct):
         else:
             env["OPENAGENTS_FARGATE_EBS_ROLE_ARN"] = self.infrastructure_role.role_arn
         return env
+
+    @property
+    def sandbox_subnet_ids(self) -> list[str]:
+        if self.config.sandbox_isolated:
+            return self.vpc.select_subnets(subnet_group_name=SANDBOX_SUBNETS).subnet_ids
+        return self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnet_ids
 
     def _arn(self, service: str, resource: str, name: str, account: bool = True) -> str:
         return Stack.of(self).format_arn(
@@ -495,7 +637,7 @@ class Sandbox(Construct):
                 _statement(
                     "PassSandboxTaskRoles",
                     ["iam:PassRole"],
-                    [self.task_role.role_arn, self.execution_role.role_arn],
+                    [role.role_arn for role in (self.task_role, self.execution_role) if role],
                     StringEquals={"iam:PassedToService": ECS_TASKS},
                 ),
             ]

@@ -31,6 +31,7 @@ SPA_ORIGIN = "http://localhost:5173"
 ISSUER = "https://login.example.com/realms/agents"
 WEB_ACL = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc"
 GITHUB_TOKEN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-token-AbCdEf"
+PROXY = "http://egress-proxy.internal:3128"  # an allow-listing proxy inside the VPC
 
 
 @dataclass
@@ -122,7 +123,7 @@ def prod(synth: Callable[..., Synth]) -> Synth:
 def ext(synth: Callable[..., Synth]) -> Synth:
     """The other toggles in one stage: workspaces on EFS, an existing OIDC issuer instead of
     Cognito, an existing web ACL, an existing GitHub token secret, Container Insights on outside
-    prod, two NAT gateways."""
+    prod, two NAT gateways, sandbox egress only through a proxy."""
     return synth(
         stage="ext",
         sandboxStorage="efs",
@@ -132,7 +133,15 @@ def ext(synth: Callable[..., Synth]) -> Synth:
         githubTokenSecretArn=GITHUB_TOKEN,
         containerInsights="true",
         natGateways="2",
+        sandboxEgress="proxy",
+        sandboxEgressProxy=PROXY,
     )
+
+
+@pytest.fixture(scope="session")
+def closed(synth: Callable[..., Synth]) -> Synth:
+    """Sandboxes with no egress but the VPC endpoints their tasks need (EBS workspaces)."""
+    return synth(stage="closed", sandboxEgress="none")
 
 
 @pytest.fixture(scope="session")

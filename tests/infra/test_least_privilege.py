@@ -716,8 +716,11 @@ class FargateScenario:
         assert self.settings.sandbox_driver == "fargate"
         self.efs_mode = self.settings.fargate_storage == "efs"
         (definition,) = synth.resources("AWS::ECS::TaskDefinition").values()
+        # EBS: no task role (the task has no credentials); EFS: the mount-only one
         self.roles = [
-            resolve(definition["Properties"][k]) for k in ("TaskRoleArn", "ExecutionRoleArn")
+            resolve(definition["Properties"][k])
+            for k in ("TaskRoleArn", "ExecutionRoleArn")
+            if k in definition["Properties"]
         ]
         cluster = resolve({"Fn::GetAtt": [synth.logical_id(synth.stack.sandbox.cluster), "Arn"]})
         self.ctx = Context(cluster_arn=cluster, task_definition_roles=self.roles)

@@ -92,31 +92,69 @@ def test_the_image_is_the_sandbox_folder_built_for_arm64(dev: Synth) -> None:
     assert image["source"]["platform"] == "linux/arm64"
 
 
-def test_task_role_has_no_permissions(dev: Synth) -> None:
-    sandbox = dev.stack.sandbox
-    role = _props(dev, sandbox.task_role)
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
-        "Service": "ecs-tasks.amazonaws.com"
+def _task_roles(synth: Synth) -> set[str]:
+    """Every role in the stack that ECS tasks may assume (logical ids)."""
+    return {
+        logical
+        for logical, role in synth.resources("AWS::IAM::Role").items()
+        for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        if statement["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
     }
+
+
+def test_an_ebs_sandbox_has_no_task_role(
+    dev: Synth, prod: Synth, closed: Synth, ext: Synth
+) -> None:
+    """Agent code runs in the task: with no task role, ECS gives it no credentials at all (no
+    ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI``, nothing at 169.254.170.2 to fetch)."""
+    for synth in (dev, prod, closed):
+        sandbox = synth.stack.sandbox
+        assert sandbox.task_role is None
+        props = _props(synth, sandbox.task_definition)
+        assert "TaskRoleArn" not in props, synth.stack.stack_name
+        # the only role ECS tasks may assume is the execution role (the ECS agent's)
+        assert _task_roles(synth) == {synth.logical_id(sandbox.execution_role)}
+    # EFS: IAM-authorized mounts need a task role; what it may do is pinned in
+    # test_ebs_is_the_default_and_efs_the_toggle
+    sandbox = ext.stack.sandbox
+    assert sandbox.task_role is not None
+    props = _props(ext, sandbox.task_definition)
+    assert props["TaskRoleArn"] == {"Fn::GetAtt": [ext.logical_id(sandbox.task_role), "Arn"]}
+    assert _task_roles(ext) == {
+        ext.logical_id(r) for r in (sandbox.task_role, sandbox.execution_role)
+    }
+    role = _props(ext, sandbox.task_role)
     assert "ManagedPolicyArns" not in role
     assert "Policies" not in role
-    assert _policies_of(dev, sandbox.task_role) == []
 
 
-def test_execution_role_pulls_the_image_and_writes_the_log_group_only(dev: Synth) -> None:
-    sandbox = dev.stack.sandbox
-    (policy,) = _policies_of(dev, sandbox.execution_role)
-    actions = {a for s in policy["Statement"] for a in _list(s["Action"])}
-    assert actions == {
-        "ecr:BatchCheckLayerAvailability",
-        "ecr:BatchGetImage",
-        "ecr:GetDownloadUrlForLayer",
-        "ecr:GetAuthorizationToken",
-        "logs:CreateLogStream",
-        "logs:PutLogEvents",
-    }
-    logs = next(s for s in policy["Statement"] if "logs:PutLogEvents" in _list(s["Action"]))
-    assert logs["Resource"] == {"Fn::GetAtt": [dev.logical_id(sandbox.log_group), "Arn"]}
+def test_execution_role_pulls_the_image_and_writes_the_log_group_only(
+    stages: tuple[Synth, ...], closed: Synth
+) -> None:
+    for synth in (*stages, closed):
+        sandbox = synth.stack.sandbox
+        role = _props(synth, sandbox.execution_role)
+        assert "ManagedPolicyArns" not in role
+        assert "Policies" not in role
+        (policy,) = _policies_of(synth, sandbox.execution_role)
+        granted = {
+            (action, json.dumps(s["Resource"]))
+            for s in policy["Statement"]
+            for action in _list(s["Action"])
+        }
+        assert all(s["Effect"] == "Allow" and "Condition" not in s for s in policy["Statement"])
+        logs = json.dumps({"Fn::GetAtt": [synth.logical_id(sandbox.log_group), "Arn"]})
+        pulls = {r for a, r in granted if a == "ecr:BatchGetImage"}
+        (repository,) = pulls  # the sandbox image's repository (the bootstrap asset repository)
+        assert "container-assets" in repository
+        assert granted == {
+            ("ecr:BatchCheckLayerAvailability", repository),
+            ("ecr:BatchGetImage", repository),
+            ("ecr:GetDownloadUrlForLayer", repository),
+            ("ecr:GetAuthorizationToken", '"*"'),  # no resource-level permissions
+            ("logs:CreateLogStream", logs),
+            ("logs:PutLogEvents", logs),
+        }, synth.stack.stack_name
 
 
 def test_infrastructure_role_manages_ebs_volumes_for_ecs(dev: Synth) -> None:
