@@ -1,5 +1,6 @@
-"""The DynamoDB store and the services on moto's server: request counts per access pattern,
-all-or-nothing transactions, the title registry, large bodies and store outages."""
+"""The DynamoDB adapter itself, on moto's server: request counts per access pattern, the item
+layout of large bodies, and store outages. The semantics both adapters share (transactions,
+the title registry, bodies, cursors, indexes, concurrency) are in tests/contract."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from openagents import composition
 from openagents.artifacts.folder import FolderArtifactStore
 from openagents.composition import Container
 from openagents.domain import naming
-from openagents.domain.errors import Conflict, NotFound, RateLimited, Unavailable
+from openagents.domain.errors import Unavailable
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
     AuditEntry,
@@ -36,7 +37,7 @@ from openagents.settings import Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.mapping import chat_item
-from openagents.store.port import MessageIdTaken, RateWindow, TitleTaken
+from openagents.store.port import RateWindow
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Liddell")
 BOB = Identity(user_id="bob", username="bob")
@@ -91,6 +92,12 @@ def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """These tests are about the DynamoDB adapter: local mode on moto's DynamoDB."""
+    return settings.model_copy(update={"store": "dynamodb"})
+
+
+@pytest.fixture
 def metrics() -> RecordingMetrics:
     return RecordingMetrics()
 
@@ -125,11 +132,6 @@ def raw_item(settings: Settings, pk: str, sk: str) -> dict[str, Any]:
         TableName=settings.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}
     )["Item"]
     return item
-
-
-def candidates(monkeypatch: pytest.MonkeyPatch, names: list[str]) -> None:
-    """Make the service try exactly these generated titles, in order."""
-    monkeypatch.setattr(naming, "city_candidates", lambda used: iter(names))
 
 
 def new_objects(
@@ -198,13 +200,6 @@ def test_create_with_a_given_title_reads_no_titles(
     assert requests.counts() == {"GetItem": 1, "TransactWriteItems": 1}
     assert session.title == "My work"
     assert "My work" in store.used_titles("alice")  # given titles are registered too
-
-
-def test_given_titles_may_repeat(app: Container) -> None:
-    first, _ = app.sessions.create(ALICE, NewSession(title="Same"))
-    second, _ = app.sessions.create(ALICE, NewSession(title="Same"))
-    assert first.id != second.id
-    assert second.title == "Same"
 
 
 def test_get_session_is_one_get_item(app: Container, requests: Requests) -> None:
@@ -285,149 +280,6 @@ def test_chat_and_message_access_patterns_are_one_request_each(
     assert [m.id for m in page.items] == ["m-1"]
 
 
-# --------------------------------------------------- all-or-nothing creates
-
-
-def test_rate_limited_create_leaves_nothing_behind(
-    settings: Settings, metrics: RecordingMetrics
-) -> None:
-    app = composition.build(settings.model_copy(update={"rate_limit_per_minute": 2}), metrics)
-    app.sessions.create(ALICE, NewSession(title="one"))
-    app.sessions.create(ALICE, NewSession(title="two"))
-    before = scan(settings)
-
-    with pytest.raises(RateLimited) as info:
-        app.sessions.create(ALICE, NewSession(title="three"))
-
-    assert 1 <= info.value.retry_after_seconds <= settings.rate_limit_window_seconds
-    assert scan(settings) == before
-    assert metrics.counts["SessionCreated"] == 2
-    # the limit is per user
-    app.sessions.create(BOB, NewSession(title="bob's"))
-    assert len(scan(settings)) > len(before)
-
-
-def test_claimed_title_is_taken_and_the_transaction_writes_nothing(
-    app: Container, store: DynamoStore, settings: Settings
-) -> None:
-    existing, _ = app.sessions.create(ALICE, NewSession())
-    before = scan(settings)
-
-    session, chat, entry, rate = new_objects("alice", existing.title, "x")
-    with pytest.raises(TitleTaken):
-        store.create_session(session, chat, entry, claim_title=True, rate=rate)
-    assert scan(settings) == before
-    assert store.get_session(session.id) is None
-
-    # another user's registry is separate, and an unclaimed title goes through
-    bobs = new_objects("bob", existing.title, "b")
-    store.create_session(*bobs[:3], claim_title=True, rate=bobs[3])
-    free = new_objects("alice", "Unused title", "y")
-    store.create_session(*free[:3], claim_title=True, rate=free[3])
-    assert store.get_session("sess-y") is not None
-    assert len(scan(settings)) == len(before) + 12
-
-
-def test_generated_title_race_retries_with_the_next_candidate(
-    app: Container, store: DynamoStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    candidates(monkeypatch, ["Paris"])
-    app.sessions.create(ALICE, NewSession())
-    candidates(monkeypatch, ["Paris", "Paris", "Rome"])  # a stale read: Paris is taken
-
-    session, _ = app.sessions.create(ALICE, NewSession())
-
-    assert session.title == "Rome"
-    assert store.used_titles("alice") == {"Paris", "Rome"}
-    listed = app.sessions.list(ALICE, ListFilter.ALL, None, None).page.items
-    assert sorted(s.title for s in listed) == ["Paris", "Rome"]
-
-
-def test_generated_title_gives_up_after_eight_attempts(
-    app: Container, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    candidates(monkeypatch, ["Paris"])
-    app.sessions.create(ALICE, NewSession())
-    before = scan(settings)
-    candidates(monkeypatch, ["Paris"] * 20)
-    with pytest.raises(Conflict):
-        app.sessions.create(ALICE, NewSession())
-    assert scan(settings) == before
-
-
-# ------------------------------------------------------------ title registry
-
-
-def test_title_is_free_again_after_delete(
-    app: Container, store: DynamoStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    session, _ = app.sessions.create(ALICE, NewSession())
-    assert session.title in store.used_titles("alice")
-
-    app.sessions.delete(ALICE, session.id)
-
-    assert session.title not in store.used_titles("alice")
-    candidates(monkeypatch, [session.title])
-    again, _ = app.sessions.create(ALICE, NewSession())
-    assert again.title == session.title
-    assert again.id != session.id
-
-
-def test_title_is_free_again_after_rename(
-    app: Container, store: DynamoStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    session, _ = app.sessions.create(ALICE, NewSession())
-    old = session.title
-
-    renamed = app.sessions.update(ALICE, session.id, title="  Renamed  ", status=None)
-
-    assert renamed.title == "Renamed"
-    assert app.sessions.get(ALICE, session.id).title == "Renamed"
-    assert store.used_titles("alice") == {"Renamed"}
-    candidates(monkeypatch, [old])
-    again, _ = app.sessions.create(ALICE, NewSession())
-    assert again.title == old
-    # the renamed title is claimed: a generated create cannot take it
-    candidates(monkeypatch, ["Renamed"] * 8)
-    with pytest.raises(Conflict):
-        app.sessions.create(ALICE, NewSession())
-
-
-def test_used_titles_are_per_user(app: Container, store: DynamoStore) -> None:
-    a, _ = app.sessions.create(ALICE, NewSession(title="Alpha"))
-    app.sessions.create(BOB, NewSession(title="Beta"))
-    assert store.used_titles("alice") == {"Alpha"}
-    assert store.used_titles("bob") == {"Beta"}
-    assert a.user_id == "alice"
-
-
-def test_delete_session_removes_every_item(
-    app: Container, settings: Settings, metrics: RecordingMetrics
-) -> None:
-    keep, _ = app.sessions.create(BOB, NewSession(title="Keep"))
-    before = scan(settings)
-    session, chat = app.sessions.create(ALICE, NewSession(title="Gone"))
-    extra = app.chats.create(ALICE, session.id, "extra-chat")
-    for i, target in enumerate((chat.id, extra.id)):
-        app.chats.post_message(
-            ALICE,
-            session.id,
-            target,
-            message_id=f"m-{i}",
-            role=Role.USER,
-            ui_message={"id": f"m-{i}", "role": "user", "parts": []},
-        )
-
-    app.sessions.delete(ALICE, session.id)
-
-    remaining = [k for k in scan(settings) if not k[0].startswith("U#alice")]
-    assert remaining == before
-    assert metrics.counts["SessionDeleted"] == 1
-    with pytest.raises(NotFound):
-        app.sessions.get(ALICE, session.id)
-    assert app.sessions.get(BOB, keep.id).title == "Keep"
-
-
 # -------------------------------------------------------- messages and bodies
 
 
@@ -460,7 +312,7 @@ def target(app: Container) -> tuple[Session, Chat]:
     return app.sessions.get(ALICE, session.id), chat
 
 
-def test_large_bodies_live_in_the_artifact_store(
+def test_a_large_body_is_a_pointer_in_the_item(
     store: DynamoStore, settings: Settings, tmp_path: Path, target: tuple[Session, Chat]
 ) -> None:
     session, chat = target
@@ -484,76 +336,6 @@ def test_large_bodies_live_in_the_artifact_store(
     assert "bodyRef" not in item
     assert json.loads(item["body"]["S"]) == small
     assert store.list_messages(chat.id, 10, None).items[0].parts == small
-
-
-def test_inline_assistant_message_can_be_updated(
-    store: DynamoStore, settings: Settings, tmp_path: Path, target: tuple[Session, Chat]
-) -> None:
-    session, chat = target
-    first = small_body("first", "m")
-    second = small_body("second", "m")
-    assert (
-        store.put_message(session, chat, assistant(chat, first, "m"), activity=None) == "inserted"
-    )
-    assert (
-        store.put_message(session, chat, assistant(chat, second, "m"), activity=None) == "updated"
-    )
-    assert store.list_messages(chat.id, 10, None).items[0].parts == second
-
-    big = big_body(settings, "m")
-    assert store.put_message(session, chat, assistant(chat, big, "m"), activity=None) == "updated"
-    assert len(files(tmp_path / "store-artifacts")) == 1
-    assert store.list_messages(chat.id, 10, None).items[0].parts == big
-
-
-def test_deleting_a_chat_drops_its_messages_and_bodies(
-    store: DynamoStore, settings: Settings, tmp_path: Path, target: tuple[Session, Chat]
-) -> None:
-    session, chat = target
-    store.put_message(session, chat, assistant(chat, big_body(settings)), activity=None)
-    store.put_message(session, chat, assistant(chat, small_body("s", "s"), "s"), activity=None)
-    now = datetime.now(UTC)
-    second = Chat(
-        id="second", session_id=session.id, title="New chat", created_at=now, updated_at=now
-    )
-    store.create_chat(session, second, 10)
-    assert len(files(tmp_path / "store-artifacts")) == 1
-
-    store.delete_chat(session, chat.id)
-
-    assert files(tmp_path / "store-artifacts") == []
-    assert store.list_messages(chat.id, 10, None).items == []
-    keys = scan(settings)
-    assert not [k for k in keys if k[0] in {"MID#big", "MID#s", f"CID#{chat.id}", f"C#{chat.id}"}]
-    assert (f"S#{session.id}", f"C#{chat.id}") not in keys
-    assert store.get_chat(session.id, "second") is not None
-
-
-def test_conflicting_message_id_keeps_its_body_and_leaves_no_artifact(
-    app: Container, store: DynamoStore, settings: Settings, tmp_path: Path
-) -> None:
-    session, chat = app.sessions.create(ALICE, NewSession(title="T"))
-    other = app.chats.create(ALICE, session.id, "other")
-    session = app.sessions.get(ALICE, session.id)
-    now = datetime.now(UTC)
-    original = {"id": "m", "role": "assistant", "parts": [{"type": "text", "text": "original"}]}
-    store.put_message(
-        session,
-        chat,
-        Message(id="m", chat_id=chat.id, role=Role.ASSISTANT, parts=original, created_at=now),
-        activity=None,
-    )
-    huge = {"id": "m", "role": "assistant", "parts": ["y" * (settings.inline_message_bytes + 1)]}
-    with pytest.raises(MessageIdTaken):
-        store.put_message(
-            session,
-            other,
-            Message(id="m", chat_id=other.id, role=Role.ASSISTANT, parts=huge, created_at=now),
-            activity=None,
-        )
-    assert files(tmp_path / "store-artifacts") == []
-    assert store.list_messages(chat.id, 10, None).items[0].parts == original
-    assert store.list_messages(other.id, 10, None).items == []
 
 
 # ---------------------------------------------------------------- outages
