@@ -1,4 +1,5 @@
-"""Shared fixtures: one moto server per test run, one fresh table per test."""
+"""Shared fixtures: one moto server per test run; per test, a fresh SQLite store (local mode)
+and a fresh DynamoDB table on moto (AWS mode, and tests of the DynamoDB adapter)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def moto_endpoint() -> Iterator[str]:
 
 @pytest.fixture
 def settings(moto_endpoint: str, tmp_path: Path) -> Settings:
-    """Local-mode settings on a table of its own (tests never share state)."""
+    """Local-mode settings: the SQLite store in the test's home folder; AWS mode (the Lambda
+    transport, ``store="dynamodb"``) gets a moto table of its own (tests never share state)."""
     table = f"t-{uuid.uuid4().hex[:12]}"
     current = Settings(
         home=tmp_path / "home",
+        store="sqlite",
         table_name=table,
         dynamodb_endpoint=moto_endpoint,
         rate_limit_per_minute=1000,

@@ -1,5 +1,6 @@
-"""The one-machine DynamoDB: moto on 127.0.0.1, its items dumped to the home folder on stop
-and loaded back on the next start."""
+"""The one-machine DynamoDB (``OPENAGENTS_STORE=dynamodb``): moto on 127.0.0.1, its items dumped
+to the home folder on stop and loaded back on the next start; and the move to SQLite: the dump is
+imported once into the SQLite store, then renamed."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import boto3
 import pytest
 from openagents import composition
 from openagents.domain.identity import Identity
-from openagents.domain.models import ListFilter, Role
-from openagents.local.dynamodb import DUMP_FILE, LocalDynamo
+from openagents.domain.models import ListFilter, Role, SessionStatus
+from openagents.local.cli import start_moto
+from openagents.local.dynamodb import DUMP_FILE, LocalDynamo, import_dump
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
@@ -51,6 +53,7 @@ def start(home: Path, table: str, running: list[LocalDynamo]) -> LocalDynamo:
 def services(home: Path, table: str, dynamo: LocalDynamo) -> composition.Container:
     settings = Settings(
         home=home,
+        store="dynamodb",
         table_name=table,
         dynamodb_endpoint=dynamo.endpoint,
         provision_on_create=False,  # no sandbox workflow here
@@ -146,6 +149,84 @@ def test_dump_is_a_json_list_written_atomically(
     # one more session: session, chat, chat claim, audit entry, title (same rate counter)
     assert dynamo.dump() == 11
     assert len(json.loads(path.read_text())) == 11
+
+
+def fill(app: composition.Container) -> tuple[str, str, str]:
+    """A session with two chats, a message in the first, one archived session."""
+    session, chat = app.sessions.create(ALICE, NewSession(title="Persistent"))
+    app.chats.post_message(
+        ALICE,
+        session.id,
+        chat.id,
+        message_id="m-1",
+        role=Role.USER,
+        ui_message={"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "keep me"}]},
+    )
+    second = app.chats.create(ALICE, session.id, "second-chat")
+    old, _ = app.sessions.create(ALICE, NewSession(title="Old"))
+    app.sessions.update(ALICE, old.id, title=None, status=SessionStatus.ARCHIVED)
+    return session.id, chat.id, second.id
+
+
+def sqlite_services(home: Path) -> composition.Container:
+    settings = Settings(home=home, store="sqlite", provision_on_create=False)
+    return composition.build(settings, NoMetrics())
+
+
+def check_imported(app: composition.Container, session_id: str, chat_id: str, second: str) -> None:
+    restored = app.sessions.get(ALICE, session_id)
+    assert restored.title == "Persistent"
+    assert set(restored.chats) == {chat_id, second}
+    listed = app.sessions.list(ALICE, ListFilter.ACTIVE, None, None)
+    assert [s.id for s in listed.page.items] == [session_id]
+    assert listed.archived_count == 1
+    messages = app.chats.messages(ALICE, session_id, chat_id, None, None).items
+    assert [m.parts["parts"][0]["text"] for m in messages] == ["keep me"]
+    assert app.chats.get(ALICE, session_id, chat_id).chat.title == "keep me"
+    assert app.chats.create(ALICE, session_id, second).id == second  # the id is still taken
+    assert len(app.chats.list(ALICE, session_id)) == 2
+    renamed = app.sessions.update(ALICE, session_id, title="Renamed", status=None)
+    assert renamed.title == "Renamed"  # the title registry came along
+
+
+def test_a_dump_is_imported_once_into_sqlite(
+    tmp_path: Path, table: str, started: list[LocalDynamo]
+) -> None:
+    home = tmp_path / "home"
+    dynamo = start(home, table, started)
+    ids = fill(services(home, table, dynamo))
+    dynamo.stop()
+    started.remove(dynamo)
+    db = home / "openagents.db"
+
+    assert import_dump(home, db) > 0
+
+    assert not (home / DUMP_FILE).exists()
+    assert (home / f"{DUMP_FILE}.imported").exists()
+    app = sqlite_services(home)
+    check_imported(app, *ids)
+    assert import_dump(home, db) == 0  # once: the renamed dump is left alone
+    assert app.sessions.get(ALICE, ids[0]).title == "Renamed"
+
+
+def test_dev_on_sqlite_imports_the_dump_and_runs_no_dynamodb(
+    tmp_path: Path, table: str, started: list[LocalDynamo]
+) -> None:
+    home = tmp_path / "home"
+    dynamo = start(home, table, started)
+    ids = fill(services(home, table, dynamo))
+    dynamo.stop()
+    started.remove(dynamo)
+
+    moto, table_runtime = start_moto(Settings(home=home, store="sqlite"))
+    try:
+        assert table_runtime is None  # no DynamoDB table, no dump/load
+        assert not isinstance(moto, LocalDynamo)
+        assert (home / f"{DUMP_FILE}.imported").exists()
+        check_imported(sqlite_services(home), *ids)
+    finally:
+        moto.stop()
+    assert not (home / DUMP_FILE).exists()  # nothing dumps on stop
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,14 @@ class Mode(StrEnum):
     AWS = "aws"  # API Gateway JWT authorizer, DynamoDB, S3
 
 
+def _home_folder() -> tuple[Path, ...]:
+    """The default local repository root: the home folder (none when it cannot be found)."""
+    try:
+        return (Path.home(),)
+    except (RuntimeError, KeyError):
+        return ()
+
+
 class Settings(BaseSettings):
     """Typed settings; parsed once per process by the composition root."""
 
@@ -70,6 +78,36 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=1_048_576, ge=1024)
     inline_message_bytes: int = Field(default=300_000, ge=1024, le=350_000)
     allow_local_repos: bool = True  # forced off in AWS mode
+
+    # --- local repositories (openagents/git/roots.py; docs/sandboxes.md "Local repositories") ---
+    # folders a local repoUrl must lie under (symlinks resolved), colon- or comma-separated;
+    # default: the home folder of the user running the server; empty: no local repository
+    local_repo_roots: Annotated[tuple[Path, ...], NoDecode] = Field(
+        default_factory=lambda: _home_folder()
+    )
+
+    @field_validator("local_repo_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):  # JSON, as tests/support.export_settings writes it
+                import json
+
+                return tuple(json.loads(text))
+            parts = text.replace(",", ":").split(":")
+            return tuple(part.strip() for part in parts if part.strip())
+        return value
+
+    @field_validator("local_repo_roots")
+    @classmethod
+    def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        roots = tuple(root.expanduser() for root in value)
+        if any(not root.is_absolute() for root in roots):
+            raise ValueError("OPENAGENTS_LOCAL_REPO_ROOTS takes absolute folders")
+        return roots
+
+    # --- end of local repositories ---
     allowed_repo_hosts: tuple[str, ...] = ("github.com",)
 
     # identity

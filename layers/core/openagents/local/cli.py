@@ -29,10 +29,10 @@ def load_app(settings: Settings) -> Any:
 def dev(
     port: Annotated[int | None, typer.Option(help="Port (default OPENAGENTS_PORT or 8000)")] = None,
 ) -> None:
-    """Serve the API on http://127.0.0.1:PORT with DynamoDB on moto; state in OPENAGENTS_HOME."""
+    """Serve the API on http://127.0.0.1:PORT on the SQLite store (OPENAGENTS_STORE=dynamodb:
+    moto's DynamoDB); state in OPENAGENTS_HOME."""
     import uvicorn
 
-    from openagents.local.dynamodb import LocalDynamo
     from openagents.local.schedules import Timer, run_schedule
     from openagents.local.spa import mount_spa
     from openagents.local.stepfunctions import LocalStepFunctions
@@ -43,16 +43,15 @@ def dev(
     base.home.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    dynamo = LocalDynamo(base.home, base.table_name, base.region)
-    dynamo.start()
-    machines = LocalStepFunctions(dynamo.endpoint, base.region, base.statemachines_dir).install()
+    moto, dynamo = start_moto(base)
+    machines = LocalStepFunctions(moto.endpoint, base.region, base.statemachines_dir).install()
     # Lambda tasks run in this process and read their settings from the environment, as on AWS.
     os.environ.update(
         {
             "OPENAGENTS_HOME": str(base.home.resolve()),
-            "OPENAGENTS_DYNAMODB_ENDPOINT": dynamo.endpoint,
-            "OPENAGENTS_STEPFUNCTIONS_ENDPOINT": dynamo.endpoint,
+            "OPENAGENTS_STEPFUNCTIONS_ENDPOINT": moto.endpoint,
             "OPENAGENTS_STATE_MACHINES": json.dumps(machines),
+            **({"OPENAGENTS_DYNAMODB_ENDPOINT": moto.endpoint} if dynamo else {}),
         }
     )
     settings = Settings()
@@ -61,12 +60,12 @@ def dev(
     timer.start()
     stop = threading.Event()
 
-    def autosave() -> None:
+    def autosave(dynamo: Any) -> None:
         while not stop.wait(settings.dump_interval_seconds):
             dynamo.dump()
 
-    saver = threading.Thread(target=autosave, name="dynamodb-autosave", daemon=True)
-    saver.start()
+    if dynamo is not None:  # SQLite commits durably: nothing to save
+        threading.Thread(target=autosave, args=(dynamo,), name="autosave", daemon=True).start()
     app = load_app(settings)
     web = mount_spa(app)
     try:
@@ -78,7 +77,23 @@ def dev(
     finally:
         stop.set()
         timer.stop()
-        dynamo.stop()
+        moto.stop()
+
+
+def start_moto(settings: Settings) -> tuple[Any, Any]:
+    """moto's server for Step Functions; with ``OPENAGENTS_STORE=dynamodb`` its DynamoDB too
+    (the table reloaded from the dump), returned second. With SQLite, an old dump is imported
+    once."""
+    from openagents.local.dynamodb import LocalDynamo, LocalMoto, import_dump
+
+    if settings.store_adapter == "dynamodb":
+        dynamo = LocalDynamo(settings.home, settings.table_name, settings.region)
+        dynamo.start()
+        return dynamo, dynamo
+    import_dump(settings.home, settings.sqlite_path)
+    moto = LocalMoto()
+    moto.start()
+    return moto, None
 
 
 @cli.command()

@@ -1,4 +1,6 @@
-"""moto's DynamoDB server on 127.0.0.1, with the table persisted under the state folder."""
+"""moto's server on 127.0.0.1 (Step Functions for the workflows, always), and — with
+``OPENAGENTS_STORE=dynamodb`` — its DynamoDB with the table dumped under the state folder.
+With the SQLite store, an old dump is imported once (``import_dump``)."""
 
 from __future__ import annotations
 
@@ -47,20 +49,38 @@ def free_port() -> int:
         return port
 
 
-class LocalDynamo:
-    """Start/stop moto, create the table from the models, dump and reload its items."""
+class LocalMoto:
+    """Start/stop moto's server (Step Functions, Lambda, IAM; DynamoDB unused)."""
 
-    def __init__(self, home: Path, table_name: str, region: str, port: int | None = None) -> None:
-        self._dump = home / DUMP_FILE
-        self._table = table_name
-        self._region = region
+    def __init__(self, port: int | None = None) -> None:
         self._port = port or free_port()
         self._server: ThreadedMotoServer | None = None
-        self._lock = threading.Lock()
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> None:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+class LocalDynamo(LocalMoto):
+    """moto with the table: created from the models, its items dumped and reloaded."""
+
+    def __init__(self, home: Path, table_name: str, region: str, port: int | None = None) -> None:
+        super().__init__(port)
+        self._dump = home / DUMP_FILE
+        self._table = table_name
+        self._region = region
+        self._lock = threading.Lock()
 
     def _client(self) -> Any:
         return boto3.client(
@@ -73,10 +93,7 @@ class LocalDynamo:
 
     def start(self) -> None:
         serialise_moto_dynamodb()
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._port, verbose=False)
-        self._server.start()
+        super().start()
         items.bind(self._table, self.endpoint, self._region)
         items.create_table()
         self.load()
@@ -84,8 +101,7 @@ class LocalDynamo:
     def stop(self) -> None:
         if self._server is not None:
             self.dump()
-            self._server.stop()
-            self._server = None
+        super().stop()
 
     def load(self) -> int:
         if not self._dump.exists():
@@ -112,3 +128,17 @@ class LocalDynamo:
                 json.dump(rows, handle)
             os.replace(tmp, self._dump)
             return len(rows)
+
+
+def import_dump(home: Path, database: Path) -> int:
+    """Import ``<home>/dynamodb.json`` (left by the DynamoDB runtime) into the SQLite store at
+    ``database`` once, then rename it ``dynamodb.json.imported``; 0 when there is none."""
+    from openagents.store.sqlite_import import import_rows
+
+    dump = home / DUMP_FILE
+    if not dump.exists():
+        return 0
+    count = import_rows(json.loads(dump.read_text()), database)
+    os.replace(dump, dump.with_name(DUMP_FILE + ".imported"))
+    log.info("imported %d items from %s into %s", count, dump, database)
+    return count

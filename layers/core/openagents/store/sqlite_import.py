@@ -1,0 +1,107 @@
+"""Import the one-machine runtime's old DynamoDB dump (moto's items as DynamoDB JSON, the
+format ``openagents.local.dynamodb`` writes) into the SQLite store, so sessions survive the
+move to SQLite. Items map through the DynamoDB adapter's own models; id claims need no rows
+(the chat and message tables keep ids unique)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from openagents.store import items
+from openagents.store.mapping import to_audit, to_chat, to_session
+from openagents.store.sqlite_rows import insert_entry, insert_session, write_chat
+from openagents.store.sqlite_schema import Database
+
+
+def import_rows(rows: list[dict[str, Any]], path: Path) -> int:
+    """Write every item of ``rows`` into the SQLite file at ``path`` (one transaction);
+    returns how many items were imported."""
+    database = Database(path)
+    try:
+        with database.transaction() as db:
+            return sum(_import(db, row) for row in rows)
+    finally:
+        database.close()
+
+
+def _string(row: dict[str, Any], name: str) -> str | None:
+    value = row.get(name, {}).get("S")
+    return None if value is None else str(value)
+
+
+def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
+    pk, sk = row["pk"]["S"], row["sk"]["S"]
+    if pk.startswith("S#") and sk == "SESSION":
+        session = to_session(items.SessionItem.from_raw_data(row))
+        db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
+        insert_session(db, session)
+        db.execute(
+            "UPDATE sessions SET due_shard = ?, due_at = ?, idle_shard = ?, pr_key = ?"
+            " WHERE id = ?",
+            (
+                _string(row, "dueShard"),
+                _string(row, "dueAt"),
+                _string(row, "idleShard"),
+                _string(row, "prKey"),
+                session.id,
+            ),
+        )
+    elif pk.startswith("S#") and sk.startswith("C#"):
+        write_chat(db, to_chat(items.ChatItem.from_raw_data(row)))
+    elif pk.startswith("S#") and sk.startswith("E#"):
+        insert_entry(db, to_audit(items.AuditItem.from_raw_data(row)))
+    elif pk.startswith("C#") and sk.startswith("M#"):
+        message = items.MessageItem.from_raw_data(row)
+        db.execute(
+            "INSERT OR REPLACE INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                message.chat_id,
+                sk,
+                message.id,
+                message.role,
+                message.body,
+                message.body_ref,
+                message.created_at,
+            ),
+        )
+    elif pk.startswith("U#"):
+        return _import_user(db, pk.removeprefix("U#"), sk, row)
+    else:
+        return 0  # id claims (CID#, MID#): implied by the chat and message tables
+    return 1
+
+
+def _import_user(db: sqlite3.Connection, user_id: str, sk: str, row: dict[str, Any]) -> int:
+    if sk == "PROFILE":
+        profile = items.ProfileItem.from_raw_data(row)
+        db.execute(
+            "INSERT OR REPLACE INTO profiles"
+            " (user_id, default_model_id, auto_commit_push, auto_create_pr, archived_count)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                user_id,
+                profile.default_model_id,
+                bool(profile.auto_commit_push),
+                bool(profile.auto_create_pr),
+                int(profile.archived_count or 0),
+            ),
+        )
+    elif sk.startswith("T#"):
+        title = items.TitleItem.from_raw_data(row)
+        for session_id in title.session_ids or ():
+            db.execute(
+                "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
+                (user_id, sk.removeprefix("T#"), session_id),
+            )
+    elif sk.startswith("R#"):
+        counter = items.CounterItem.from_raw_data(row)
+        db.execute(
+            "INSERT OR REPLACE INTO counters (user_id, key, hits, expires_at) VALUES (?, ?, ?, ?)",
+            (user_id, sk, int(counter.hits or 0), int(counter.expires_at)),
+        )
+    else:
+        return 0
+    return 1
