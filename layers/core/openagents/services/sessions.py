@@ -19,9 +19,11 @@ from openagents.domain.models import (
     ListFilter,
     Page,
     Preferences,
+    Repo,
     Session,
     SessionStatus,
 )
+from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
 from openagents.settings import Settings
@@ -93,6 +95,7 @@ class SessionService:
         kick: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
         archive: ArchiveFlow | None = None,
+        local_roots: LocalRepoRoots | None = None,
     ) -> None:
         self._archive = archive
         self._journal = journal or Journal(None, metrics)
@@ -102,6 +105,9 @@ class SessionService:
         self._ids = ids
         self._metrics = metrics
         self._kick = kick
+        self._local_roots = local_roots or local_repo_roots(
+            settings.local_repo_roots, settings.home
+        )
 
     def create(self, identity: Identity, request: NewSession) -> tuple[Session, Chat]:
         repo = validation.repository(
@@ -114,6 +120,8 @@ class SessionService:
         )
         if request.repo_url and request.clone_url:
             raise InvalidInput("Give repoUrl or cloneUrl, not both", field="cloneUrl")
+        if repo is not None and (repo.clone_url or "").startswith("file://"):
+            repo = self._local_repo(repo, field="repoUrl" if request.repo_url else "cloneUrl")
         branch = request.branch
         if request.is_new_branch:
             branch = naming.branch_name(identity.username, identity.name)
@@ -186,6 +194,14 @@ class SessionService:
             self._journal.publish(session.user_id, entry)
             return self._provision(session), chat
         raise AssertionError("title candidates never run out")  # pragma: no cover
+
+    def _local_repo(self, repo: Repo, *, field: str) -> Repo:
+        """A local repository only under the allowed roots, saved by its real path."""
+        try:
+            real = self._local_roots.resolve(repo.clone_url or "")
+        except LocalRepoRefused as exc:
+            raise InvalidInput(str(exc), field=field) from None
+        return repo.model_copy(update={"clone_url": f"file://{real}"})
 
     def _provision(self, session: Session) -> Session:
         """Kick provisioning. The session exists whatever happens here: a failed kick is
