@@ -521,3 +521,13 @@ def test_no_caching_for_models_without_cache_points() -> None:
     assert BedrockModel(make_client(), "openai.gpt-oss-120b-1:0").model_id == (
         "bedrock/openai.gpt-oss-120b-1:0"
     )
+
+
+def test_a_stream_cut_before_message_stop_is_unavailable(bedrock: Bedrock) -> None:
+    bedrock.answer(simple()[:2])
+    events: list[ModelEvent] = []
+    with pytest.raises(ModelError) as raised:
+        events.extend(model(bedrock).stream(REQUEST))
+    assert events == [TextDelta("ok")]
+    assert raised.value.kind is ModelErrorKind.UNAVAILABLE
+    assert raised.value.retryable

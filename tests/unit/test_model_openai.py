@@ -117,6 +117,7 @@ class Reply:
     chunks: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
     stall_after: int | None = None  # go silent after this many chunks
+    ending: str = "done"  # "done": data: [DONE]; "close": just close; "cut": a broken chunk
 
 
 @dataclass
@@ -155,15 +156,22 @@ class Server:
                     return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
+                self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 self.close_connection = True
-                for index, data in enumerate([*reply.chunks, "[DONE]"]):
+                ending = ["[DONE]"] if reply.ending == "done" else []
+                for index, data in enumerate([*reply.chunks, *ending]):
                     if index == reply.stall_after:
                         server.release.wait(30)
                         return
-                    self.wfile.write(f"data: {data}\n\n".encode())
+                    event = f"data: {data}\n\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                     self.wfile.flush()
+                if reply.ending == "cut":
+                    self.wfile.write(b"400\r\ndata: {")  # promises 1024 bytes, sends 7
+                else:
+                    self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -489,3 +497,23 @@ def test_the_registry_builds_one_client_from_settings(server: Server) -> None:
     # a local server: max_tokens; OpenAI itself: max_completion_tokens
     assert server.received[0].body["max_tokens"] == 64
     assert server.received[0].headers["authorization"] == "Bearer sk-test-123"
+
+
+def test_a_stream_that_ends_without_a_finish_reason_is_unavailable(server: Server) -> None:
+    server.replies.append(Reply(chunks=[chunk({"content": "half"})], ending="close"))
+    events: list[ModelEvent] = []
+    with pytest.raises(ModelError) as raised:
+        events.extend(model(server).stream(REQUEST))
+    assert events == [TextDelta("half")]
+    assert raised.value.kind is ModelErrorKind.UNAVAILABLE
+    assert "ended before the answer was complete" in raised.value.message
+
+
+def test_a_connection_broken_mid_stream_is_unavailable(server: Server) -> None:
+    server.replies.append(Reply(chunks=[chunk({"content": "half"})], ending="cut"))
+    events: list[ModelEvent] = []
+    with pytest.raises(ModelError) as raised:
+        events.extend(model(server).stream(REQUEST))
+    assert events == [TextDelta("half")]
+    assert raised.value.kind is ModelErrorKind.UNAVAILABLE
+    assert "connection to the endpoint failed" in raised.value.message

@@ -24,6 +24,7 @@ from openagents.sandbox.port import (
     SandboxState,
     SnapshotRef,
 )
+from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
 from openagents.services.sessions import owned
@@ -99,6 +100,7 @@ class ProvisioningService:
     ) -> None:
         self._from_bundle = from_bundle
         self._clone_token = clone_token  # a private repository's short-lived token (git host)
+        self._local_roots = local_repo_roots(settings.local_repo_roots, settings.home)
         self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
         self._store = store
@@ -162,7 +164,7 @@ class ProvisioningService:
             session_id,
             generation,
             from_snapshot=snapshot,
-            shared_paths=_local_repo_paths(session),
+            shared_paths=_local_repo_paths(session, self._local_roots),
         )
         try:
             self._transition(
@@ -334,7 +336,18 @@ class ProvisioningService:
         )
 
 
-def _local_repo_paths(session: Session) -> tuple[str, ...]:
-    """A local repository the sandbox must be able to read (one-machine runtime only)."""
+def _local_repo_paths(session: Session, roots: LocalRepoRoots) -> tuple[str, ...]:
+    """A local repository the sandbox reads (bound read-only: the sandbox clones from it and
+    pushes back only through the git host); checked against the allowed roots again, and
+    refused when its real path is no longer the one saved at create (a symlink since)."""
     url = session.clone_url or ""
-    return (url.removeprefix("file://"),) if url.startswith("file://") else ()
+    if not url.startswith("file://"):
+        return ()
+    saved = url.removeprefix("file://")
+    try:
+        real = roots.resolve(url)
+    except LocalRepoRefused as exc:
+        raise SandboxError(f"local repository refused: {exc}") from None
+    if str(real) != saved:
+        raise SandboxError(f"local repository refused: {saved} now resolves to {real}")
+    return (str(real),)

@@ -123,8 +123,6 @@ class BedrockModel:
                     yield from reader.feed(event)
             except Exception as error:
                 failure = map_error(error, self._model)
-                if failure is None:
-                    raise
                 if not (failure.retryable and not reader.started and attempt < self._max_attempts):
                     raise failure from error
                 delay = backoff_seconds(attempt, base=self._backoff)
@@ -296,8 +294,10 @@ def _tool_input(name: str, raw: str) -> dict[str, Any]:
     return value
 
 
-def map_error(error: BaseException, model: str) -> ModelError | None:
-    """The ``ModelError`` for a boto3/botocore failure; None for anything else (a bug)."""
+def map_error(error: BaseException, model: str) -> ModelError:
+    """The ``ModelError`` of a failed call: botocore's errors (the stream's exception events
+    included), a connection that broke mid-stream (urllib3), else an unexpected answer (chained,
+    so the traceback is kept)."""
     if isinstance(error, ModelError):
         return error
     from botocore import exceptions as boto
@@ -325,4 +325,15 @@ def map_error(error: BaseException, model: str) -> ModelError | None:
         )
     if isinstance(error, boto.BotoCoreError):
         return ModelError(ModelErrorKind.UNAVAILABLE, f"Bedrock model {model}: {error}")
-    return None
+    import urllib3.exceptions
+
+    if isinstance(error, urllib3.exceptions.HTTPError):  # raised as is while the stream is read
+        return ModelError(
+            ModelErrorKind.UNAVAILABLE,
+            f"Bedrock model {model}: the connection broke mid-answer ({error})",
+            retryable=True,
+        )
+    return ModelError(
+        ModelErrorKind.INVALID_RESPONSE,
+        f"Bedrock model {model}: unexpected failure ({type(error).__name__}: {error})",
+    )

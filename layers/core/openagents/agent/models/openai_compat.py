@@ -114,8 +114,6 @@ class OpenAICompatModel:
                     yield from reader.feed(chunk)
             except Exception as error:
                 failure = map_error(error, self._model)
-                if failure is None:
-                    raise
                 if not (failure.retryable and not reader.started and attempt < self._max_attempts):
                     raise failure from error
                 if sleep_unless_cancelled(backoff_seconds(attempt, base=self._backoff), cancelled):
@@ -247,8 +245,14 @@ class _Reader:
     def finish(self, *, cancelled: bool) -> Finish:
         if cancelled:
             return Finish(StopReason.CANCELLED, self._usage, self._built.message())
+        if self._stop is None:
+            raise ModelError(
+                ModelErrorKind.UNAVAILABLE,
+                "the stream ended before the answer was complete (no finish reason)",
+                retryable=True,
+            )
         message = self._built.message()
-        stop = self._stop or StopReason.END_TURN
+        stop = self._stop
         if message.tool_calls:  # some servers say "stop" after tool calls
             stop = StopReason.TOOL_USE
         return Finish(stop, self._usage, message)
@@ -267,18 +271,31 @@ def _arguments(name: str, raw: str) -> dict[str, Any]:
     return value
 
 
-def map_error(error: BaseException, model: str) -> ModelError | None:
-    """The ``ModelError`` of an ``openai`` SDK failure; None for anything else (a bug)."""
+def map_error(error: BaseException, model: str) -> ModelError:
+    """The ``ModelError`` of a failed call: the ``openai`` SDK's errors, a connection that broke
+    mid-stream (httpx), else an unexpected answer (chained, so the traceback is kept)."""
     if isinstance(error, ModelError):
         return error
+    import httpx
     import openai
 
-    if not isinstance(error, openai.OpenAIError):
-        return None
-    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+    if isinstance(error, httpx.TransportError):  # raised as is while the stream is read
         return ModelError(
             ModelErrorKind.UNAVAILABLE,
-            f"OpenAI-compatible endpoint for {model} unreachable: {error}",
+            f"model {model}: the connection broke mid-answer ({type(error).__name__}: {error})",
+            retryable=True,
+        )
+    if not isinstance(error, openai.OpenAIError):
+        return ModelError(
+            ModelErrorKind.INVALID_RESPONSE,
+            f"model {model}: unexpected failure ({type(error).__name__}: {error})",
+        )
+    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        cause = error.__cause__ or error.__context__
+        reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
+        return ModelError(
+            ModelErrorKind.UNAVAILABLE,
+            f"model {model}: the connection to the endpoint failed ({reason})",
             retryable=True,
         )
     if not isinstance(error, openai.APIError):
