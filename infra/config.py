@@ -142,9 +142,7 @@ class StageConfig:
             raise ValueError(f"sandboxEgress {self.sandbox_egress!r}: one of {SANDBOX_EGRESS}")
         proxied = self.sandbox_egress == "proxy"
         if proxied != bool(self.sandbox_egress_proxy):
-            raise ValueError(
-                "sandboxEgressProxy is required with sandboxEgress=proxy, and only then"
-            )
+            raise ValueError("sandboxEgressProxy goes with sandboxEgress=proxy, and only with it")
         if self.sandbox_egress_proxy_cidr and not proxied:
             raise ValueError("sandboxEgressProxyCidr only goes with sandboxEgress=proxy")
         if self.sandbox_egress_proxy:

@@ -145,5 +145,5 @@ def closed(synth: Callable[..., Synth]) -> Synth:
 
 
 @pytest.fixture(scope="session")
-def stages(dev: Synth, prod: Synth, ext: Synth) -> tuple[Synth, ...]:
-    return (dev, prod, ext)
+def stages(dev: Synth, prod: Synth, ext: Synth, closed: Synth) -> tuple[Synth, ...]:
+    return (dev, prod, ext, closed)

@@ -4,12 +4,22 @@ Fargate task definition the driver expects, its roles, the token key, and the EF
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import pytest
 from openagents.sandbox.fargate import FargateConfig
 
-from infra.constructs.sandbox import CONTAINER_NAME, INIT_CONTAINER, SANDBOX_PORT, VOLUME_NAME
-from tests.infra.conftest import ROOT, Synth
+from infra.config import StageConfig
+from infra.constructs.sandbox import (
+    CONTAINER_NAME,
+    INIT_CONTAINER,
+    NO_PROXY,
+    PROXY_VARIABLES,
+    SANDBOX_PORT,
+    VOLUME_NAME,
+)
+from tests.infra.conftest import GITHUB_TOKEN, PROXY, ROOT, Synth
 
 VOLUMES_POLICY = "service-role/AmazonECSInfrastructureRolePolicyForVolumes"
 
@@ -129,9 +139,9 @@ def test_an_ebs_sandbox_has_no_task_role(
 
 
 def test_execution_role_pulls_the_image_and_writes_the_log_group_only(
-    stages: tuple[Synth, ...], closed: Synth
+    stages: tuple[Synth, ...],
 ) -> None:
-    for synth in (*stages, closed):
+    for synth in stages:
         sandbox = synth.stack.sandbox
         role = _props(synth, sandbox.execution_role)
         assert "ManagedPolicyArns" not in role
@@ -204,6 +214,9 @@ def test_only_the_control_plane_reaches_sandboxd(stages: tuple[Synth, ...]) -> N
         assert (rule["FromPort"], rule["ToPort"]) == (8080, 8080)
         assert rule["SourceSecurityGroupId"] == {"Fn::GetAtt": [control, "GroupId"]}
         assert "CidrIp" not in rule
+        # not even another sandbox (the group does not admit itself)
+        own = {"Fn::GetAtt": [synth.logical_id(sandbox.sandbox_sg), "GroupId"]}
+        assert rule["SourceSecurityGroupId"] != own
         # the control plane accepts nothing, and sends HTTPS out and sandboxd's port in
         assert _ingress(synth, sandbox.control_plane_sg) == []
         egress = {
@@ -214,6 +227,205 @@ def test_only_the_control_plane_reaches_sandboxd(stages: tuple[Synth, ...]) -> N
             {"Fn::GetAtt": [synth.logical_id(sandbox.sandbox_sg), "GroupId"]}
         )
         assert egress == {("0.0.0.0/0", 443), (sandbox_group, 8080)}
+
+
+def test_no_security_group_admits_an_address_range(stages: tuple[Synth, ...]) -> None:
+    """Nothing in the VPC accepts traffic from a CIDR (0.0.0.0/0 or any other): every ingress
+    rule names a security group, so a sandbox is reachable only from the control plane, and the
+    endpoints and EFS only from the groups they serve."""
+    for synth in stages:
+        groups = synth.resources("AWS::EC2::SecurityGroup")
+        rules = [
+            r for g in groups.values() for r in g["Properties"].get("SecurityGroupIngress", [])
+        ]
+        rules += [
+            r["Properties"] for r in synth.resources("AWS::EC2::SecurityGroupIngress").values()
+        ]
+        assert rules, synth.stack.stack_name
+        for rule in rules:
+            assert "CidrIp" not in rule, rule
+            assert "CidrIpv6" not in rule, rule
+            assert "SourcePrefixListId" not in rule, rule
+            assert "SourceSecurityGroupId" in rule, rule
+
+
+def _environment(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["Name"]: e["Value"] for e in container.get("Environment", [])}
+
+
+def _references(value: Any) -> set[str]:
+    """The logical ids a template value refers to (Ref, Fn::GetAtt, Fn::Sub)."""
+    if isinstance(value, list):
+        return set().union(*(_references(v) for v in value)) if value else set()
+    if not isinstance(value, dict):
+        return set()
+    found: set[str] = set()
+    for key, item in value.items():
+        if key == "Ref" and isinstance(item, str) and not item.startswith("AWS::"):
+            found.add(item)
+        elif key == "Fn::GetAtt":
+            found.add(item[0])
+        elif key == "Fn::Sub":
+            text = item if isinstance(item, str) else item[0]
+            found |= {n.split(".")[0] for n in re.findall(r"\$\{([^}!]+)\}", text)}
+            found -= {n for n in found if n.startswith("AWS::")}
+        else:
+            found |= _references(item)
+    return found
+
+
+def test_no_secret_or_store_coordinate_reaches_the_task_definition(
+    stages: tuple[Synth, ...],
+) -> None:
+    """No model key, JWT secret, GitHub token, token key or store credential is in the task
+    definition: no ``Secrets``, no environment but the proxy's address (``proxy``), and the
+    definition refers to nothing but its roles and its log group (not the table, the bucket,
+    a secret, the user pool or the bus). The per-task token is a RunTask override
+    (tests/infra/test_least_privilege.py pins that request)."""
+    for synth in stages:
+        sandbox = synth.stack.sandbox
+        props = _props(synth, sandbox.task_definition)
+        for container in props["ContainerDefinitions"]:
+            for key in ("Secrets", "EnvironmentFiles", "RepositoryCredentials"):
+                assert key not in container, (synth.stack.stack_name, container["Name"], key)
+        containers = _containers(synth)
+        assert "Environment" not in containers[INIT_CONTAINER]
+        environment = _environment(containers[CONTAINER_NAME])
+        if synth.stack.config.sandbox_egress == "proxy":
+            assert set(environment) == {*PROXY_VARIABLES, "NO_PROXY", "no_proxy"}
+            assert {environment[n] for n in PROXY_VARIABLES} == {PROXY}
+            assert environment["NO_PROXY"] == environment["no_proxy"] == NO_PROXY
+        else:
+            assert environment == {}, synth.stack.stack_name
+        for name, value in environment.items():
+            assert isinstance(value, str), (name, value)  # a literal, never a reference
+            assert not re.search(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL|JWT", name, re.I), name
+            assert "@" not in value, (name, value)  # no user:password@proxy
+        allowed = {synth.logical_id(sandbox.execution_role), synth.logical_id(sandbox.log_group)}
+        if sandbox.task_role is not None:
+            allowed.add(synth.logical_id(sandbox.task_role))
+        assert _references(props) <= allowed, synth.stack.stack_name
+        text = json.dumps(props)
+        secrets = synth.resources("AWS::SecretsManager::Secret")
+        assert secrets
+        for marker in (*secrets, "secretsmanager", "ssm:", GITHUB_TOKEN):
+            assert marker not in text, (synth.stack.stack_name, marker)
+
+
+def test_egress_open_is_the_default(dev: Synth, prod: Synth) -> None:
+    for synth in (dev, prod):
+        sandbox = synth.stack.sandbox
+        assert synth.stack.config.sandbox_egress == "open"
+        # all egress, through the private subnets' NAT route (git, registries)
+        group = synth.data["Resources"][synth.logical_id(sandbox.sandbox_sg)]["Properties"]
+        assert group["SecurityGroupEgress"] == [
+            {
+                "CidrIp": "0.0.0.0/0",
+                "Description": "Allow all outbound traffic by default",
+                "IpProtocol": "-1",
+            }
+        ]
+        assert _driver_subnets(synth) == _subnet_refs(synth, sandbox.vpc.private_subnets)
+        assert sandbox.vpc.isolated_subnets == []
+        assert sandbox.endpoint_sg is None
+        synth.template.resource_count_is("AWS::EC2::VPCEndpoint", 2)  # S3, DynamoDB gateways
+
+
+def _subnet_refs(synth: Synth, subnets: list[Any]) -> list[dict[str, str]]:
+    return [{"Ref": synth.logical_id(s)} for s in subnets]
+
+
+def _driver_subnets(synth: Synth) -> list[Any]:
+    """The subnets the driver starts sandbox tasks in (``OPENAGENTS_FARGATE_SUBNETS``)."""
+    _, api = synth.function("functions.api.handler.lambda_handler")
+    joined = api["Environment"]["Variables"]["OPENAGENTS_FARGATE_SUBNETS"]["Fn::Join"][1]
+    return [part for part in joined if isinstance(part, dict)]
+
+
+def _route_table(synth: Synth, subnet: Any) -> dict[str, str]:
+    return {"Ref": synth.stack.get_logical_id(subnet.node.find_child("RouteTable"))}
+
+
+def test_egress_none_and_proxy_keep_sandboxes_off_the_nat(ext: Synth, closed: Synth) -> None:
+    """``none``/``proxy``: the sandboxes run in isolated subnets whose only routes are the VPC
+    and an S3 endpoint that admits ECR's layer bucket only; the security group sends 443 (the
+    endpoints, the layers), NFS to EFS, and the proxy's port; the endpoints are exactly what
+    the task's ENI needs to pull the image and ship its logs."""
+    for synth in (ext, closed):
+        sandbox = synth.stack.sandbox
+        name = synth.stack.stack_name
+        isolated = sandbox.vpc.isolated_subnets
+        assert len(isolated) == 2, name
+        assert _driver_subnets(synth) == _subnet_refs(synth, isolated), name
+        # the control plane stays where it was (NAT for the AWS APIs)
+        for function in synth.resources("AWS::Lambda::Function").values():
+            subnets = function["Properties"]["VpcConfig"]["SubnetIds"]
+            assert subnets == _subnet_refs(synth, sandbox.vpc.private_subnets)
+        # no route out: no NAT gateway, internet gateway, peering or transit gateway target
+        tables = [_route_table(synth, s) for s in isolated]
+        routes = [
+            r["Properties"]
+            for r in synth.resources("AWS::EC2::Route").values()
+            if r["Properties"]["RouteTableId"] in tables
+        ]
+        assert routes == [], (name, routes)
+        # gateway endpoints on the sandbox route tables: one, S3, ECR's layer bucket only
+        gateways = {
+            logical: e["Properties"]
+            for logical, e in synth.resources("AWS::EC2::VPCEndpoint").items()
+            if e["Properties"]["VpcEndpointType"] == "Gateway"
+        }
+        on_sandbox = [g for g in gateways.values() if any(t in g["RouteTableIds"] for t in tables)]
+        (layers,) = on_sandbox
+        assert set(map(json.dumps, layers["RouteTableIds"])) == set(map(json.dumps, tables))
+        assert layers["ServiceName"]["Fn::Join"][1][-1] == ".s3"
+        (statement,) = layers["PolicyDocument"]["Statement"]
+        assert statement["Effect"] == "Allow"
+        assert statement["Action"] == "s3:GetObject"
+        assert statement["Resource"]["Fn::Join"][1][-1] == "-starport-layer-bucket/*"
+        assert ":s3:::prod-" in statement["Resource"]["Fn::Join"][1]
+        # interface endpoints: ECR api + dkr and CloudWatch Logs, only from the two groups
+        interfaces = [
+            e["Properties"]
+            for e in synth.resources("AWS::EC2::VPCEndpoint").values()
+            if e["Properties"]["VpcEndpointType"] == "Interface"
+        ]
+        services = sorted(e["ServiceName"]["Fn::Join"][1][-1] for e in interfaces)
+        assert services == [".ecr.api", ".ecr.dkr", ".logs"], name
+        assert sandbox.endpoint_sg is not None
+        endpoint_group = {"Fn::GetAtt": [synth.logical_id(sandbox.endpoint_sg), "GroupId"]}
+        for endpoint in interfaces:
+            assert endpoint["PrivateDnsEnabled"] is True
+            assert endpoint["SecurityGroupIds"] == [endpoint_group]
+            assert endpoint["SubnetIds"] == _subnet_refs(synth, isolated)
+        admitted = {
+            (r["FromPort"], json.dumps(r["SourceSecurityGroupId"]))
+            for r in _ingress(synth, sandbox.endpoint_sg)
+        }
+        groups = (sandbox.sandbox_sg, sandbox.control_plane_sg)
+        assert admitted == {
+            (443, json.dumps({"Fn::GetAtt": [synth.logical_id(g), "GroupId"]})) for g in groups
+        }
+        # the sandbox group's egress: nothing but these
+        egress = {
+            (
+                r["IpProtocol"],
+                r["FromPort"],
+                json.dumps(r.get("CidrIp") or r.get("DestinationSecurityGroupId")),
+            )
+            for r in _egress(synth, sandbox.sandbox_sg)
+        }
+        expected = {("tcp", 443, '"0.0.0.0/0"')}
+        if sandbox.file_system is not None:
+            (efs_group,) = sandbox.file_system.connections.security_groups
+            efs_ref = {"Fn::GetAtt": [synth.logical_id(efs_group), "GroupId"]}
+            expected.add(("tcp", 2049, json.dumps(efs_ref)))
+        if synth.stack.config.sandbox_egress == "proxy":
+            vpc_cidr = {"Fn::GetAtt": [synth.logical_id(sandbox.vpc), "CidrBlock"]}
+            expected.add(("tcp", 3128, json.dumps(vpc_cidr)))
+        assert egress == expected, name
+    assert closed.stack.config.sandbox_egress == "none"
+    assert ext.stack.config.sandbox_egress == "proxy"
 
 
 def test_every_function_runs_in_the_private_subnets_with_the_control_plane_group(
@@ -349,3 +561,48 @@ def test_the_functions_get_the_driver_settings(dev: Synth, ext: Synth) -> None:
                     ],
                 ]
             }
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"sandbox_egress": "closed"}, "sandboxEgress 'closed'"),
+        ({"sandbox_egress": "proxy"}, "sandboxEgressProxy goes with sandboxEgress=proxy"),
+        ({"sandbox_egress_proxy": "http://p:3128"}, "goes with sandboxEgress=proxy"),
+        (
+            {"sandbox_egress": "none", "sandbox_egress_proxy_cidr": "10.0.0.0/8"},
+            "only goes with sandboxEgress=proxy",
+        ),
+        (
+            {"sandbox_egress": "proxy", "sandbox_egress_proxy": "http://u:pw@proxy:3128"},
+            "no credentials",
+        ),
+        ({"sandbox_egress": "proxy", "sandbox_egress_proxy": "https://proxy"}, "http://host:port"),
+        ({"sandbox_egress": "proxy", "sandbox_egress_proxy": "http://p:70000"}, "http://host:port"),
+        (
+            {
+                "sandbox_egress": "proxy",
+                "sandbox_egress_proxy": "http://p:3128",
+                "sandbox_egress_proxy_cidr": "proxy.internal",
+            },
+            "an IPv4 CIDR",
+        ),
+    ],
+)
+def test_egress_config_is_validated(context: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StageConfig(**context)
+
+
+def test_the_proxy_cidr_defaults_to_the_proxy_address_or_the_vpc() -> None:
+    def config(proxy: str, cidr: str | None = None) -> StageConfig:
+        return StageConfig(
+            sandbox_egress="proxy", sandbox_egress_proxy=proxy, sandbox_egress_proxy_cidr=cidr
+        )
+
+    assert config("http://10.40.3.4:3128").proxy_cidr == "10.40.3.4/32"
+    assert config("http://proxy.internal:8080/").proxy_cidr is None  # the VPC's CIDR
+    assert config("http://proxy.internal:8080", "10.9.0.0/16").proxy_cidr == "10.9.0.0/16"
+    assert config("http://proxy.internal:8080").proxy_port == 8080
+    assert StageConfig().sandbox_isolated is False
+    assert StageConfig(sandbox_egress="none").sandbox_isolated is True
