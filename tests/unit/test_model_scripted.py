@@ -25,6 +25,7 @@ from openagents.agent.models import (
     TextDelta,
     ToolCall,
     ToolCallComplete,
+    ToolResult,
     Usage,
     build_registry,
     every,
@@ -148,13 +149,17 @@ def test_stop_ends_a_slow_stream_quickly_with_the_partial_message(tmp_path: Path
     assert finish.message.text == "w0 w1 "
 
 
-def test_the_example_turn_writes_tests_and_commits() -> None:
-    model = ScriptedModel(EXAMPLE)
+def test_the_example_turn_writes_tests_and_commits(tmp_path: Path) -> None:
+    example = json.loads(EXAMPLE.read_text())
+    assert all(response["chunkDelayMs"] == 30 for response in example["responses"])
+    for response in example["responses"]:
+        response["chunkDelayMs"] = 0
+    model = ScriptedModel(script(tmp_path, *example["responses"]))
     calls: list[ToolCallComplete] = []
     stops: list[StopReason] = []
     step = 0
     while True:
-        for event in ScriptedModel(EXAMPLE).stream(request(step)):
+        for event in model.stream(request(step)):
             if isinstance(event, ToolCallComplete):
                 calls.append(event)
             if isinstance(event, Finish):
@@ -171,7 +176,7 @@ def test_the_example_turn_writes_tests_and_commits() -> None:
     command = calls[3].input["command"]
     assert isinstance(command, str)
     assert command.startswith("git add -A && git commit -m ")
-    assert model.response(0).chunk_delay_ms >= 0
+    assert ScriptedModel(EXAMPLE).response(0).chunk_delay_ms == 30
 
 
 def test_words_join_back() -> None:
@@ -288,3 +293,22 @@ def test_stop_reasons_that_fail_a_run_say_why() -> None:
     message = StopReason.CONTENT_FILTER.failure_message
     assert message is not None
     assert "content filter" in message
+
+
+def test_messages_round_trip_through_json() -> None:
+    message = Message(
+        "assistant",
+        (
+            ReasoningBlock("hm", signature="sig"),
+            TextBlock("Writing."),
+            ToolCall("t1", "write", {"filePath": "a.py", "nested": [1, {"x": None}]}),
+        ),
+    )
+    results = Message.tool_results([ToolResult("t1", "boom", is_error=True)])
+    for original in (message, results, Message.user("hi")):
+        encoded = json.loads(json.dumps(original.to_json()))
+        assert Message.from_json(encoded) == original
+    assert results.to_json() == {
+        "role": "user",
+        "content": [{"type": "toolResult", "toolCallId": "t1", "content": "boom", "isError": True}],
+    }

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from openagents.domain.errors import InvalidInput
 
@@ -122,6 +122,47 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(block for block in self.content if isinstance(block, ToolCall))
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """A JSON form, to keep the model-visible history between steps (``from_json`` reads
+        it back): ``{"role", "content": [{"type": "text" | "reasoning" | "toolCall" |
+        "toolResult", ...}]}``."""
+        return {"role": self.role, "content": [_block_json(block) for block in self.content]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Message:
+        role = data["role"]
+        if role not in ("user", "assistant"):
+            raise ValueError(f"unknown role {role!r}")
+        return cls(role, tuple(_block_from_json(block) for block in data["content"]))
+
+
+def _block_json(block: ContentBlock) -> dict[str, JsonValue]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ReasoningBlock):
+        return {"type": "reasoning", "text": block.text, "signature": block.signature}
+    if isinstance(block, ToolCall):
+        return {"type": "toolCall", "id": block.id, "name": block.name, "input": block.input}
+    return {
+        "type": "toolResult",
+        "toolCallId": block.tool_call_id,
+        "content": block.content,
+        "isError": block.is_error,
+    }
+
+
+def _block_from_json(data: Mapping[str, Any]) -> ContentBlock:
+    kind = data["type"]
+    if kind == "text":
+        return TextBlock(str(data["text"]))
+    if kind == "reasoning":
+        return ReasoningBlock(str(data["text"]), data.get("signature"))
+    if kind == "toolCall":
+        return ToolCall(str(data["id"]), str(data["name"]), dict(data["input"]))
+    if kind == "toolResult":
+        return ToolResult(str(data["toolCallId"]), str(data["content"]), bool(data["isError"]))
+    raise ValueError(f"unknown content block type {kind!r}")
 
 
 @dataclass(frozen=True)
