@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import tempfile
 import threading
 import time
 import uuid
@@ -24,6 +26,9 @@ from openagents.settings import Mode, Settings
 from functions.api.app import create_app
 
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-tests"
+# Tests make their local repositories under the system temp folder (pytest's tmp_path): allow
+# it as a local repository root (the default root is the home folder).
+os.environ.setdefault("OPENAGENTS_LOCAL_REPO_ROOTS", tempfile.gettempdir())
 
 
 class NoMetrics:

@@ -28,6 +28,7 @@ from openagents.agent.models import (
     ToolResult,
     Usage,
     build_registry,
+    estimate_tokens,
     every,
 )
 from openagents.agent.models.registry import ModelId
@@ -312,3 +313,13 @@ def test_messages_round_trip_through_json() -> None:
         "role": "user",
         "content": [{"type": "toolResult", "toolCallId": "t1", "content": "boom", "isError": True}],
     }
+
+
+def test_estimate_tokens_grows_with_the_history() -> None:
+    small = request()
+    big = ModelRequest(
+        system="You code.",
+        messages=(Message.user("go"), Message.tool_results([ToolResult("t", "x" * 4000)])),
+    )
+    assert 0 < estimate_tokens(small) < 10
+    assert 1000 <= estimate_tokens(big) <= 1010

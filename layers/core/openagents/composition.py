@@ -162,8 +162,10 @@ def _git_host(settings: Settings) -> GitHost | None:
     AWS (none configured: PR refreshes are skipped)."""
     if settings.mode is Mode.LOCAL:
         from openagents.git.local import LocalGitHost
+        from openagents.git.roots import local_repo_roots
 
-        return LocalGitHost(settings.home / "git")
+        roots = local_repo_roots(settings.local_repo_roots, settings.home)
+        return LocalGitHost(settings.home / "git", roots=roots)
     if not settings.github_token_secret_arn:
         return None
     from openagents.git.github import GitHubHost, StaticToken

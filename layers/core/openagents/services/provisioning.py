@@ -17,6 +17,7 @@ from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import (
     SandboxDriver,
     SandboxError,
@@ -24,7 +25,6 @@ from openagents.sandbox.port import (
     SandboxState,
     SnapshotRef,
 )
-from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
 from openagents.services.sessions import owned

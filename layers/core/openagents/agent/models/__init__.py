@@ -26,6 +26,7 @@ from openagents.agent.models.port import (
     ToolResult,
     ToolSpec,
     Usage,
+    estimate_tokens,
     every,
     never,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "build_registry",
+    "estimate_tokens",
     "every",
     "never",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "estimate_tokens",
     "every",
     "never",
 ]
@@ -182,6 +183,24 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 8192
     step: int = 0
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """A rough size of ``request`` in tokens (about four characters each), for deciding when to
+    elide old tool outputs before the context window is reached; providers count exactly."""
+    size = len(request.system) + sum(
+        len(tool.name) + len(tool.description) + len(str(tool.input_schema))
+        for tool in request.tools
+    )
+    for message in request.messages:
+        for block in message.content:
+            if isinstance(block, ToolCall):
+                size += len(block.name) + len(str(block.input))
+            elif isinstance(block, ToolResult):
+                size += len(block.content)
+            else:
+                size += len(block.text)
+    return size // 4 + 1
 
 
 # --- the streamed answer -------------------------------------------------------------------
