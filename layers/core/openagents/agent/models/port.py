@@ -14,7 +14,8 @@ turns a ``ModelRequest`` into its provider's wire format and the provider's stre
 Every stream that does not raise ends with exactly one ``Finish``. A stop request (``cancelled()``
 turning true; it is polled at least every 100 ms and between chunks) ends the stream within 2 s
 with ``Finish(stop_reason=CANCELLED)`` carrying the partial message. Failures raise
-``ModelError`` (with ``kind``) — never a provider exception.
+``ModelError`` (with ``kind``) — never a provider exception — from the call or while iterating,
+so keep both inside one ``try``.
 """
 
 from __future__ import annotations
