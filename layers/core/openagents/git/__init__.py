@@ -9,11 +9,19 @@ name, clone URL): GitHub needs owner and name, a local repository has only its c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from openagents.domain.models import PrStatus, Repo
 
-__all__ = ["GitHost", "GitHostError", "PrStatus", "PullRequest", "Repo", "pr_status"]
+__all__ = [
+    "GitHost",
+    "GitHostError",
+    "PrStatus",
+    "PullRequest",
+    "ReceivesPushes",
+    "Repo",
+    "pr_status",
+]
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,23 @@ class GitHost(Protocol):
 
     def default_branch(self, repo: Repo) -> str | None:
         """The repository's default branch; None when the repository is unknown."""
+        ...
+
+
+@runtime_checkable
+class ReceivesPushes(Protocol):
+    """An optional capability: a git host that takes pushes from the control plane itself
+    (the local host: a sandbox never writes into a host repository, it hands over a bundle)."""
+
+    def receives(self, repo: Repo) -> bool:
+        """Whether pushes to ``repo`` go through ``receive_bundle``."""
+        ...
+
+    def receive_bundle(self, repo: Repo, *, branch: str, bundle: bytes, force: bool) -> str:
+        """Fetch ``refs/heads/<branch>`` (the bundle's only ref) into ``repo`` and return its new
+        commit. A non-fast-forward is refused unless ``force``; a bundle that names any other
+        ref, or that does not verify, is refused (``GitHostError``; 412 when the bundle needs
+        commits the repository does not have)."""
         ...
 
 

@@ -3,9 +3,15 @@ and a small pull request registry, so create, merge and close run without GitHub
 
 The registry is one JSON file (``<state_dir>/pull-requests.json``), keyed by the bare
 repository's resolved path, numbered per repository, written atomically under a file lock.
-``merge_pull_request`` performs a real ``git merge --no-ff`` in a temporary clone and pushes it;
-the pull request is ``merged`` only once the head commit is an ancestor of the base branch in the
-bare repository.
+``merge_pull_request`` performs a real ``git merge --no-ff`` in a temporary clone and fetches
+the result into the bare repository; the pull request is ``merged`` only once the head commit is
+an ancestor of the base branch in the bare repository.
+
+A sandbox never writes into a host repository: it sees it read-only and hands its pushes over as
+a git bundle (``receive_bundle``). A repository may still hold config or hooks planted earlier
+(or by whoever owns it), so every git command here runs hardened (``HARDENED``): hooks from an
+empty folder of our own, no fsmonitor, no automatic gc, only the ``file`` transport, and
+``safe.directory`` scoped to the repositories the command works on.
 """
 
 from __future__ import annotations
@@ -16,17 +22,37 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from openagents.git import GitHostError, PrStatus, PullRequest, Repo
+from openagents.git.roots import LocalRepoRefused, LocalRepoRoots
 
 REGISTRY_FILE = "pull-requests.json"
 GIT_TIMEOUT_SECONDS = 60
 MERGER_NAME = "Open Agents"
 MERGER_EMAIL = "openagents@localhost"
+MAX_BUNDLE_BYTES = 512 << 20
+# Command-line config wins over a repository's own: nothing a repository's config or hooks
+# folder says can make these commands run a program (hooksPath is added per call).
+HARDENED = (
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.alternateRefsCommand=true",  # prints no refs; never a planted command
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "fetch.recurseSubmodules=false",
+    "submodule.recurse=false",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "protocol.allow=never",
+    "protocol.file.allow=always",
+    "fetch.fsckObjects=true",
+    "transfer.fsckObjects=true",
+)
 
 Record = dict[str, Any]
 Registry = dict[str, Any]
@@ -41,7 +67,14 @@ class LocalGitHost:
 
     name = "local"
 
-    def __init__(self, state_dir: Path, *, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        clock: Callable[[], datetime] = _now,
+        roots: LocalRepoRoots | None = None,
+    ) -> None:
+        self._roots = roots  # None: any path (tests of the registry); the runtime passes them
         self._state_dir = state_dir
         self._registry_path = state_dir / REGISTRY_FILE
         self._clock = clock
@@ -52,12 +85,12 @@ class LocalGitHost:
         return None  # a local repository needs no credentials
 
     def pull_request(self, repo: Repo, number: int) -> PullRequest | None:
-        bare = bare_repository(repo)
+        bare = self._bare(repo)
         record = self._records(bare).get(str(number))
         return None if record is None else _pull_request(bare, record)
 
     def pull_request_for_branch(self, repo: Repo, branch: str) -> PullRequest | None:
-        bare = bare_repository(repo)
+        bare = self._bare(repo)
         mine = [r for r in self._records(bare).values() if r["headBranch"] == branch]
         if not mine:
             return None
@@ -67,7 +100,7 @@ class LocalGitHost:
     def create_pull_request(
         self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
     ) -> PullRequest:
-        bare = _existing_repository(repo)
+        bare = self._existing(repo)
         _require_commits_between(bare, base_branch, head_branch)
         with self._registry() as registry:
             entry = _entry(registry, bare)
@@ -79,16 +112,69 @@ class LocalGitHost:
             return _pull_request(bare, record)
 
     def default_branch(self, repo: Repo) -> str | None:
-        bare = bare_repository(repo)
+        bare = self._bare(repo)
         if not _is_git_dir(bare):
             return None
         return _git(bare, "symbolic-ref", "--quiet", "--short", "HEAD") or None
+
+    # ------------------------------------------------------------------ pushes (ReceivesPushes)
+
+    def receives(self, repo: Repo) -> bool:
+        url = (repo.clone_url or "").strip()
+        return url.startswith(("file://", "/"))
+
+    def receive_bundle(self, repo: Repo, *, branch: str, bundle: bytes, force: bool) -> str:
+        """Fetch a sandbox's push (a git bundle holding only ``refs/heads/<branch>``) into the
+        repository, hardened; fast-forward only unless ``force``. Returns the branch's commit."""
+        bare = self._existing(repo)
+        ref = f"refs/heads/{branch}"
+        if _run_git(bare, "check-ref-format", ref).returncode or branch.startswith("-"):
+            raise GitHostError(f"Invalid branch name: {branch!r}", status=400)
+        if len(bundle) > MAX_BUNDLE_BYTES:
+            raise GitHostError(f"The bundle exceeds {MAX_BUNDLE_BYTES} bytes", status=413)
+        with tempfile.TemporaryDirectory(prefix="openagents-push-") as tmp:
+            path = Path(tmp) / "push.bundle"
+            path.write_bytes(bundle)
+            verified = _run_git(bare, "bundle", "verify", "--quiet", str(path))
+            if verified.returncode != 0:
+                missing = "prerequisite" in verified.stderr
+                detail = _last_line(verified)
+                raise GitHostError(
+                    f"The bundle does not verify: {detail}", status=412 if missing else 400
+                )
+            heads = [
+                line.split() for line in _git(bare, "bundle", "list-heads", str(path)).splitlines()
+            ]
+            if [head[1:] for head in heads] != [[ref]]:
+                named = ", ".join(head[-1] for head in heads if head) or "none"
+                raise GitHostError(f"The bundle may update only {ref}, not: {named}", status=403)
+            sha = heads[0][0]
+            refspec = f"{'+' if force else ''}{ref}:{ref}"
+            fetched = _run_git(
+                bare,
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+                str(path),
+                refspec,
+            )
+            if fetched.returncode != 0:
+                detail = _last_line(fetched)
+                if "non-fast-forward" in fetched.stderr or "rejected" in fetched.stderr:
+                    raise GitHostError(f"Push to {branch} refused (non-fast-forward)", status=409)
+                raise GitHostError(f"Push to {branch} failed: {detail}", status=409)
+        landed = _git(bare, "rev-parse", "--verify", ref)
+        if landed != sha:
+            raise GitHostError(f"Push to {branch} did not land", status=409)
+        return landed
 
     # ------------------------------------------------------------------ local runtime helpers
 
     def merge_pull_request(self, repo: Repo, number: int) -> PullRequest:
         """Merge an open pull request for real (``--no-ff``, pushed to the bare repository)."""
-        bare = _existing_repository(repo)
+        bare = self._existing(repo)
         with self._registry() as registry:
             record = _record(registry, bare, number)
             if record["state"] != PrStatus.OPEN:
@@ -103,7 +189,7 @@ class LocalGitHost:
 
     def close_pull_request(self, repo: Repo, number: int) -> PullRequest:
         """Close without merging; closing a closed or merged pull request changes nothing."""
-        bare = bare_repository(repo)
+        bare = self._bare(repo)
         with self._registry() as registry:
             record = _record(registry, bare, number)
             if record["state"] == PrStatus.OPEN:
@@ -112,7 +198,7 @@ class LocalGitHost:
 
     def reopen_pull_request(self, repo: Repo, number: int) -> PullRequest:
         """Reopen a closed pull request (a merged one stays merged)."""
-        bare = bare_repository(repo)
+        bare = self._bare(repo)
         with self._registry() as registry:
             record = _record(registry, bare, number)
             if record["state"] == PrStatus.MERGED:
@@ -124,6 +210,24 @@ class LocalGitHost:
                     raise GitHostError(message, status=422)
                 self._transition(record, PrStatus.OPEN)
             return _pull_request(bare, record)
+
+    # ------------------------------------------------------------------ repositories
+
+    def _bare(self, repo: Repo) -> Path:
+        """The repository's real path, refused outside the allowed local repository roots."""
+        bare = bare_repository(repo)
+        if self._roots is not None:
+            try:
+                bare = self._roots.resolve(str(bare))
+            except LocalRepoRefused as exc:
+                raise GitHostError(str(exc), status=403) from None
+        return bare
+
+    def _existing(self, repo: Repo) -> Path:
+        bare = self._bare(repo)
+        if not _is_git_dir(bare):
+            raise GitHostError(f"Repository not found: {bare}", status=404)
+        return bare
 
     # ------------------------------------------------------------------ registry
 
@@ -184,13 +288,6 @@ def bare_repository(repo: Repo) -> Path:
     return Path(path).resolve()
 
 
-def _existing_repository(repo: Repo) -> Path:
-    bare = bare_repository(repo)
-    if not _is_git_dir(bare):
-        raise GitHostError(f"Repository not found: {bare}", status=404)
-    return bare
-
-
 def _is_git_dir(path: Path) -> bool:
     if not path.is_dir():
         return False
@@ -213,33 +310,83 @@ def _is_ancestor(bare: Path, commit: str, branch: str) -> bool:
 
 
 def _merge_in_clone(bare: Path, record: Record, head_sha: str) -> str:
-    """Merge the head into the base in a temporary clone, push, and return the merge commit."""
+    """Merge the head into the base in a temporary clone (its own fresh config: no merge driver
+    or filter the repository's config names), then fetch the merge into the bare repository
+    (fast-forward only; a push would run the repository's receive hooks) and return it."""
     number, head, base = record["number"], record["headBranch"], record["baseBranch"]
     with tempfile.TemporaryDirectory(prefix="openagents-merge-") as tmp:
         work = Path(tmp) / "work"
-        _git(Path(tmp), "clone", "--quiet", "--branch", base, str(bare), str(work))
+        clone = ("clone", "--quiet", "--template=", "--no-hardlinks", "--branch", base)
+        _git(Path(tmp), *clone, str(bare), str(work), trust=(bare,))
         identity = ("-c", f"user.name={MERGER_NAME}", "-c", f"user.email={MERGER_EMAIL}")
         message = f"Merge pull request #{number} from {head}"
         merged = _run_git(work, *identity, "merge", "--no-ff", "--no-edit", "-m", message, head_sha)
         if merged.returncode != 0:
             raise GitHostError(f"Pull request #{number} cannot be merged cleanly", status=409)
-        _git(work, "push", "--quiet", "origin", f"HEAD:refs/heads/{base}")
-        return _git(work, "rev-parse", "HEAD")
+        merge_commit = _git(work, "rev-parse", "HEAD")
+        refspec = f"refs/heads/{base}:refs/heads/{base}"
+        fetch = (
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+        )
+        fetched = _run_git(bare, *fetch, str(work), refspec, trust=(work,))
+        if fetched.returncode != 0:
+            raise GitHostError(
+                f"Pull request #{number} could not land: {_last_line(fetched)}", status=409
+            )
+        return merge_commit
 
 
-def _git(cwd: Path, *args: str) -> str:
-    done = _run_git(cwd, *args)
+def _last_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines() or done.stdout.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _git(cwd: Path, *args: str, trust: Sequence[Path] = ()) -> str:
+    done = _run_git(cwd, *args, trust=trust)
     if done.returncode != 0:
-        detail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise GitHostError(f"git {args[0]} failed: {detail[0]}")
+        raise GitHostError(f"git {args[0]} failed: {_last_line(done)}")
     return done.stdout.strip()
 
 
-def _run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+_hooks_lock = threading.Lock()
+_hooks_dir: list[Path] = []
+
+
+def empty_hooks_dir() -> Path:
+    """A private, empty folder (0700, ours) that ``core.hooksPath`` points at: no hook runs.
+    Made again should anything ever appear in it."""
+    with _hooks_lock:
+        if _hooks_dir:
+            folder = _hooks_dir[0]
+            try:
+                if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+                    return folder
+            except OSError:
+                pass
+            _hooks_dir.clear()
+        folder = Path(tempfile.mkdtemp(prefix="openagents-no-hooks-"))
+        _hooks_dir.append(folder)
+        return folder
+
+
+def hardened(cwd: Path, trust: Sequence[Path] = ()) -> list[str]:
+    """``-c`` options for a git command on host repositories (see ``HARDENED``)."""
+    options = [f"core.hooksPath={empty_hooks_dir()}", *HARDENED]
+    for folder in (cwd, *trust):
+        options += [f"safe.directory={folder}", f"safe.directory={folder}/.git"]
+    return [part for option in options for part in ("-c", option)]
+
+
+def _run_git(cwd: Path, *args: str, trust: Sequence[Path] = ()) -> subprocess.CompletedProcess[str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # no GIT_DIR
+    env = {**inherited, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         return subprocess.run(  # noqa: S603 - fixed argv, no shell
-            ["git", *args],  # noqa: S607 - git from PATH, as everywhere in the runtime
+            ["git", *hardened(cwd, trust), *args],  # noqa: S607 - git from PATH, as everywhere
             cwd=cwd,
             env=env,
             capture_output=True,
