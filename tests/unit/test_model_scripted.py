@@ -326,3 +326,15 @@ def test_estimate_tokens_grows_with_the_history() -> None:
     )
     assert 0 < estimate_tokens(small) < 10
     assert 1000 <= estimate_tokens(big) <= 1010
+
+
+def test_model_errors_survive_pickling() -> None:
+    import pickle
+
+    error = ModelError(ModelErrorKind.THROTTLED, "slow down", retryable=True)
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert (copy.kind, copy.message, copy.retryable) == (
+        ModelErrorKind.THROTTLED,
+        "slow down",
+        True,
+    )

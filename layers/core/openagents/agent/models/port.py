@@ -364,6 +364,13 @@ class ModelError(Exception):
     def __repr__(self) -> str:
         return f"ModelError({self.kind.value!r}, {self.message!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling (threads, processes, engines)
+        return (_model_error, (self.kind.value, self.message, self.retryable))
+
+
+def _model_error(kind: str, message: str, retryable: bool) -> ModelError:
+    return ModelError(ModelErrorKind(kind), message, retryable=retryable)
+
 
 class ModelUnavailable(InvalidInput):
     """An unknown, malformed or unconfigured model id (the API answers 400 on ``modelId``)."""
