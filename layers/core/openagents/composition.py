@@ -202,12 +202,16 @@ def _origin_guard(settings: Settings) -> OriginGuard | None:
     return OriginGuard(secret)
 
 
-def _store(settings: Settings, artifacts: ArtifactStore) -> Store:
-    """SQLite on one machine (the default), DynamoDB on AWS (and locally when asked)."""
+def _store(settings: Settings, artifacts: ArtifactStore, bus: EventBus | None) -> Store:
+    """SQLite on one machine (the default; its outbox publishes the events to ``bus``),
+    DynamoDB on AWS (and locally when asked)."""
     if settings.store_adapter == "sqlite":
         from openagents.store.sqlite import SqliteStore
 
-        return SqliteStore(settings.sqlite_path, artifacts, settings.inline_message_bytes)
+        publish = bus.publish if bus is not None else None
+        return SqliteStore(
+            settings.sqlite_path, artifacts, settings.inline_message_bytes, publish=publish
+        )
     from openagents.store import items
     from openagents.store.dynamodb import DynamoStore
 
@@ -217,7 +221,9 @@ def _store(settings: Settings, artifacts: ArtifactStore) -> Store:
 
 def build(settings: Settings, metrics: Metrics) -> Container:
     artifacts = _artifacts(settings)
-    store = _store(settings, artifacts)
+    bus = _bus(settings)
+    store = _store(settings, artifacts, bus)
+    outboxed = settings.store_adapter == "sqlite"  # the store's outbox publishes the events
     driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
 
     def sandboxd(handle: SandboxHandle) -> Any:
@@ -227,7 +233,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             raise ValueError("the sandbox has no endpoint yet")
         return SandboxClient(handle.endpoint, driver.token(handle))
 
-    journal = Journal(_bus(settings), metrics)
+    journal = Journal(None if outboxed else bus, metrics)
     workflows = StepFunctionsWorkflows(
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
         settings.state_machines,

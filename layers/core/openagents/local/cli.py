@@ -55,6 +55,7 @@ def dev(
         }
     )
     settings = Settings()
+    drainer = start_drainer(settings) if dynamo is None else None
     run_schedule("reconciler", checkAll=True)  # sandboxes of a previous run died with it
     timer = Timer(settings.sweep_seconds)
     timer.start()
@@ -77,7 +78,23 @@ def dev(
     finally:
         stop.set()
         timer.stop()
+        if drainer is not None:
+            drainer.stop()
         moto.stop()
+
+
+def start_drainer(settings: Settings) -> Any:
+    """The SQLite outbox's background drain to the local bus: at once, what a previous run
+    committed but never published; then whatever a failed publish left behind."""
+    from openagents.events.local import LocalBus
+    from openagents.local.rules import local_rules
+    from openagents.store.sqlite_outbox import Outbox, OutboxDrainer
+    from openagents.store.sqlite_schema import Database
+
+    bus = LocalBus(settings.home / "events.jsonl", rules=local_rules(settings))
+    drainer = OutboxDrainer(Outbox(Database(settings.sqlite_path), bus.publish))
+    drainer.start()
+    return drainer
 
 
 def start_moto(settings: Settings) -> tuple[Any, Any]:

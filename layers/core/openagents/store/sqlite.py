@@ -57,6 +57,7 @@ from openagents.store.port import (
     UpsertResult,
     UserRecord,
 )
+from openagents.store.sqlite_outbox import Outbox, Publish
 from openagents.store.sqlite_rows import (
     chat_data,
     insert_entry,
@@ -96,10 +97,23 @@ def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
 class SqliteStore:
     """``Store`` on one SQLite file (``<OPENAGENTS_HOME>/openagents.db``)."""
 
-    def __init__(self, path: Path, artifacts: ArtifactStore, inline_message_bytes: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        artifacts: ArtifactStore,
+        inline_message_bytes: int,
+        publish: Publish | None = None,
+    ) -> None:
+        """``publish``: where the outbox's events go (drained after every commit that wrote
+        one); without it they wait in the outbox for a drainer."""
         self.db = Database(path)
         self._artifacts = artifacts
         self._inline = inline_message_bytes
+        self.outbox = Outbox(self.db, publish) if publish is not None else None
+
+    def _drain(self) -> None:
+        if self.outbox is not None:
+            self.outbox.try_drain()
 
     # ------------------------------------------------------------------ users
 
@@ -174,7 +188,7 @@ class SqliteStore:
                 "INSERT INTO chats (id, session_id, data) VALUES (?, ?, ?)",
                 (chat.id, chat.session_id, chat_data(chat)),
             )
-            insert_entry(db, entry)
+            insert_entry(db, entry, user)
             db.execute(
                 "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
                 (user, session.title, session.id),
@@ -185,6 +199,7 @@ class SqliteStore:
                 " expires_at = excluded.expires_at",
                 (user, key, int(rate.ends_at.timestamp()) + 60),
             )
+        self._drain()
 
     @staticmethod
     def _title_taken(db: sqlite3.Connection, user_id: str, title: str) -> bool:
@@ -233,7 +248,8 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
                 (session.user_id, title, session.id),
             )
-            insert_entry(db, entry)
+            insert_entry(db, entry, session.user_id)
+        self._drain()
         return session.model_copy(update={"title": title, "updated_at": entry.at})
 
     @guard
@@ -264,7 +280,8 @@ class SqliteStore:
             update_session(db, updated, columns)
             if delta:
                 _archived_delta(db, session.user_id, delta)
-            insert_entry(db, entry)
+            insert_entry(db, entry, session.user_id)
+        self._drain()
         known = {name: value for name, value in update.items() if name in Session.model_fields}
         return session.model_copy(update=known)
 
@@ -329,7 +346,9 @@ class SqliteStore:
             updated, columns = with_changes(stored, update)
             update_session(db, updated, columns)
             if entry is not None:
-                insert_entry(db, entry)
+                insert_entry(db, entry, stored.user_id)
+        if entry is not None:
+            self._drain()
         return updated
 
     @guard
@@ -400,7 +419,11 @@ class SqliteStore:
     @guard
     def append_entry(self, entry: AuditEntry) -> None:
         with self.db.transaction() as db:
-            insert_entry(db, entry)
+            owner = db.execute(
+                "SELECT user_id FROM sessions WHERE id = ?", (entry.session_id,)
+            ).fetchone()
+            insert_entry(db, entry, owner[0] if owner else "")
+        self._drain()
 
     @guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:

@@ -130,11 +130,19 @@ def write_chat(db: sqlite3.Connection, chat: Chat) -> None:
     )
 
 
-def insert_entry(db: sqlite3.Connection, entry: AuditEntry) -> None:
+def insert_entry(db: sqlite3.Connection, entry: AuditEntry, user_id: str | None = None) -> None:
+    """The audit entry; with ``user_id``, its domain event in the outbox too (same
+    transaction: the event is recorded exactly when the change it reports commits)."""
+    data = dumps(entry.model_dump(mode="json", by_alias=True))
     db.execute(
         "INSERT OR REPLACE INTO audit (session_id, sk, data) VALUES (?, ?, ?)",
-        (entry.session_id, event_sk(entry), dumps(entry.model_dump(mode="json", by_alias=True))),
+        (entry.session_id, event_sk(entry), data),
     )
+    if user_id is not None:
+        db.execute(
+            "INSERT INTO outbox (session_id, user_id, entry) VALUES (?, ?, ?)",
+            (entry.session_id, user_id, data),
+        )
 
 
 def to_entry(data: str) -> AuditEntry:

@@ -21,7 +21,7 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the events outbox
 BUSY_TIMEOUT_SECONDS = 30.0
 
 # One table per kind of item; the domain object as JSON in ``data``, and as columns only what
@@ -88,6 +88,13 @@ SCHEMA = (
         expires_at INTEGER NOT NULL,
         PRIMARY KEY (user_id, key)
     ) WITHOUT ROWID""",
+    # domain events, written in the transaction of the change they report; drained in order
+    """CREATE TABLE IF NOT EXISTS outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        entry TEXT NOT NULL
+    )""",
 )
 
 
