@@ -327,3 +327,219 @@ def test_an_unreadable_registry_is_a_clear_error(
     (state_dir / "pull-requests.json").write_text("{not json")
     with pytest.raises(GitHostError, match=r"registry .* is unreadable"):
         host.pull_request(origin.repo, 1)
+
+
+# ---------------------------------------------------------------------- pushes as bundles
+
+
+def sandbox_clone(origin: Origin, root: Path, branch: str = "oa/push") -> Path:
+    """What a sandbox holds: a clone of the repository, on a branch of its own."""
+    clone = root / "sandbox-clone"
+    git(root, "clone", "-q", str(origin.bare), str(clone))
+    git(clone, "config", "user.email", "agent@example.com")
+    git(clone, "config", "user.name", "Agent")
+    git(clone, "checkout", "-qb", branch)
+    return clone
+
+
+def commit(clone: Path, filename: str, text: str) -> str:
+    (clone / filename).write_text(text)
+    git(clone, "add", filename)
+    git(clone, "commit", "-qm", f"add {filename}")
+    return git(clone, "rev-parse", "HEAD")
+
+
+def bundle(clone: Path, *refs: str, thin: bool = False) -> bytes:
+    out = clone.parent / "push.bundle"
+    out.unlink(missing_ok=True)
+    git(clone, "bundle", "create", "-q", str(out), *refs, *(["--not", "--remotes"] if thin else []))
+    return out.read_bytes()
+
+
+def test_a_pushed_bundle_lands_on_the_branch(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    clone = sandbox_clone(origin, tmp_path)
+    first = commit(clone, "one.txt", "1\n")
+    assert host.receives(origin.repo)
+    landed = host.receive_bundle(
+        origin.repo, branch="oa/push", bundle=bundle(clone, "refs/heads/oa/push"), force=False
+    )
+    assert landed == first == origin.tip("oa/push")
+    git(clone, "update-ref", "refs/remotes/origin/oa/push", first)
+    # a thin bundle (only the new commits) fast-forwards the branch
+    second = commit(clone, "two.txt", "2\n")
+    thin = bundle(clone, "refs/heads/oa/push", thin=True)
+    assert host.receive_bundle(origin.repo, branch="oa/push", bundle=thin, force=False) == second
+    assert git(origin.bare, "show", "oa/push:two.txt") == "2"
+    assert origin.tip("main") == git(clone, "rev-parse", "main")  # nothing else moved
+
+
+def test_a_bundle_that_updates_another_branch_is_refused(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    clone = sandbox_clone(origin, tmp_path)
+    commit(clone, "one.txt", "1\n")
+    git(clone, "checkout", "-q", "main")
+    commit(clone, "evil.txt", "main rewritten\n")
+    main_before = origin.tip("main")
+    for refs in (
+        ("refs/heads/oa/push", "refs/heads/main"),  # the branch and another one
+        ("refs/heads/main",),  # only another one
+        ("refs/heads/oa/feature", "refs/tags/v1"),
+    ):
+        if "refs/tags/v1" in refs:
+            git(clone, "tag", "-f", "v1")
+            git(clone, "branch", "-f", "oa/feature", "main")
+        with pytest.raises(GitHostError, match="may update only refs/heads/oa/push") as caught:
+            host.receive_bundle(
+                origin.repo, branch="oa/push", bundle=bundle(clone, *refs), force=True
+            )
+        assert caught.value.status == 403
+    assert origin.tip("main") == main_before
+    assert git(origin.bare, "branch", "--list", "oa/push") == ""
+    assert git(origin.bare, "tag", "--list") == ""
+
+
+def test_a_non_fast_forward_is_refused_unless_forced(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    clone = sandbox_clone(origin, tmp_path)
+    commit(clone, "one.txt", "1\n")
+    host.receive_bundle(
+        origin.repo, branch="oa/push", bundle=bundle(clone, "refs/heads/oa/push"), force=False
+    )
+    git(clone, "commit", "-q", "--amend", "-m", "rewritten")
+    rewritten = bundle(clone, "refs/heads/oa/push")
+    with pytest.raises(GitHostError, match="non-fast-forward") as caught:
+        host.receive_bundle(origin.repo, branch="oa/push", bundle=rewritten, force=False)
+    assert caught.value.status == 409
+    landed = host.receive_bundle(origin.repo, branch="oa/push", bundle=rewritten, force=True)
+    assert landed == git(clone, "rev-parse", "HEAD") == origin.tip("oa/push")
+
+
+def test_a_bundle_missing_its_base_or_broken_is_refused(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    clone = sandbox_clone(origin, tmp_path)
+    commit(clone, "one.txt", "1\n")
+    git(clone, "update-ref", "refs/remotes/origin/oa/push", "HEAD")  # pretend it was pushed
+    commit(clone, "two.txt", "2\n")
+    thin = bundle(clone, "refs/heads/oa/push", thin=True)
+    with pytest.raises(GitHostError) as caught:
+        host.receive_bundle(origin.repo, branch="oa/push", bundle=thin, force=False)
+    assert caught.value.status == 412  # the sender retries with the whole branch
+    with pytest.raises(GitHostError) as garbage:
+        host.receive_bundle(origin.repo, branch="oa/push", bundle=b"not a bundle", force=False)
+    assert garbage.value.status == 400
+    with pytest.raises(GitHostError) as bad_name:
+        host.receive_bundle(origin.repo, branch="oa/../x", bundle=thin, force=False)
+    assert bad_name.value.status == 400
+    assert git(origin.bare, "branch", "--list", "oa/push") == ""
+
+
+# ---------------------------------------------------------------------- planted hooks and config
+
+HOOKS = (
+    "post-checkout",
+    "post-merge",
+    "reference-transaction",
+    "pre-receive",
+    "update",
+    "post-receive",
+    "post-update",
+    "pre-auto-gc",
+)
+
+
+def plant(repo_git_dir: Path, markers: Path) -> None:
+    """What a sandbox with a writable .git could have left behind: hooks, a hooks folder of its
+    own, and an fsmonitor command — each touches a marker file when run."""
+    markers.mkdir(exist_ok=True)
+    planted = repo_git_dir / "planted-hooks"
+    for folder in (repo_git_dir / "hooks", planted):
+        folder.mkdir(exist_ok=True)
+        for hook in HOOKS:
+            script = folder / hook
+            script.write_text(f"#!/bin/sh\ntouch {markers}/{hook}-{folder.name}\ncat >/dev/null\n")
+            script.chmod(0o755)
+    monitor = repo_git_dir / "fsmonitor.sh"
+    monitor.write_text(f"#!/bin/sh\ntouch {markers}/fsmonitor\n")
+    monitor.chmod(0o755)
+    config = repo_git_dir / "config"
+    with config.open("a") as handle:
+        handle.write(f"[core]\n\thooksPath = {planted}\n\tfsmonitor = {monitor}\n")
+        handle.write("[gc]\n\tauto = 1\n")
+
+
+def test_planted_hooks_and_fsmonitor_never_run_on_the_host(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    markers = tmp_path / "markers"
+    plant(origin.bare, markers)
+    # the plant works: plain git on the host runs it
+    git(origin.bare, "update-ref", "refs/heads/probe", "main")
+    assert (markers / "reference-transaction-planted-hooks").exists()
+    git(origin.bare, "update-ref", "-d", "refs/heads/probe")
+    for marker in markers.iterdir():
+        marker.unlink()
+
+    clone = sandbox_clone(origin, tmp_path)
+    commit(clone, "one.txt", "1\n")
+    host.receive_bundle(
+        origin.repo, branch="oa/push", bundle=bundle(clone, "refs/heads/oa/push"), force=False
+    )
+    assert host.default_branch(origin.repo) == "main"
+    number = open_feature_pr(host, origin, "oa/push")
+    merged = host.merge_pull_request(origin.repo, number)
+
+    assert merged.state is PrStatus.MERGED
+    assert git(origin.bare, "show", "main:one.txt") == "1"
+    assert sorted(marker.name for marker in markers.iterdir()) == []
+
+
+def test_a_non_bare_host_repository_with_planted_hooks(
+    host: LocalGitHost, origin: Origin, tmp_path: Path
+) -> None:
+    """A working repository (a user's checkout) as the session's repository: pushes and merges
+    land in its .git without running its hooks; its checked-out branch is never moved."""
+    work = origin.work  # on main, with origin as a remote
+    markers = tmp_path / "markers"
+    plant(work / ".git", markers)
+    repo = Repo(clone_url=f"file://{work}")
+    clone = tmp_path / "from-work"
+    git(tmp_path, "clone", "-q", str(work), str(clone))
+    git(clone, "checkout", "-qb", "oa/push")
+    commit(clone, "one.txt", "1\n")
+    host.receive_bundle(
+        repo, branch="oa/push", bundle=bundle(clone, "refs/heads/oa/push"), force=False
+    )
+    number = host.create_pull_request(
+        repo, head_branch="oa/push", base_branch="main", title="t", body="b"
+    ).number
+    with pytest.raises(GitHostError) as caught:  # main is checked out there: a remote refuses too
+        host.merge_pull_request(repo, number)
+    assert caught.value.status == 409
+    git(clone, "checkout", "-q", "main")
+    git(clone, "merge", "-q", "oa/push")
+    with pytest.raises(GitHostError):
+        host.receive_bundle(
+            repo, branch="main", bundle=bundle(clone, "refs/heads/main"), force=True
+        )
+    assert not (work / "one.txt").exists()
+    assert sorted(marker.name for marker in markers.iterdir()) == []
+
+
+def test_the_host_refuses_repositories_outside_its_roots(
+    state_dir: Path, origin: Origin, tmp_path: Path
+) -> None:
+    from openagents.git.roots import local_repo_roots
+
+    elsewhere = LocalGitHost(state_dir, roots=local_repo_roots([tmp_path / "other"], state_dir))
+    with pytest.raises(GitHostError, match="OPENAGENTS_LOCAL_REPO_ROOTS") as caught:
+        elsewhere.receive_bundle(origin.repo, branch="oa/x", bundle=b"", force=False)
+    assert caught.value.status == 403
+    with pytest.raises(GitHostError):
+        elsewhere.merge_pull_request(origin.repo, 1)
+    inside = LocalGitHost(state_dir, roots=local_repo_roots([tmp_path], state_dir))
+    assert inside.default_branch(origin.repo) == "main"

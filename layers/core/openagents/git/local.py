@@ -135,7 +135,7 @@ class LocalGitHost:
         with tempfile.TemporaryDirectory(prefix="openagents-push-") as tmp:
             path = Path(tmp) / "push.bundle"
             path.write_bytes(bundle)
-            verified = _run_git(bare, "bundle", "verify", "--quiet", str(path))
+            verified = _run_git(bare, "bundle", "verify", str(path))
             if verified.returncode != 0:
                 missing = "prerequisite" in verified.stderr
                 detail = _last_line(verified)
@@ -153,7 +153,6 @@ class LocalGitHost:
             fetched = _run_git(
                 bare,
                 "fetch",
-                "--quiet",
                 "--no-tags",
                 "--no-write-fetch-head",
                 "--no-recurse-submodules",
@@ -327,7 +326,6 @@ def _merge_in_clone(bare: Path, record: Record, head_sha: str) -> str:
         refspec = f"refs/heads/{base}:refs/heads/{base}"
         fetch = (
             "fetch",
-            "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
             "--no-recurse-submodules",
