@@ -6,8 +6,11 @@ workspace folder: exec, files, git, workspace preparation, snapshot and restore.
 carries the per-sandbox bearer token given in the ``SANDBOXD_TOKEN`` environment variable.
 
     SANDBOXD_TOKEN=... python3 sandboxd.py --host 127.0.0.1 --port 0 --workspace /workspace
+    SANDBOXD_TOKEN=... python3 sandboxd.py --unix /run/sandboxd/sandboxd.sock --workspace /workspace
 
-prints ``{"ready": true, "port": N}`` on stdout once listening and logs JSON lines on stderr.
+prints ``{"ready": true, "port": N}`` (or ``{"ready": true, "socket": PATH}``) on stdout once
+listening and logs JSON lines on stderr. The one-machine driver uses the Unix socket: the
+sandbox has no network path to the host, only that socket, bind-mounted out of it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
+from socketserver import ThreadingUnixStreamServer
 from types import FrameType
 from typing import IO, Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -529,6 +533,18 @@ class SandboxServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: App) -> None:
         self.app = app
         super().__init__(address, Handler)
+
+
+class UnixSandboxServer(ThreadingUnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, path: str, app: App) -> None:
+        self.app = app
+        with suppress(FileNotFoundError):
+            os.unlink(path)  # a stale socket of an earlier run of this sandbox
+        super().__init__(path, Handler)
+        os.chmod(path, 0o600)
 
 
 def find_route(method: str, path: str) -> Route:
@@ -1589,6 +1605,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="sandboxd: the daemon inside a sandbox")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    parser.add_argument("--unix", default=None, help="listen on this Unix socket instead")
+    parser.add_argument(
+        "--token-stdin",
+        action="store_true",
+        help="read the token from the first line of stdin (it never sits in /proc/*/environ)",
+    )
     parser.add_argument("--workspace", required=True, type=Path)
     return parser.parse_args(argv)
 
@@ -1600,17 +1622,30 @@ def stop_on_signal(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     token = os.environ.pop("SANDBOXD_TOKEN", "")  # children never inherit it
+    if args.token_stdin:
+        token = sys.stdin.readline().strip()
+        sys.stdin.close()
     if not token:
         log("error", "startup.failed", reason="SANDBOXD_TOKEN is required")
         return 2
     args.workspace.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(Path(os.path.realpath(args.workspace)))
     app = App(workspace, hashlib.sha256(token.encode()).digest())
-    server = SandboxServer((args.host, args.port), app)
+    server: SandboxServer | UnixSandboxServer
+    if args.unix:
+        server = UnixSandboxServer(args.unix, app)
+        ready: JsonObject = {"ready": True, "socket": args.unix}
+    else:
+        server = SandboxServer((args.host, args.port), app)
+        ready = {"ready": True, "port": server.server_address[1]}
     signal.signal(signal.SIGTERM, stop_on_signal)
-    port = server.server_address[1]
-    print(json.dumps({"ready": True, "port": port}), flush=True)
-    log("info", "listening", host=args.host, port=port, workspace=str(workspace.root))
+    print(json.dumps(ready), flush=True)
+    log(
+        "info",
+        "listening",
+        **{k: v for k, v in ready.items() if k != "ready"},
+        workspace=str(workspace.root),
+    )
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

@@ -76,10 +76,10 @@ def test_bubblewrap_confines_the_sandbox(driver: LocalDriver, tmp_path: Path) ->
 
 
 def test_file_size_limit_applies(tmp_path: Path) -> None:
-    from openagents.sandbox.local import LocalLimits
+    from openagents.sandbox.confine import Limits
 
     small = LocalDriver(
-        tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=LocalLimits(file_size_bytes=1 << 20)
+        tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=Limits(file_size_bytes=1 << 20)
     )
     try:
         handle = small.start("s4", 1)
@@ -105,8 +105,8 @@ def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: 
     before = tree(workspace)
     # When it is snapshotted, and a new generation starts from the snapshot
     ref = driver.snapshot(handle)
-    assert Path(ref.id).exists()
-    assert ref.sha256 == hashlib.sha256(Path(ref.id).read_bytes()).hexdigest()
+    assert driver.snapshot_file(ref).exists()
+    assert ref.sha256 == hashlib.sha256(driver.snapshot_file(ref).read_bytes()).hexdigest()
     assert ref.manifest["fileCount"] >= 52
     driver.stop(handle)
     restored = driver.start("s5", 2, from_snapshot=ref)
@@ -115,7 +115,7 @@ def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: 
     status = client(driver, restored).git_status()
     assert status["untrackedCount"] == 1
     driver.delete_snapshot(ref)
-    assert not Path(ref.id).exists()
+    assert not driver.snapshot_file(ref).exists()
     driver.delete_snapshot(ref)  # deleting twice is fine
 
 
@@ -123,14 +123,14 @@ def test_a_corrupted_snapshot_is_refused(driver: LocalDriver) -> None:
     handle = driver.start("s6", 1)
     client(driver, handle).exec(command="echo data > a.txt")
     ref = driver.snapshot(handle)
-    data = bytearray(Path(ref.id).read_bytes())
+    data = bytearray(driver.snapshot_file(ref).read_bytes())
     data[len(data) // 2] ^= 0xFF
-    Path(ref.id).write_bytes(bytes(data))
+    driver.snapshot_file(ref).write_bytes(bytes(data))
     with pytest.raises(SandboxError):
         driver.start("s6", 2, from_snapshot=ref)
     bogus = SnapshotRef(
         driver="local",
-        id=str(Path(ref.id).with_name("missing.tar.zst")),
+        id="s6/1-20000101T000000000000Z.tar.zst",
         session_id="s6",
         generation=1,
         size_bytes=1,

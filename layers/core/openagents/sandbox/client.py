@@ -1,23 +1,27 @@
 """A client for sandboxd, the daemon inside every sandbox (protocol: ``sandbox/README.md``).
 
-Standard library only (urllib): it ships in the core Lambda layer. Every failure is a
-``SandboxError`` with a readable message starting ``sandbox request failed:``. When sandboxd
-answered with an error, the exception (a ``SandboxRequestError``) carries ``status`` and
-sandboxd's machine ``code`` and reads ``… status code 404 not_found: …``; when it could not be
-reached or timed out, ``status`` is None.
+Standard library only (urllib): it ships in the core Lambda layer. An endpoint is an
+``http(s)://`` URL (Fargate: the task's private IP) or ``http+unix://<quoted socket path>``
+(the one-machine driver: a Unix socket bind-mounted out of the sandbox's network namespace).
+Every failure is a ``SandboxError`` with a readable message starting ``sandbox request
+failed:``. When sandboxd answered with an error, the exception (a ``SandboxRequestError``)
+carries ``status`` and sandboxd's machine ``code`` and reads ``… status code 404 not_found:
+…``; when it could not be reached or timed out, ``status`` is None.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.client import HTTPException, HTTPResponse
 from typing import Any, BinaryIO, cast
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from openagents.sandbox.port import SandboxError
 
@@ -26,6 +30,44 @@ NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
 EXEC_MARGIN_SECONDS = 15.0
 
 JsonObject = dict[str, Any]
+UNIX_SCHEME = "http+unix"
+
+
+def unix_endpoint(socket_path: str) -> str:
+    """The endpoint of a sandboxd listening on a Unix socket."""
+    return f"{UNIX_SCHEME}://{quote(socket_path, safe='')}"
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: the "host" is the quoted socket path."""
+
+    def __init__(self, host: str, *, timeout: float | None = None, **_: Any) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._socket_path = unquote(host)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class _UnixHandler(urllib.request.AbstractHTTPHandler):
+    def http_unix_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_UnixConnection, request)
+
+    http_unix_request = urllib.request.AbstractHTTPHandler.do_request_
+
+
+# urllib looks handlers up by "<scheme>_open"; the scheme has a "+"
+setattr(_UnixHandler, f"{UNIX_SCHEME}_open", _UnixHandler.http_unix_open)
+setattr(_UnixHandler, f"{UNIX_SCHEME}_request", _UnixHandler.http_unix_request)
+# … and so are response processors: non-2xx answers raise HTTPError, as they do over http
+setattr(_UnixHandler, f"{UNIX_SCHEME}_response", urllib.request.HTTPErrorProcessor.http_response)
 
 
 class SandboxRequestError(SandboxError):
@@ -41,9 +83,15 @@ class SandboxClient:
     """One method per sandboxd endpoint. ``timeout`` bounds each network wait, in seconds."""
 
     def __init__(self, endpoint: str, token: str, timeout: float = 30) -> None:
-        if urlsplit(endpoint).scheme not in ("http", "https"):
+        scheme = urlsplit(endpoint).scheme
+        if scheme not in ("http", "https", UNIX_SCHEME):
             raise SandboxError(f"sandbox endpoint must be an http(s) URL, got {endpoint!r}")
         self.endpoint = endpoint.rstrip("/")
+        self._opener = (
+            urllib.request.build_opener(_UnixHandler)
+            if scheme == UNIX_SCHEME
+            else urllib.request.build_opener()
+        )
         self._token = token
         self.timeout = timeout
 
@@ -202,7 +250,7 @@ class SandboxClient:
         )
         what = f"{method} {urlsplit(target).path}"
         try:
-            response = urllib.request.urlopen(request, timeout=timeout or self.timeout)  # noqa: S310
+            response = self._opener.open(request, timeout=timeout or self.timeout)
         except urllib.error.HTTPError as error:
             raise http_failure(error, what) from None
         except (urllib.error.URLError, OSError, HTTPException) as error:

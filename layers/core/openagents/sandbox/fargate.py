@@ -629,6 +629,12 @@ class FargateDriver:
         """The sandbox's bearer token, for the control plane's sandboxd client only."""
         return self._token(handle.session_id, handle.generation)
 
+    def endpoint(self, handle: SandboxHandle) -> str:
+        """The task's private address, recorded by this driver when the task came up."""
+        if handle.endpoint is None:
+            raise SandboxError("the sandbox has no endpoint yet")
+        return handle.endpoint
+
     def _token(self, session_id: str, generation: int) -> str:
         return sandbox_token(self._config.token_key, session_id, generation)
 

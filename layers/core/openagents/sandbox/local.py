@@ -1,5 +1,8 @@
-"""The one-machine sandbox driver: sandboxd as a child process in a workspace folder, inside
-bubblewrap when it exists, under prlimit limits; snapshots are verified ``.tar.zst`` files."""
+"""The one-machine sandbox driver: sandboxd as a child process in a workspace folder, confined
+by bubblewrap (its own network, pid, ipc, uts, mount and user namespaces, an unprivileged host
+uid, a minimal ``/etc``), cgroup limits, a size-capped workspace volume and a user-mode network
+stack that cannot reach the host. The control plane reaches sandboxd only over a Unix socket.
+Snapshots are verified ``.tar.zst`` files with opaque ids. See docs/sandboxes.md."""
 
 from __future__ import annotations
 
@@ -9,17 +12,23 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from openagents.sandbox import confine
+from openagents.sandbox.client import unix_endpoint
+from openagents.sandbox.confine import Cgroup, Limits, Machine
 from openagents.sandbox.port import (
     ClientFactory,
     Probe,
@@ -34,14 +43,9 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 15
 STOP_GRACE_SECONDS = 5
 PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class LocalLimits:
-    memory_bytes: int = 4 * 1024**3
-    file_size_bytes: int = 2 * 1024**3
-    cpu_seconds: int = 5 * 3600
-    open_files: int = 4096
+SOCKET_NAME = "sandboxd.sock"
+SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,80}/[0-9]{1,9}-[0-9]{8}T[0-9]{12}Z\.tar\.zst")
+NETWORKS = ("outbound", "none")
 
 
 class _HashingWriter:
@@ -62,18 +66,17 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _alive(pid: int) -> bool:
-    """True for a live process; a zombie (exited, not yet reaped) is dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+@dataclass
+class _Child:
+    """A sandbox this process started: the only processes the driver ever signals."""
+
+    process: subprocess.Popen[bytes]
+    root: Path
+    network: subprocess.Popen[bytes] | None
+    cgroup: Cgroup | None
+
+    def exited(self) -> bool:
+        return self.process.poll() is not None
 
 
 class _Children:
@@ -82,20 +85,19 @@ class _Children:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_pid: dict[int, subprocess.Popen[bytes]] = {}
+        self._by_pid: dict[int, _Child] = {}
 
-    def add(self, process: subprocess.Popen[bytes]) -> None:
+    def add(self, child: _Child) -> None:
         with self._lock:
-            self._by_pid[process.pid] = process
+            self._by_pid[child.process.pid] = child
 
-    def pop(self, pid: int) -> subprocess.Popen[bytes] | None:
+    def get(self, pid: int) -> _Child | None:
+        with self._lock:
+            return self._by_pid.get(pid)
+
+    def pop(self, pid: int) -> _Child | None:
         with self._lock:
             return self._by_pid.pop(pid, None)
-
-    def exited(self, pid: int) -> bool:
-        with self._lock:
-            child = self._by_pid.get(pid)
-        return child is not None and child.poll() is not None
 
 
 _children = _Children()
@@ -112,26 +114,31 @@ class LocalDriver:
         client_factory: ClientFactory,
         *,
         isolation: str = "auto",
-        limits: LocalLimits | None = None,
+        network: str = "outbound",
+        limits: Limits | None = None,
         python: str = "/usr/bin/python3",
     ) -> None:
+        self._home = home
         self._sandboxes = home / "sandboxes"
         self._snapshots = home / "snapshots"
         self._sandboxd = sandboxd.resolve()
         self._key = token_key
         self._client = client_factory
-        self._limits = limits or LocalLimits()
+        self._limits = limits or Limits()
         self._python = python if Path(python).exists() else shutil.which("python3") or python
+        self._machine = Machine.detect()
         self._bwrap = self._pick_isolation(isolation)
+        self._network = self._pick_network(network)
+        self._etc: Path | None = None
         # Spawn from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
         # forked exits, and request threads come and go.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
         self._started: set[int] = set()
 
-    @staticmethod
-    def _pick_isolation(isolation: str) -> str | None:
-        bwrap = shutil.which("bwrap")
+    def _pick_isolation(self, isolation: str) -> str | None:
+        bwrap = self._machine.bwrap
         if isolation == "none":
+            log.warning("sandbox isolation is off: sandboxes run as plain child processes")
             return None
         if bwrap is None:
             if isolation == "bwrap":
@@ -142,15 +149,60 @@ class LocalDriver:
             )
         return bwrap
 
+    def _pick_network(self, network: str) -> str:
+        if network not in NETWORKS:
+            raise SandboxError(f"sandbox network must be one of {NETWORKS}, got {network!r}")
+        if self._bwrap is None:
+            return "host"
+        if network == "outbound" and not self._machine.outbound_network:
+            log.warning(
+                "sandboxes get NO network: outbound access needs root, slirp4netns, nftables "
+                "and nsenter (apt-get install slirp4netns nftables util-linux); "
+                "set OPENAGENTS_SANDBOX_NETWORK=none to silence this warning"
+            )
+            return "none"
+        return network
+
     @property
     def isolated(self) -> bool:
         return self._bwrap is not None
 
+    @property
+    def confinement(self) -> dict[str, str]:
+        """What confines a sandbox on this machine, in words (logged at start, in the docs)."""
+        machine, limits = self._machine, self._limits
+        if self._bwrap is None:
+            return {"isolation": "none", "network": "host", "limits": "rlimits per process"}
+        dedicated_uid = machine.root and machine.setpriv is not None
+        return {
+            "isolation": "bubblewrap",
+            "network": {
+                "outbound": "slirp4netns; the host and private ranges refused",
+                "none": "none (loopback only)",
+            }[self._network],
+            "user": "a dedicated host uid per sandbox" if dedicated_uid else "the server's uid",
+            "memory": f"{machine.cgroups} {limits.memory_bytes}"
+            if machine.cgroups
+            else f"rlimit per process {limits.memory_bytes}",
+            "pids": f"{machine.cgroups} {limits.pids}"
+            if machine.cgroups
+            else (f"rlimit nproc of the sandbox uid {limits.pids}" if dedicated_uid else "none"),
+            "disk": f"ext4 volume {limits.disk_bytes}" if machine.mkfs else "none",
+            "tmp": f"tmpfs {limits.tmp_bytes}",
+        }
+
     def token(self, handle: SandboxHandle) -> str:
-        return sandbox_token(self._key, handle.session_id, handle.generation)
+        return self.token_for(handle.session_id, handle.generation)
+
+    def endpoint(self, handle: SandboxHandle) -> str:
+        """Where sandboxd answers: derived from the driver's own folders, never from the
+        (stored) handle."""
+        return self.endpoint_for(self._dir(handle.session_id, handle.generation))
 
     def _dir(self, session_id: str, generation: int) -> Path:
-        return self._sandboxes / session_id / str(generation)
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", session_id):
+            raise SandboxError("invalid session id for a sandbox")
+        return self._sandboxes / session_id / str(int(generation))
 
     # -------------------------------------------------------------- lifecycle
 
@@ -166,104 +218,181 @@ class LocalDriver:
         existing = self._recorded(root, session_id, generation)
         if existing is not None and self.probe(existing).state is SandboxState.RUNNING:
             return existing
-        workspace = root / "workspace"
-        if workspace.exists() and from_snapshot is not None:
-            shutil.rmtree(workspace)  # a half-restored earlier attempt
-        workspace.mkdir(parents=True, exist_ok=True)
+        if from_snapshot is not None:
+            snapshot = self._snapshot_path(from_snapshot.id)  # refuse a bad id before starting
+            confine.reset_workspace(root)  # a half-restored earlier attempt
+        root.mkdir(parents=True, exist_ok=True)
         handle = self._spawner.submit(
-            self._spawn, root, workspace, session_id, generation, shared_paths
+            self._spawn, root, session_id, generation, shared_paths
         ).result()
         if from_snapshot is not None:
-            self._restore(handle, from_snapshot)
+            self._restore(handle, snapshot, from_snapshot)
         return handle
 
     def _spawn(
-        self,
-        root: Path,
-        workspace: Path,
-        session_id: str,
-        generation: int,
-        shared_paths: tuple[str, ...],
+        self, root: Path, session_id: str, generation: int, shared_paths: tuple[str, ...]
     ) -> SandboxHandle:
-        token = sandbox_token(self._key, session_id, generation)
-        home = root / "home"
-        home.mkdir(exist_ok=True)
-        env = {
-            "SANDBOXD_TOKEN": token,
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp" if self._bwrap else str(home),  # noqa: S108 - bwrap's private tmpfs
-        }
-        stderr = (root / "sandboxd.log").open("ab")
-        process = subprocess.Popen(  # noqa: S603 - argv built from our own paths
-            self._command(workspace, shared_paths),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
-        stderr.close()
-        port = self._await_ready(process, root)
-        _children.add(process)
-        self._started.add(process.pid)
+        try:
+            child = self._launch(root, session_id, generation, shared_paths)
+        except (OSError, confine.SubprocessFailed) as exc:
+            raise SandboxError(f"the sandbox did not start: {exc}") from exc
+        _children.add(child)
+        self._started.add(child.process.pid)
         handle = SandboxHandle(
             driver=self.name,
             session_id=session_id,
             generation=generation,
-            ref=str(process.pid),
-            endpoint=f"http://127.0.0.1:{port}",
+            ref=str(child.process.pid),
+            endpoint=self.endpoint_for(root),
         )
         (root / "sandbox.json").write_text(json.dumps(handle.to_dict()))
         log.info(
-            "sandbox %s/%s started (pid %s, isolated=%s)",
+            "sandbox %s/%s started (pid %s, %s)",
             session_id,
             generation,
-            process.pid,
-            self.isolated,
+            child.process.pid,
+            self.confinement,
         )
         return handle
 
-    def _command(self, workspace: Path, shared_paths: tuple[str, ...]) -> list[str]:
+    @staticmethod
+    def endpoint_for(root: Path) -> str:
+        return unix_endpoint(str(root / "run" / SOCKET_NAME))
+
+    def _launch(
+        self, root: Path, session_id: str, generation: int, shared_paths: tuple[str, ...]
+    ) -> _Child:
+        machine = self._machine
+        dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
+        uid = confine.host_uid(self._home, root) if dedicated else os.getuid()
+        if self._bwrap is not None:
+            workspace = confine.mount_workspace(machine, root, uid, self._limits.disk_bytes)
+        else:
+            workspace = root / "workspace"
+            workspace.mkdir(exist_ok=True)
+        run = root / "run"
+        run.mkdir(exist_ok=True)
+        if dedicated:
+            os.chown(run, uid, uid)
+        (run / SOCKET_NAME).unlink(missing_ok=True)
+        cgroup = (
+            Cgroup(machine, f"{session_id}-{generation}", self._limits)
+            if self._bwrap is not None
+            else None
+        )
+        sync = _SyncPipes() if self._network == "outbound" else None
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp" if self._bwrap else str(workspace),  # noqa: S108 - private tmpfs
+        }
+        stderr = (root / "sandboxd.log").open("ab")
+        try:
+            process = subprocess.Popen(  # noqa: S603 - argv built from our own paths
+                self._command(workspace, run, uid if dedicated else None, shared_paths, sync),
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.PIPE,
+                env=env,
+                pass_fds=sync.child_fds if sync else (),
+                preexec_fn=_child_setup(cgroup),
+            )
+        finally:
+            stderr.close()
+        assert process.stdin is not None
+        process.stdin.write(self.token_for(session_id, generation).encode() + b"\n")
+        process.stdin.close()  # the token is given once, on a pipe: never in the environment
+        network = None
+        try:
+            if sync is not None:
+                network = self._connect(sync, root / "network.log")
+            self._await_ready(process, root)
+        except BaseException:
+            _kill(process, network, cgroup)
+            raise
+        return _Child(process, root, network, cgroup)
+
+    def token_for(self, session_id: str, generation: int) -> str:
+        return sandbox_token(self._key, session_id, generation)
+
+    def _connect(self, sync: _SyncPipes, log_path: Path) -> subprocess.Popen[bytes]:
+        """Firewall the sandbox's namespace, attach the user-mode stack, then let it run."""
+        pid = sync.child_pid()
+        confine.firewall(self._machine, pid)
+        network = confine.user_mode_network(self._machine, pid, log_path)
+        sync.release()
+        return network
+
+    def _command(
+        self,
+        workspace: Path,
+        run: Path,
+        uid: int | None,
+        shared_paths: tuple[str, ...],
+        sync: _SyncPipes | None,
+    ) -> list[str]:
         limits = self._limits
-        prlimit = [
+        prefix = [
             "prlimit",
             f"--as={limits.memory_bytes}",
             f"--fsize={limits.file_size_bytes}",
             f"--cpu={limits.cpu_seconds}",
             f"--nofile={limits.open_files}",
-            "--",
         ]
+        socket = str(run / SOCKET_NAME)
         if self._bwrap is None:
             daemon = [self._python, str(self._sandboxd), "--workspace", str(workspace)]
-            return [*prlimit, *daemon, "--host", "127.0.0.1", "--port", "0"]
+            return [*prefix, "--", *daemon, "--unix", socket, "--token-stdin"]
+        if uid is not None:  # a dedicated host uid: nproc counts this sandbox's processes only
+            prefix = [
+                self._machine.setpriv or "setpriv",
+                f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                *prefix, f"--nproc={limits.pids}",
+            ]  # fmt: skip
+        stage = _Staging(enabled=uid is not None)
         binds: list[str] = []
         for path in shared_paths:
-            if Path(path).exists():
-                binds += ["--bind", path, path]  # a local "remote": cloned from, pushed to
-        return [
-            *prlimit,
+            if Path(path).exists():  # a local repository, to clone from: read-only
+                binds += ["--ro-bind", stage.add(Path(path)), path]
+        share = (
+            ["--info-fd", str(sync.info_write), "--block-fd", str(sync.block_read)] if sync else []
+        )
+        bwrap = [
             self._bwrap,
+            "--unshare-all", "--unshare-user", "--disable-userns",
+            "--uid", str(confine.SANDBOX_UID), "--gid", str(confine.SANDBOX_UID),
+            "--hostname", "sandbox",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr",
             "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin",
             "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64",
-            "--ro-bind", "/etc", "/etc",
+            "--ro-bind", stage.add(self._rootfs_etc()), "/etc",
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",  # noqa: S108 - a private tmpfs inside the sandbox
-            "--unshare-all", "--share-net",
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--bind", str(workspace), "/workspace",
-            "--ro-bind", str(self._sandboxd.parent), "/opt/sandboxd",
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",  # noqa: S108 - sandbox's own
+            "--bind", stage.add(workspace), "/workspace",
+            "--bind", stage.add(run), "/run/sandboxd",
+            "--ro-bind", stage.add(self._sandboxd.parent), "/opt/sandboxd",
             *binds,
+            *share,
             "--chdir", "/workspace",
             "/usr/bin/python3", f"/opt/sandboxd/{self._sandboxd.name}",
-            "--workspace", "/workspace", "--host", "127.0.0.1", "--port", "0",
+            "--workspace", "/workspace", "--unix", f"/run/sandboxd/{SOCKET_NAME}",
+            "--token-stdin",
         ]  # fmt: skip
+        return [*stage.command(), *prefix, "--", *bwrap]
+
+    def _rootfs_etc(self) -> Path:
+        if self._etc is None:
+            outbound = self._network == "outbound"
+            self._etc = confine.build_etc(
+                self._home / "rootfs" / "etc", confine.resolv_conf(outbound)
+            )
+        return self._etc
 
     @staticmethod
-    def _await_ready(process: subprocess.Popen[bytes], root: Path) -> int:
+    def _await_ready(process: subprocess.Popen[bytes], root: Path) -> None:
         stdout = process.stdout
         assert stdout is not None
         line: list[bytes] = []
@@ -274,12 +403,9 @@ class LocalDriver:
             ready = json.loads(line[0]) if line and line[0] else {}
         except ValueError:
             ready = {}
-        if not ready.get("ready"):
-            process.kill()
-            process.wait()
+        if not isinstance(ready, dict) or ready.get("ready") is not True:
             tail = (root / "sandboxd.log").read_text(errors="replace")[-2000:]
             raise SandboxError(f"sandboxd did not start: {tail.strip() or 'no output'}")
-        return int(ready["port"])
 
     @staticmethod
     def _recorded(root: Path, session_id: str, generation: int) -> SandboxHandle | None:
@@ -292,50 +418,40 @@ class LocalDriver:
         return handle
 
     def probe(self, handle: SandboxHandle) -> Probe:
-        pid = int(handle.ref)
-        if not self._dir(handle.session_id, handle.generation).exists():
+        """Only a sandbox in this process's child table can be running: a pid from the store
+        is never trusted to name one."""
+        root = self._dir(handle.session_id, handle.generation)
+        if not root.exists():
             return Probe(SandboxState.GONE, reason="sandbox not found")
-        if not _alive(pid) or _children.exited(pid):
+        child = _children.get(_pid(handle))
+        if child is None or child.root != root or child.exited():
             return Probe(SandboxState.STOPPED, reason="sandbox is stopped")
-        if handle.endpoint is None:
-            return Probe(SandboxState.STARTING)
+        endpoint = self.endpoint(handle)
         try:
-            self._client(handle.endpoint, self.token(handle)).health()
+            self._client(endpoint, self.token(handle)).health()
         except SandboxError as exc:
-            return Probe(SandboxState.STARTING, handle.endpoint, reason=str(exc))
-        return Probe(SandboxState.RUNNING, handle.endpoint)
+            return Probe(SandboxState.STARTING, endpoint, reason=str(exc))
+        return Probe(SandboxState.RUNNING, endpoint)
 
     def stop(self, handle: SandboxHandle) -> None:
-        """Idempotent; SIGTERM, then SIGKILL after a grace period."""
-        pid = int(handle.ref)
-        child = _children.pop(pid)
-        if child is None and not _alive(pid):
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        while time.monotonic() < deadline:
-            if child is not None and child.poll() is not None:
-                break
-            if child is None and not _alive(pid):
-                break
-            time.sleep(0.05)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if child is not None:
-            child.wait(timeout=STOP_GRACE_SECONDS)
+        """Idempotent; SIGTERM, then SIGKILL after a grace period. Signals only a sandbox this
+        process started for this session and generation."""
+        root = self._dir(handle.session_id, handle.generation)
+        child = _children.get(_pid(handle))
+        if child is not None and child.root == root:
+            _children.pop(child.process.pid)
+            _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+            self._started.discard(child.process.pid)
+        confine.unmount_workspace(root)
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
     def close(self) -> None:
         """Stop every sandbox this driver started (on shutdown)."""
         for pid in list(self._started):
             child = _children.pop(pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
             if child is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=STOP_GRACE_SECONDS)
+                _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+                confine.unmount_workspace(child.root)
         self._started.clear()
         self._spawner.shutdown(wait=False)
 
@@ -344,7 +460,8 @@ class LocalDriver:
     def snapshot(self, handle: SandboxHandle) -> SnapshotRef:
         """Stream the workspace archive to a file, hashing it; keep it only if sandboxd's
         manifest reports the same sha256."""
-        folder = self._snapshots / handle.session_id
+        folder = self._dir(handle.session_id, 0).parent  # a checked session id
+        folder = self._snapshots / folder.name
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -352,7 +469,7 @@ class LocalDriver:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         final = folder / f"{handle.generation}-{stamp}.tar.zst"
         partial = final.with_suffix(".partial")
-        client = self._client(self._endpoint(handle), self.token(handle))
+        client = self._client(self.endpoint(handle), self.token(handle))
         try:
             with partial.open("wb") as out:
                 writer = _HashingWriter(out)
@@ -374,7 +491,7 @@ class LocalDriver:
             raise
         return SnapshotRef(
             driver=self.name,
-            id=str(final),
+            id=f"{folder.name}/{final.name}",  # opaque: resolved inside the snapshot folder
             session_id=handle.session_id,
             generation=handle.generation,
             size_bytes=writer.size,
@@ -383,14 +500,32 @@ class LocalDriver:
             manifest=manifest,
         )
 
-    def _restore(self, handle: SandboxHandle, ref: SnapshotRef) -> None:
-        path = Path(ref.id)
+    def snapshot_file(self, ref: SnapshotRef) -> Path:
+        return self._snapshot_path(ref.id)
+
+    def _snapshot_path(self, snapshot_id: str) -> Path:
+        """An opaque snapshot id as a file of the snapshot folder, or a SandboxError: never a
+        path elsewhere on the host, whatever the store holds. Ids recorded before ids were
+        opaque (absolute paths inside the folder) still resolve."""
+        folder = self._snapshots.resolve()
+        relative = snapshot_id
+        if os.path.isabs(snapshot_id):
+            with contextlib.suppress(ValueError):
+                relative = str(Path(snapshot_id).resolve().relative_to(folder))
+        if not SNAPSHOT_ID.fullmatch(relative):
+            raise SandboxError("invalid snapshot id")
+        path = (folder / relative).resolve()
+        if not path.is_relative_to(folder):
+            raise SandboxError("invalid snapshot id")
+        return path
+
+    def _restore(self, handle: SandboxHandle, path: Path, ref: SnapshotRef) -> None:
         if not path.exists():
             raise SandboxError("snapshot not found")
         if ref.sha256 is None:
             raise SandboxError("snapshot has no checksum")
         with path.open("rb") as src:
-            result = self._client(self._endpoint(handle), self.token(handle)).restore_from(
+            result = self._client(self.endpoint(handle), self.token(handle)).restore_from(
                 src, ref.sha256
             )
         expected = ref.manifest.get("fileCount")
@@ -401,10 +536,118 @@ class LocalDriver:
             )
 
     def delete_snapshot(self, ref: SnapshotRef) -> None:
-        Path(ref.id).unlink(missing_ok=True)
+        self._snapshot_path(ref.id).unlink(missing_ok=True)
 
-    @staticmethod
-    def _endpoint(handle: SandboxHandle) -> str:
-        if handle.endpoint is None:
-            raise SandboxError("sandbox has no endpoint yet")
-        return handle.endpoint
+
+class _Staging:
+    """The host folders a sandbox sees, bind-mounted under ``/mnt`` in a private mount
+    namespace of the launcher (root), so that the sandbox's unprivileged uid reaches them
+    without any host folder above them being opened to it (``/root``, a 0700 state folder)."""
+
+    MOUNT = "/mnt"
+
+    def __init__(self, *, enabled: bool) -> None:
+        self._enabled = enabled
+        self._sources: list[Path] = []
+
+    def add(self, path: Path) -> str:
+        if not self._enabled:
+            return str(path)
+        self._sources.append(path)
+        return f"{self.MOUNT}/{len(self._sources) - 1}"
+
+    def command(self) -> list[str]:
+        if not self._enabled:
+            return []
+        lines = [
+            "set -e",
+            f"mount -t tmpfs -o mode=0755,size=64k openagents-stage {self.MOUNT}",
+        ]
+        for index, source in enumerate(self._sources):
+            target = f"{self.MOUNT}/{index}"
+            lines += [f"mkdir {target}", f"mount --bind {shlex.quote(str(source))} {target}"]
+        lines.append('exec "$@"')
+        script = "\n".join(lines)
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+            "stage",
+        ]
+
+
+class _SyncPipes:
+    """bwrap's --info-fd (it reports the sandbox's pid) and --block-fd (it waits until the
+    network is configured before starting sandboxd)."""
+
+    def __init__(self) -> None:
+        self._info_read, self.info_write = os.pipe()
+        self.block_read, self._block_write = os.pipe()
+
+    @property
+    def child_fds(self) -> tuple[int, int]:
+        return (self.info_write, self.block_read)
+
+    def child_pid(self) -> int:
+        os.close(self.info_write)
+        os.close(self.block_read)
+        data = b""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while b"child-pid" not in data or not data.rstrip().endswith(b"}"):
+            if time.monotonic() > deadline:
+                raise SandboxError("bubblewrap did not report the sandbox's pid")
+            chunk = os.read(self._info_read, 4096)
+            if not chunk:
+                break
+            data += chunk
+        os.close(self._info_read)
+        try:
+            return int(json.loads(data)["child-pid"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SandboxError("bubblewrap did not report the sandbox's pid") from exc
+
+    def release(self) -> None:
+        os.write(self._block_write, b"1")
+        os.close(self._block_write)
+
+
+def _child_setup(cgroup: Cgroup | None) -> Callable[[], None]:
+    def setup() -> None:
+        _die_with_parent()
+        if cgroup is not None:
+            cgroup.join()
+
+    return setup
+
+
+def _kill(
+    process: subprocess.Popen[bytes],
+    network: subprocess.Popen[bytes] | None,
+    cgroup: Cgroup | None,
+    grace: float = 0,
+) -> None:
+    """Stop the sandbox (its pid namespace dies with bubblewrap), its network, its cgroups."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace or 0.5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if network is not None and network.poll() is None:
+        network.kill()
+        network.wait()
+    if cgroup is not None:
+        cgroup.remove()
+
+
+def _pid(handle: SandboxHandle) -> int:
+    try:
+        return int(handle.ref)
+    except ValueError:
+        return -1

@@ -27,7 +27,7 @@ class SandboxHandle:
     session_id: str
     generation: int
     ref: str  # driver id: a pid for local, a task ARN for Fargate
-    endpoint: str | None = None  # http://host:port once known
+    endpoint: str | None = None  # once known; informative: clients ask driver.endpoint()
     volume_id: str | None = None  # EBS volume / EFS access point, when the driver has one
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +150,10 @@ class SandboxDriver(Protocol):
     def stop(self, handle: SandboxHandle) -> None: ...
     def delete_snapshot(self, ref: SnapshotRef) -> None: ...
     def token(self, handle: SandboxHandle) -> str: ...
+    def endpoint(self, handle: SandboxHandle) -> str:
+        """Where this sandbox's sandboxd answers (a SandboxError when not known yet)."""
+        ...
+
     def close(self) -> None:
         """Release what the driver holds (the local driver stops its sandboxes)."""
         ...

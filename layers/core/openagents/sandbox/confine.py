@@ -1,0 +1,399 @@
+"""How the one-machine driver confines a sandbox: what this machine can do, the sandbox's own
+``/etc``, its host uid, its cgroups, its size-capped workspace volume and its network.
+
+Everything here runs on the host, as the control plane, and never reads what a sandbox wrote:
+paths come from the driver's own folders, never from the store or the workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SANDBOX_UID = 1000  # the unprivileged user inside every sandbox
+FIRST_HOST_UID = 200_000  # host uids for sandboxes: FIRST_HOST_UID + n, one per sandbox
+HOST_UID_COUNT = 60_000
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver (it forwards to the host's)
+SUBPROCESS_TIMEOUT_SECONDS = 30
+
+# Outbound traffic leaves through the user-mode stack, never to the host or a private range.
+NFT_RULES = f"""
+table inet openagents {{
+  chain output {{
+    type filter hook output priority 0; policy accept;
+    oifname "lo" accept
+    ip daddr {SLIRP_DNS} udp dport 53 accept
+    ip daddr {SLIRP_DNS} tcp dport 53 accept
+    ip daddr {{ 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16,
+               172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3 }} reject
+    ip6 daddr {{ ::/128, ::1/128, ::ffff:0:0/96, fc00::/7, fe80::/10, ff00::/8 }} reject
+    meta l4proto != {{ tcp, udp, icmp, icmpv6 }} drop
+  }}
+}}
+"""
+
+PASSWD = (
+    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+    f"user:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox user:/tmp:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+GROUP = f"root:x:0:\nuser:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"
+HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n"
+NSSWITCH = "passwd: files\ngroup: files\nhosts: files dns\n"
+# Copied from the host: the dynamic linker's cache, alternatives, CA certificates, time zone.
+HOST_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates.conf",
+    "localtime",
+    "os-release",
+    "mime.types",
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Whole-sandbox limits (memory and pids through cgroups where the machine allows), plus
+    per-process rlimits that always apply."""
+
+    memory_bytes: int = 4 * 1024**3
+    pids: int = 512
+    disk_bytes: int = 10 * 1024**3
+    tmp_bytes: int = 1024**3
+    file_size_bytes: int = 2 * 1024**3
+    cpu_seconds: int = 5 * 3600
+    open_files: int = 4096
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine offers for confinement, found once when the driver starts."""
+
+    bwrap: str | None
+    root: bool
+    slirp4netns: str | None
+    nft: str | None
+    nsenter: str | None
+    setpriv: str | None
+    mkfs: str | None
+    cgroup_v1: dict[str, Path]  # controller -> this process's cgroup folder
+    cgroup_v2: Path | None  # a folder where memory and pids can be enabled for children
+
+    @classmethod
+    def detect(cls) -> Machine:
+        root = os.geteuid() == 0
+        return cls(
+            bwrap=shutil.which("bwrap"),
+            root=root,
+            slirp4netns=shutil.which("slirp4netns"),
+            nft=shutil.which("nft") or _sbin("nft"),
+            nsenter=shutil.which("nsenter"),
+            setpriv=shutil.which("setpriv"),
+            mkfs=(shutil.which("mkfs.ext4") or _sbin("mkfs.ext4")) if root else None,
+            cgroup_v1=_cgroup_v1() if root else {},
+            cgroup_v2=_cgroup_v2() if root else None,
+        )
+
+    @property
+    def outbound_network(self) -> bool:
+        return bool(self.bwrap and self.root and self.slirp4netns and self.nft and self.nsenter)
+
+    @property
+    def cgroups(self) -> str | None:
+        if self.cgroup_v2 is not None:
+            return "cgroup-v2"
+        if {"memory", "pids"} <= self.cgroup_v1.keys():
+            return "cgroup-v1"
+        return None
+
+
+def _sbin(name: str) -> str | None:
+    for folder in ("/usr/sbin", "/sbin"):
+        if os.access(f"{folder}/{name}", os.X_OK):
+            return f"{folder}/{name}"
+    return None
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                found[controller] = path
+    return found
+
+
+def _cgroup_v1() -> dict[str, Path]:
+    own = _own_cgroups()
+    folders: dict[str, Path] = {}
+    for controller in ("memory", "pids"):
+        mount = Path("/sys/fs/cgroup") / controller
+        if controller in own and (mount / "cgroup.procs").exists():
+            folders[controller] = mount / own[controller].lstrip("/")
+    return folders
+
+
+def _cgroup_v2() -> Path | None:
+    """A v2 folder whose children may use memory and pids: our own cgroup when it delegates
+    them (systemd's Delegate=yes, or a container's root cgroup), else none."""
+    mount = Path("/sys/fs/cgroup")
+    if not (mount / "cgroup.controllers").exists():
+        return None
+    own = mount / _own_cgroups().get("", "/").lstrip("/")
+    base = own / "openagents-sandboxes"
+    try:
+        base.mkdir(exist_ok=True)
+        subtree = base / "cgroup.subtree_control"
+        subtree.write_text("+memory +pids")
+        if not {"memory", "pids"} <= set(subtree.read_text().split()):
+            return None
+    except OSError:
+        return None
+    return base
+
+
+# ---------------------------------------------------------------------------- /etc
+
+
+def build_etc(folder: Path, resolv_conf: str) -> Path:
+    """The sandbox's own ``/etc``: an unprivileged user, its resolver, CA certificates — none of
+    the host's accounts, shadow file or secrets. Built once per driver, mounted read-only."""
+    staging = folder.with_name(folder.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name, text in (
+        ("passwd", PASSWD),
+        ("group", GROUP),
+        ("hosts", HOSTS),
+        ("hostname", "sandbox\n"),
+        ("nsswitch.conf", NSSWITCH),
+        ("resolv.conf", resolv_conf),
+    ):
+        (staging / name).write_text(text)
+    for name in HOST_ETC:
+        source = Path("/etc") / name
+        target = staging / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if source.is_dir() and not source.is_symlink():
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target, follow_symlinks=False)
+    for path in [staging, *staging.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder
+
+
+def resolv_conf(outbound: bool) -> str:
+    return f"nameserver {SLIRP_DNS}\noptions timeout:2 attempts:2\n" if outbound else ""
+
+
+# ---------------------------------------------------------------------------- host uids
+
+
+def host_uid(home: Path, root: Path) -> int:
+    """The host uid of one sandbox generation, stable across its restarts (kept in its own
+    folder, outside the workspace), distinct from every other sandbox's."""
+    recorded = root / "uid"
+    if recorded.exists():
+        return int(recorded.read_text())
+    counter = home / "sandbox-uids"
+    with counter.open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        last = int(handle.read().strip() or -1)
+        following = (last + 1) % HOST_UID_COUNT
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(following))
+        handle.flush()
+        os.fsync(handle.fileno())
+    uid = FIRST_HOST_UID + following
+    recorded.write_text(str(uid))
+    return uid
+
+
+# ---------------------------------------------------------------------------- cgroups
+
+
+class Cgroup:
+    """One sandbox's memory and pids cgroups (v2, or v1's two hierarchies)."""
+
+    def __init__(self, machine: Machine, name: str, limits: Limits) -> None:
+        self.folders: list[Path] = []
+        if machine.cgroup_v2 is not None:
+            folder = machine.cgroup_v2 / name
+            folder.mkdir(exist_ok=True)
+            (folder / "memory.max").write_text(str(limits.memory_bytes))
+            with contextlib.suppress(OSError):
+                (folder / "memory.swap.max").write_text("0")
+            (folder / "pids.max").write_text(str(limits.pids))
+            self.folders = [folder]
+        elif machine.cgroups == "cgroup-v1":
+            memory = machine.cgroup_v1["memory"] / "openagents" / name
+            pids = machine.cgroup_v1["pids"] / "openagents" / name
+            for folder in (memory, pids):
+                folder.mkdir(parents=True, exist_ok=True)
+            (memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+            with contextlib.suppress(OSError):  # only with swap accounting
+                (memory / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+            (pids / "pids.max").write_text(str(limits.pids))
+            self.folders = [memory, pids]
+
+    def join(self) -> None:
+        """In the child, before exec: this process and all it starts belong to the cgroups."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        """Kill what is left in it, then remove it (best effort: a busy cgroup stays)."""
+        for folder in self.folders:
+            with contextlib.suppress(OSError):
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError, ValueError):
+                        os.kill(int(pid), 9)
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------- workspace volume
+
+
+def mount_workspace(machine: Machine, root: Path, uid: int, size_bytes: int) -> Path:
+    """The workspace: an ext4 image of ``size_bytes`` mounted at ``root/workspace`` (a hard
+    disk cap, as an EBS volume has) when this machine can, else a plain folder."""
+    workspace = root / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    if machine.mkfs is None or os.path.ismount(workspace):
+        _own(workspace, uid, machine.root)
+        return workspace
+    image = root / "workspace.img"
+    if not image.exists():
+        with image.open("wb") as handle:
+            handle.truncate(size_bytes)
+        _run(
+            [
+                machine.mkfs,
+                "-q",
+                "-F",
+                "-m",
+                "0",
+                "-E",
+                f"lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{uid}",
+                str(image),
+            ]
+        )
+    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(workspace)])
+    return workspace
+
+
+def unmount_workspace(root: Path) -> None:
+    workspace = root / "workspace"
+    if os.path.ismount(workspace):
+        with contextlib.suppress(SubprocessFailed):
+            _run(["umount", "-l", str(workspace)])
+
+
+def reset_workspace(root: Path) -> None:
+    """Drop a half-restored workspace (the image and the folder)."""
+    unmount_workspace(root)
+    (root / "workspace.img").unlink(missing_ok=True)
+    shutil.rmtree(root / "workspace", ignore_errors=True)
+
+
+def _own(path: Path, uid: int, root: bool) -> None:
+    if root:
+        os.chown(path, uid, uid)
+
+
+# ---------------------------------------------------------------------------- network
+
+
+def firewall(machine: Machine, pid: int) -> None:
+    """Refuse the host and private ranges from inside the sandbox's network namespace. Set from
+    the host as root: the sandbox has no capability over its namespace and cannot undo it."""
+    assert machine.nsenter is not None
+    assert machine.nft is not None
+    _run([machine.nsenter, "-t", str(pid), "-n", machine.nft, "-f", "-"], stdin=NFT_RULES)
+
+
+def user_mode_network(machine: Machine, pid: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """slirp4netns on the sandbox's namespace: outbound TCP/UDP through host sockets, no route to
+    the host's loopback, itself sandboxed (its own mount namespace, seccomp)."""
+    assert machine.slirp4netns is not None
+    ready_read, ready_write = os.pipe()
+    log_file = log_path.open("ab")
+    try:
+        process = subprocess.Popen(  # noqa: S603 - argv from our own values
+            [
+                machine.slirp4netns,
+                "--configure",
+                "--mtu=65520",
+                "--disable-host-loopback",
+                "--enable-sandbox",
+                "--enable-seccomp",
+                f"--ready-fd={ready_write}",
+                "--netns-type=path",
+                f"/proc/{pid}/ns/net",
+                "tap0",
+            ],
+            pass_fds=(ready_write,),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+        )
+        os.close(ready_write)
+        ready_write = -1
+        ready = os.read(ready_read, 1)
+    finally:
+        log_file.close()
+        if ready_write >= 0:
+            os.close(ready_write)
+        os.close(ready_read)
+    if ready != b"1":
+        process.kill()
+        process.wait()
+        tail = log_path.read_text(errors="replace")[-500:].strip()
+        raise SubprocessFailed(f"slirp4netns did not configure the sandbox's network: {tail}")
+    return process
+
+
+class SubprocessFailed(Exception):
+    pass
+
+
+def _run(argv: list[str], stdin: str | None = None) -> None:
+    completed = subprocess.run(  # noqa: S603 - argv from our own values
+        argv,
+        input=stdin.encode() if stdin is not None else None,
+        capture_output=True,
+        timeout=SUBPROCESS_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if completed.returncode != 0:
+        detail = completed.stderr.decode(errors="replace").strip()
+        raise SubprocessFailed(f"{Path(argv[0]).name} failed: {detail[-500:]}")
