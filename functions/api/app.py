@@ -16,6 +16,7 @@ from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.settings import Settings
 
 from functions.api import errors
+from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
 from functions.api.routes import chats, github, local, sandbox, sessions
 
@@ -87,6 +88,8 @@ def create_app(
         BodyLimit,
         limit=lambda: app.state.container().settings.max_message_bytes + REQUEST_OVERHEAD_BYTES,
     )
+    # outermost: a foreign Host (DNS rebinding) is refused before anything reads the request
+    app.add_middleware(HostGuard, settings=lambda: app.state.container().settings)
 
     @app.get("/api/health", tags=["ops"])
     def health() -> dict[str, str]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
 from functions.api.deps import App, Caller
 from functions.api.schemas import (
@@ -47,10 +49,16 @@ def ensure_sandbox(body: EnsureSandboxIn, app: App, caller: Caller) -> EnsureSan
     )
 
 
-@router.post(f"{TOOLS}/exec", responses=ERRORS)
-def sandbox_exec(session_id: str, body: ExecIn, app: App, caller: Caller) -> ExecOut:
-    """Run a command in the workspace (409 `sandbox_not_running` when it is not running)."""
-    result = app.sandbox_tools.exec(caller, session_id, **body.model_dump())
+@router.post(f"{TOOLS}/exec", responses=error_responses(409, 429))
+async def sandbox_exec(session_id: str, body: ExecIn, app: App, caller: Caller) -> ExecOut:
+    """Run a command in the workspace (409 `sandbox_not_running` when it is not running;
+    429 `too_many_commands` with `Retry-After` over the concurrent-command caps)."""
+    # The session check borrows a request thread briefly; the command runs on the exec pool's
+    # own threads, so a long command never holds the threads other requests need.
+    started = await run_in_threadpool(
+        app.sandbox_tools.submit_exec, caller, session_id, **body.model_dump()
+    )
+    result = await asyncio.wrap_future(started)
     return ExecOut.model_validate(result)
 
 

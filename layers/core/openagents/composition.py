@@ -23,7 +23,7 @@ from openagents.services.chats import ChatService
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
-from openagents.services.sandbox_tools import SandboxTools
+from openagents.services.sandbox_tools import ExecPool, SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
@@ -210,6 +210,13 @@ def _store(settings: Settings, artifacts: ArtifactStore, bus: EventBus | None) -
 
         publish = bus.publish if bus is not None else None
         return SqliteStore(
+def exec_pool(settings: Settings) -> ExecPool:
+    """The sandbox commands' own threads and caps (one per container)."""
+    return ExecPool(
+        settings.exec_max_per_session, settings.exec_max_per_user, settings.exec_max_total
+    )
+
+
             settings.sqlite_path, artifacts, settings.inline_message_bytes, publish=publish
         )
     from openagents.store import items
@@ -292,7 +299,12 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         provisioning=provisioning,
         lifecycle=lifecycle,
         sandbox_tools=SandboxTools(
-            store, sandboxd, utc_now, artifacts, on_unreachable=lifecycle.verify_running
+            store,
+            sandboxd,
+            utc_now,
+            artifacts,
+            exec_pool(settings),
+            on_unreachable=lifecycle.verify_running,
         ),
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),

@@ -110,6 +110,22 @@ class Settings(BaseSettings):
     # --- end of local repositories ---
     allowed_repo_hosts: tuple[str, ...] = ("github.com",)
 
+    # --- local Host check and exec caps (functions/api/hosts.py, services/sandbox_tools.py) ---
+    # one machine: Host names served besides 127.0.0.1, localhost and [::1], comma-separated
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    exec_max_per_session: int = Field(default=4, ge=1)  # concurrent sandbox commands
+    exec_max_per_user: int = Field(default=8, ge=1)
+    exec_max_total: int = Field(default=64, ge=1)  # the exec pool's threads (per process)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    # --- end of Host check and exec caps ---
+
     # identity
     jwt_issuer: str = "openagents-local"
     jwt_audience: str = "openagents"

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from types import TracebackType
 from typing import Any, Protocol
 
 from openagents.artifacts import ArtifactStore
-from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning
+from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
 from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
@@ -32,6 +36,113 @@ def diff_key(session_id: str) -> str:
     return f"diffs/{session_id}.json"
 
 
+class TooManyCommands(RateLimited):
+    """Over a concurrent-command cap (429 with ``Retry-After``)."""
+
+    code = "too_many_commands"
+
+
+EXEC_RETRY_AFTER_SECONDS = 2
+
+
+class ExecSlot:
+    """One admitted command; leaving it (``with``, or ``release``) frees its place, once."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+        self._lock = threading.Lock()
+        self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._release()
+
+    def __enter__(self) -> ExecSlot:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class ExecPool:
+    """Sandbox commands run on this pool's own threads, never the API's request threads, at
+    most ``per_session`` at once per session, ``per_user`` per user and ``total`` in all (the
+    pool's size, so an admitted command never queues). Counters are per process: on Lambda,
+    where a container serves one request at a time, the caps are advisory per container."""
+
+    def __init__(self, per_session: int, per_user: int, total: int) -> None:
+        self._limits = (per_session, per_user, total)
+        self._lock = threading.Lock()
+        self._sessions: Counter[str] = Counter()
+        self._users: Counter[str] = Counter()
+        self._running = 0
+        self._executor = ThreadPoolExecutor(max_workers=total, thread_name_prefix="sandbox-exec")
+
+    def admit(self, user_id: str, session_id: str) -> ExecSlot:
+        """A slot, or TooManyCommands when a cap is reached (nothing is counted then)."""
+        per_session, per_user, total = self._limits
+        with self._lock:
+            if self._sessions[session_id] >= per_session:
+                raise TooManyCommands(
+                    f"At most {per_session} commands run at once in a session",
+                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
+                )
+            if self._users[user_id] >= per_user:
+                raise TooManyCommands(
+                    f"At most {per_user} commands run at once per user",
+                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
+                )
+            if self._running >= total:
+                raise TooManyCommands(
+                    "The server runs as many commands as it can; retry shortly",
+                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
+                )
+            self._sessions[session_id] += 1
+            self._users[user_id] += 1
+            self._running += 1
+
+        def release() -> None:
+            with self._lock:
+                self._sessions[session_id] -= 1
+                self._users[user_id] -= 1
+                self._running -= 1
+                if self._sessions[session_id] <= 0:
+                    del self._sessions[session_id]
+                if self._users[user_id] <= 0:
+                    del self._users[user_id]
+
+        return ExecSlot(release)
+
+    def submit(self, slot: ExecSlot, call: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
+        """Run ``call`` on a pool thread, holding ``slot`` until it ends (or is cancelled)."""
+
+        def held() -> dict[str, Any]:
+            with slot:
+                return call()
+
+        try:
+            future = self._executor.submit(held)
+        except BaseException:
+            slot.release()
+            raise
+        future.add_done_callback(lambda done: slot.release() if done.cancelled() else None)
+        return future
+
+    def running(self) -> int:
+        with self._lock:
+            return self._running
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
 class SandboxTools:
     def __init__(
         self,
@@ -39,8 +150,10 @@ class SandboxTools:
         clients: Callable[[SandboxHandle], ToolsOps],
         clock: Clock,
         artifacts: ArtifactStore,
+        exec_pool: ExecPool,
         on_unreachable: Callable[[Session], object] | None = None,
     ) -> None:
+        self._exec_pool = exec_pool
         self._on_unreachable = on_unreachable
         self._store = store
         self._clients = clients
@@ -73,9 +186,23 @@ class SandboxTools:
                 self._on_unreachable(session)
             raise SandboxNotRunning(f"Sandbox is unavailable ({exc}). Please resume it.") from exc
 
+    def submit_exec(
+        self, identity: Identity, session_id: str, **request: Any
+    ) -> Future[dict[str, Any]]:
+        """Check the session (404, 409) and the caps (429) now, in the caller's thread; the
+        command then runs on the exec pool: await the future (``asyncio.wrap_future``)."""
+        session, client = self._running(identity, session_id)
+        slot = self._exec_pool.admit(identity.user_id, session.id)
+
+        def run() -> dict[str, Any]:
+            result: dict[str, Any] = self._sandbox_call(session, lambda: client.exec(**request))
+            return result
+
+        return self._exec_pool.submit(slot, run)
+
     def exec(self, identity: Identity, session_id: str, **request: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(identity, session_id, lambda c: c.exec(**request))
-        return result
+        """The same, waiting for the result (callers that may block their thread)."""
+        return self.submit_exec(identity, session_id, **request).result()
 
     def files(self, identity: Identity, session_id: str, path: str, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
