@@ -1,4 +1,5 @@
-"""Every API test runs twice: through the Lambda handler and over HTTP."""
+"""Every API test runs twice: through the Lambda handler (AWS mode: the DynamoDB adapter on
+moto) and over HTTP against a local server (local mode: the SQLite store)."""
 
 from __future__ import annotations
 
