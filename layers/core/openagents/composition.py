@@ -202,6 +202,13 @@ def _origin_guard(settings: Settings) -> OriginGuard | None:
     return OriginGuard(secret)
 
 
+def exec_pool(settings: Settings) -> ExecPool:
+    """The sandbox commands' own threads and caps (one per container)."""
+    return ExecPool(
+        settings.exec_max_per_session, settings.exec_max_per_user, settings.exec_max_total
+    )
+
+
 def _store(settings: Settings, artifacts: ArtifactStore, bus: EventBus | None) -> Store:
     """SQLite on one machine (the default; its outbox publishes the events to ``bus``),
     DynamoDB on AWS (and locally when asked)."""
@@ -210,13 +217,6 @@ def _store(settings: Settings, artifacts: ArtifactStore, bus: EventBus | None) -
 
         publish = bus.publish if bus is not None else None
         return SqliteStore(
-def exec_pool(settings: Settings) -> ExecPool:
-    """The sandbox commands' own threads and caps (one per container)."""
-    return ExecPool(
-        settings.exec_max_per_session, settings.exec_max_per_user, settings.exec_max_total
-    )
-
-
             settings.sqlite_path, artifacts, settings.inline_message_bytes, publish=publish
         )
     from openagents.store import items
