@@ -34,6 +34,7 @@ OUTPUTS = {
     "GitHubTokenSecretArn": "GitHub token for PR lookups (put a fine-grained token in it)",
     "RuleDeadLettersQueueUrl": "events the rules could not deliver (archive finalisation)",
     "SandboxClusterName": "ECS cluster the sandbox tasks run in",
+    "SandboxSecurityGroupId": "the sandboxes' security group (admit it on an egress proxy)",
     "ProvisioningStateMachineArn": "the provisioning workflow",
     "UserPoolId": "Cognito user pool (when the stack creates it)",
     "UserPoolClientId": "the SPA's public client id (when the stack creates it)",
@@ -121,6 +122,7 @@ class OpenAgentsStack(Stack):
         if self.events.dead_letters is not None:
             self._output("RuleDeadLettersQueueUrl", self.events.dead_letters.queue_url)
         self._output("SandboxClusterName", self.sandbox.cluster.cluster_name)
+        self._output("SandboxSecurityGroupId", self.sandbox.sandbox_sg.security_group_id)
         self._output(
             "ProvisioningStateMachineArn",
             self.workflows.state_machines["provisioning"].state_machine_arn,

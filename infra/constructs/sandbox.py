@@ -242,13 +242,25 @@ class Sandbox(Construct):
             "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
         }
         for name, service in services.items():
-            self.vpc.add_interface_endpoint(
+            endpoint = self.vpc.add_interface_endpoint(
                 name,
                 service=service,
                 subnets=self.sandbox_subnets,
                 security_groups=[group],
                 open=False,  # no ingress from the whole VPC CIDR: the rules above only
                 private_dns_enabled=True,
+            )
+            # Code in a sandbox has no credentials of this account, but it could bring its
+            # own: without this, PutLogEvents or an image push to another account's log group
+            # or registry would carry data out through the endpoint.
+            endpoint.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ThisAccountOnly",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
+                )
             )
         layers = self.vpc.add_gateway_endpoint(
             "SandboxS3",

@@ -51,7 +51,7 @@ from openagents.domain.lifecycle import with_due
 from openagents.domain.models import LifecycleState
 from openagents.local import stepfunctions as local_stepfunctions
 from openagents.sandbox.fargate import TAG_GENERATION, TAG_SESSION, access_point_client_token
-from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef
+from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sandbox_token
 from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.workflows import catalog
@@ -726,6 +726,7 @@ class FargateScenario:
         self.ctx = Context(cluster_arn=cluster, task_definition_roles=self.roles)
         self.tags = {TAG_SESSION: SESSION, TAG_GENERATION: "1"}
         self.names: dict[str, str] = {}  # moto's ids -> the stack's
+        self.calls: list[Call] = []  # the driver's requests, as sent
         task_arn = f"{cluster.replace(':cluster/', ':task/')}/0123456789abcdef"
         eni = {"name": "privateIPv4Address", "value": "10.40.16.7"}
         self.running = {
@@ -762,6 +763,7 @@ class FargateScenario:
             ecs.assert_no_pending_responses()
             efs.assert_no_pending_responses()
         requests: dict[str, set[Request]] = {method: set() for method in DRIVER_METHODS}
+        self.calls = [c for c in calls if c.function.startswith("driver:")]
         for call in calls:
             if call.function.startswith("driver:"):
                 method = call.function.removeprefix("driver:")
@@ -908,6 +910,18 @@ def check_function(synth: Synth, function: Function, used: set[Request], methods
     assert declared_driver_methods(function.name) == methods, label
 
 
+def function_requests(flow: Flow, function: Function) -> set[Request]:
+    """What one function's own calls (the flow's, not the driver's) ask IAM for."""
+    names = stage_names(flow, function)
+    return set().union(
+        *(
+            iam_requests(translate(c, names), None)
+            for c in flow.calls
+            if c.function == function.name
+        )
+    )
+
+
 @pytest.mark.parametrize("stage", ["dev", "ext"])
 def test_every_function_role_grants_exactly_what_it_uses(
     stage: str,
@@ -921,10 +935,7 @@ def test_every_function_role_grants_exactly_what_it_uses(
     driver_requests = FargateScenario(synth, moto_endpoint, monkeypatch).requests()
     for name, function in functions(synth).items():
         # When a function's calls are turned into IAM requests on the stack's resources
-        names = stage_names(flow, function)
-        used = set().union(
-            *(iam_requests(translate(c, names), None) for c in flow.calls if c.function == name)
-        )
+        used = function_requests(flow, function)
         methods = flow.driver.methods(name)
         for method in methods:
             used |= driver_requests[method]
@@ -963,3 +974,90 @@ def test_recorder_sees_pynamodb_and_boto3_calls(flow: Flow) -> None:
     assert ("dynamodb", "TransactWriteItems") in seen
     assert ("s3", "PutObject") in seen
     assert ("stepfunctions", "StartExecution") in seen
+
+
+# ------------------------------------------------------------------ 4. the sandbox's own reach
+
+
+def sandbox_roles(synth: Synth) -> dict[str, str]:
+    """The roles a sandbox task runs with: logical id -> what it is."""
+    sandbox = synth.stack.sandbox
+    roles = {synth.logical_id(sandbox.execution_role): "execution"}
+    if sandbox.task_role is not None:
+        roles[synth.logical_id(sandbox.task_role)] = "task"
+    return roles
+
+
+@pytest.mark.parametrize("stage", ["dev", "ext", "closed"])
+def test_a_sandbox_task_is_started_with_its_token_and_session_only(
+    stage: str, request: pytest.FixtureRequest, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The RunTask the driver sends: the one secret a sandbox gets is its own per-generation
+    token (a container override), nothing else is overridden (no role, no command), and the
+    task lands in the sandbox subnets with the sandbox security group and no public IP."""
+    synth: Synth = request.getfixturevalue(stage)
+    scenario = FargateScenario(synth, moto_endpoint, monkeypatch)
+    requests = scenario.requests()
+    (run,) = [c for c in scenario.calls if c.operation == "RunTask"]
+    overrides = run.params["overrides"]
+    assert set(overrides) == {"containerOverrides"}  # no taskRoleArn/executionRoleArn/cpu
+    (container,) = overrides["containerOverrides"]
+    assert set(container) == {"name", "environment"}  # no command, no environmentFiles
+    assert container["name"] == "sandboxd"
+    environment = {e["name"]: e["value"] for e in container["environment"]}
+    assert environment == {
+        "SANDBOXD_TOKEN": sandbox_token(b"k" * 32, SESSION, 1),
+        "OPENAGENTS_SESSION_ID": SESSION,
+    }
+    resolve = Resolver(synth.data)
+    sandbox = synth.stack.sandbox
+    network = run.params["networkConfiguration"]["awsvpcConfiguration"]
+    assert network["assignPublicIp"] == "DISABLED"
+    assert network["securityGroups"] == [resolve({"Ref": synth.logical_id(sandbox.sandbox_sg)})]
+    subnets = sandbox.vpc.isolated_subnets if sandbox.config.sandbox_isolated else None
+    expected = subnets or sandbox.vpc.private_subnets
+    assert network["subnets"] == [resolve({"Ref": synth.logical_id(s)}) for s in expected]
+    # the roles the task runs with are the only ones passed: the execution role, and on EFS the
+    # mount-only task role (EBS: none at all)
+    passed = {r.resource for r in requests["start"] if r.action == "iam:PassRole"}
+    tasks = {resolve({"Fn::GetAtt": [logical, "Arn"]}) for logical in sandbox_roles(synth)}
+    infrastructure = resolve({"Fn::GetAtt": [synth.logical_id(sandbox.infrastructure_role), "Arn"]})
+    assert passed == tasks | ({infrastructure} if sandbox.file_system is None else set())
+
+
+@pytest.mark.parametrize("stage", ["dev", "ext"])
+def test_the_sandbox_roles_allow_nothing_the_control_plane_does(
+    stage: str,
+    flow: Flow,
+    request: pytest.FixtureRequest,
+    moto_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request any control-plane function makes (the table, message bodies, bundles,
+    snapshots, secrets, workflows, events, ECS, EC2, EFS) is refused to the sandbox's roles,
+    and the token key's own policy denies them too."""
+    synth: Synth = request.getfixturevalue(stage)
+    driver_requests = FargateScenario(synth, moto_endpoint, monkeypatch).requests()
+    used: set[Request] = set().union(*driver_requests.values())
+    for function in functions(synth).values():
+        used |= function_requests(flow, function)
+    assert {r.action.split(":")[0] for r in used} >= {
+        "dynamodb", "s3", "secretsmanager", "states", "events", "ecs", "iam",
+    }  # fmt: skip
+    resolve = Resolver(synth.data)
+    for logical, kind in sandbox_roles(synth).items():
+        statements = iam.role_statements(synth.data, logical, resolve)
+        allowed = sorted(
+            (r.action, r.resource) for r in used if any(s.matches(r) for s in statements)
+        )
+        assert allowed == [], (stage, kind, allowed)
+        key = resolve({"Ref": synth.logical_id(synth.stack.sandbox.token_secret)})
+        read_key = Request.of("secretsmanager:GetSecretValue", key)
+        role_arn = resolve({"Fn::GetAtt": [logical, "Arn"]})
+        assert iam.denied_by_resource_policy(synth.data, resolve, read_key, role_arn), kind
+        # and what they do allow: the image and the log group, or mounting access points
+        actions = {a for s in statements for a in s.actions}
+        if kind == "execution":
+            assert {a.split(":")[0] for a in actions} == {"ecr", "logs"}, actions
+        else:
+            assert actions == {"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"}

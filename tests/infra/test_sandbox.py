@@ -398,6 +398,12 @@ def test_egress_none_and_proxy_keep_sandboxes_off_the_nat(ext: Synth, closed: Sy
             assert endpoint["PrivateDnsEnabled"] is True
             assert endpoint["SecurityGroupIds"] == [endpoint_group]
             assert endpoint["SubnetIds"] == _subnet_refs(synth, isolated)
+            # no exfiltration with someone else's credentials through the endpoint
+            (allow,) = endpoint["PolicyDocument"]["Statement"]
+            assert allow["Effect"] == "Allow"
+            assert allow["Condition"] == {
+                "StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}
+            }
         admitted = {
             (r["FromPort"], json.dumps(r["SourceSecurityGroupId"]))
             for r in _ingress(synth, sandbox.endpoint_sg)
