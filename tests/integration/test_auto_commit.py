@@ -95,3 +95,59 @@ def test_skips_are_recorded_with_their_reason(runtime: Container, tmp_path: Path
     assert container.lifecycle.activity(ALICE, off.id, "end")["autoCommit"] == {
         "skipped": "auto-commit is off"
     }
+
+
+def plant_hooks(bare: Path, markers: Path) -> None:
+    """Hooks a sandbox could have planted while its repository was writable: each leaves a
+    marker, and pre-receive refuses every push."""
+    markers.mkdir()
+    for hook in ("pre-receive", "update", "post-receive", "post-update", "reference-transaction"):
+        script = bare / "hooks" / hook
+        script.write_text(f"#!/bin/sh\ntouch {markers}/{hook}\nexit 1\n")
+        script.chmod(0o755)
+    git(bare, "config", "core.fsmonitor", f"touch {markers}/fsmonitor")
+
+
+def test_a_local_push_goes_through_the_git_host_and_runs_no_hook(
+    runtime: Container, tmp_path: Path
+) -> None:
+    container = runtime
+    origin = make_origin(tmp_path)
+    markers = tmp_path / "markers"
+    plant_hooks(origin, markers)
+    session = active(
+        container,
+        NewSession(repo_url=str(origin), is_new_branch=True, auto_commit_push=True),
+    )
+    branch = str(session.branch)
+    for turn, name in enumerate(("one", "two"), start=1):
+        container.sandbox_tools.exec(ALICE, session.id, command=f"echo {name} > {name}.txt")
+        outcome = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+        assert outcome["pushed"] is True, outcome
+        assert git(origin, "show", f"{branch}:{name}.txt") == name
+        assert git(origin, "rev-list", "--count", f"main..{branch}") == str(turn)
+    again = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    assert again["skipped"] == "nothing to commit or push"
+    assert sorted(marker.name for marker in markers.iterdir()) == []
+
+
+def test_a_non_fast_forward_to_a_shared_branch_is_refused(
+    runtime: Container, tmp_path: Path
+) -> None:
+    container = runtime
+    origin = make_origin(tmp_path)
+    session = active(
+        container, NewSession(repo_url=str(origin), branch="feature", auto_commit_push=True)
+    )
+    other = tmp_path / "someone-else"
+    git(tmp_path, "clone", "-q", "--branch", "feature", str(origin), str(other))
+    (other / "theirs.txt").write_text("theirs\n")
+    git(other, "add", ".")
+    git(other, "-c", "user.name=B", "-c", "user.email=b@example.com", "commit", "-qm", "theirs")
+    git(other, "push", "-q", "origin", "feature")
+    theirs = git(origin, "rev-parse", "feature")
+    container.sandbox_tools.exec(ALICE, session.id, command="echo mine > mine.txt")
+    outcome = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    assert outcome["pushed"] is False
+    assert "non-fast-forward" in outcome["skipped"]
+    assert git(origin, "rev-parse", "feature") == theirs
