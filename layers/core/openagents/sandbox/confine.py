@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -334,11 +335,35 @@ def _own(path: Path, uid: int, root: bool) -> None:
 
 
 def firewall(machine: Machine, pid: int) -> None:
-    """Refuse the host and private ranges from inside the sandbox's network namespace. Set from
-    the host as root: the sandbox has no capability over its namespace and cannot undo it."""
+    """Refuse the host (every address it has) and private ranges from inside the sandbox's
+    network namespace. Set from the host as root: the sandbox has no capability over its
+    namespace and cannot undo it."""
     assert machine.nsenter is not None
     assert machine.nft is not None
-    _run([machine.nsenter, "-t", str(pid), "-n", machine.nft, "-f", "-"], stdin=NFT_RULES)
+    rules = NFT_RULES
+    v4, v6 = host_addresses()
+    if v4:
+        rules += f"add rule inet openagents output ip daddr {{ {', '.join(v4)} }} reject\n"
+    if v6:
+        rules += f"add rule inet openagents output ip6 daddr {{ {', '.join(v6)} }} reject\n"
+    _run([machine.nsenter, "-t", str(pid), "-n", machine.nft, "-f", "-"], stdin=rules)
+
+
+def host_addresses() -> tuple[list[str], list[str]]:
+    """This host's own IPv4 and IPv6 addresses (its public ones too: a service bound to
+    0.0.0.0 answers on them), read from /proc."""
+    v4: set[str] = set()
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/net/fib_trie").read_text().splitlines()
+        for previous, line in itertools.pairwise(lines):
+            if "/32 host LOCAL" in line:
+                v4.add(previous.split()[-1])
+    v6: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            raw = line.split()[0]
+            v6.add(":".join(raw[i : i + 4] for i in range(0, 32, 4)))
+    return sorted(v4), sorted(v6)
 
 
 def user_mode_network(machine: Machine, pid: int, log_path: Path) -> subprocess.Popen[bytes]:

@@ -375,6 +375,7 @@ class LocalDriver:
             "--bind", stage.add(run), "/run/sandboxd",
             "--ro-bind", stage.add(self._sandboxd.parent), "/opt/sandboxd",
             *binds,
+            "--remount-ro", "/",  # only /workspace, /tmp and sandboxd's socket are writable
             *share,
             "--chdir", "/workspace",
             "/usr/bin/python3", f"/opt/sandboxd/{self._sandboxd.name}",

@@ -1,0 +1,368 @@
+"""Every escape of the security review, tried from inside a real local sandbox, refused.
+
+The sandbox is hostile: each test runs the attacker's command through sandboxd's exec, as the
+agent or a repository's scripts would. These tests need bubblewrap, slirp4netns, nftables and
+root (CI installs and has them); on a machine without them they fail, loudly, instead of
+skipping: an isolation test that does not run proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from openagents.sandbox.client import SandboxClient
+from openagents.sandbox.confine import Limits, Machine
+from openagents.sandbox.local import LocalDriver
+from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
+
+SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd.py"
+KEY = b"k" * 32
+SMALL = Limits(
+    memory_bytes=256 << 20,
+    pids=64,
+    disk_bytes=64 << 20,
+    tmp_bytes=16 << 20,
+)
+
+
+@pytest.fixture(scope="module")
+def machine() -> Machine:
+    found = Machine.detect()
+    missing = [
+        name
+        for name, present in (
+            ("bubblewrap", found.bwrap),
+            ("root", found.root),
+            ("slirp4netns", found.slirp4netns),
+            ("nftables", found.nft),
+            ("nsenter", found.nsenter),
+            ("setpriv", found.setpriv),
+            ("mkfs.ext4", found.mkfs),
+            ("cgroups with memory and pids", found.cgroups),
+        )
+        if not present
+    ]
+    assert not missing, f"sandbox isolation cannot run here: missing {missing}"
+    return found
+
+
+@pytest.fixture
+def driver(machine: Machine, tmp_path: Path) -> Iterator[LocalDriver]:
+    local = LocalDriver(tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=SMALL)
+    yield local
+    local.close()
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"host service"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def host_services() -> Iterator[dict[str, int]]:
+    """What the control plane runs on the host: a loopback service (the API, the store) and
+    one on every interface."""
+    servers = {
+        "loopback": ThreadingHTTPServer(("127.0.0.1", 0), _Hello),
+        "any": ThreadingHTTPServer(("0.0.0.0", 0), _Hello),  # noqa: S104 - the point
+    }
+    for server in servers.values():
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {name: server.server_address[1] for name, server in servers.items()}
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+def run(driver: LocalDriver, handle: SandboxHandle, command: str, timeout: float = 60) -> dict:  # type: ignore[type-arg]
+    client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=timeout + 30)
+    return client.exec(command, timeout_seconds=timeout)
+
+
+def host_addresses() -> list[str]:
+    found = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line.split()[3].split("/")[0] for line in found.splitlines()]
+
+
+CONNECT = """python3 - <<'EOF'
+import json, socket
+results = {}
+for host, port in %s:
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect((host, port)); s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+        results[f"{host}:{port}"] = s.recv(200).decode(errors="replace")
+    except OSError as e:
+        results[f"{host}:{port}"] = "refused: " + type(e).__name__
+    finally:
+        s.close()
+print(json.dumps(results))
+EOF"""
+
+
+def test_the_host_and_private_ranges_are_unreachable(
+    driver: LocalDriver, host_services: dict[str, int]
+) -> None:
+    handle = driver.start("net", 1)
+    targets = [("127.0.0.1", host_services["loopback"]), ("127.0.0.1", host_services["any"])]
+    targets += [(address, host_services["any"]) for address in host_addresses()]
+    targets += [
+        ("10.0.2.2", host_services["loopback"]),  # slirp's gateway: the host's loopback if allowed
+        ("10.0.2.2", host_services["any"]),
+        ("169.254.169.254", 80),  # instance metadata
+        ("10.255.255.1", 80),
+        ("172.17.0.1", host_services["any"]),
+        ("192.168.1.1", 80),
+    ]
+    result = run(driver, handle, CONNECT % json.dumps(targets))
+    answers = json.loads(result["stdout"])
+    reached = {target: answer for target, answer in answers.items() if "host service" in answer}
+    assert not reached, reached
+    assert len(answers) == len({f"{h}:{p}" for h, p in targets})
+
+
+def test_the_outbound_stack_is_configured_and_dns_points_at_it(driver: LocalDriver) -> None:
+    handle = driver.start("dns", 1)
+    routes = run(driver, handle, "ip -4 route; cat /etc/resolv.conf")["stdout"]
+    assert "default via 10.0.2.2 dev tap0" in routes
+    assert "nameserver 10.0.2.3" in routes
+
+
+def test_the_firewall_cannot_be_changed_from_inside(driver: LocalDriver) -> None:
+    handle = driver.start("nft", 1)
+    flushed = run(driver, handle, "nft flush ruleset; echo $?; unshare -Urn true; echo $?")
+    codes = flushed["stdout"].split()
+    assert codes[0] != "0"  # no CAP_NET_ADMIN over its namespace
+    assert codes[1] != "0"  # no new user namespace to gain one
+
+
+def test_another_sandbox_and_its_socket_are_out_of_sight(driver: LocalDriver) -> None:
+    victim = driver.start("victim", 1)
+    run(driver, victim, "echo secret > mine.txt")
+    attacker = driver.start("attacker", 1)
+    victim_root = driver.endpoint(victim).split("://", 1)[1]
+    looked = run(
+        driver,
+        attacker,
+        f"ls {victim_root.replace('%2F', '/')} 2>&1; find / -name mine.txt 2>/dev/null; "
+        "echo SOCKETS; find / -name sandboxd.sock 2>/dev/null; ps -eo comm | sort -u",
+    )
+    out = looked["stdout"]
+    assert "mine.txt" not in out
+    sockets = [line for line in out.split("SOCKETS", 1)[1].splitlines() if "sandboxd.sock" in line]
+    assert sockets == ["/run/sandboxd/sandboxd.sock"]  # its own only
+    processes = out.split("COMMAND", 1)[1].split()
+    assert set(processes) <= {"bash", "bwrap", "ps", "python3", "sort"}  # its own pid namespace
+
+
+def test_no_host_accounts_secrets_or_token_inside(driver: LocalDriver, tmp_path: Path) -> None:
+    handle = driver.start("etc", 1)
+    (tmp_path / "home" / "jwt-secret").write_text("state-folder-secret")
+    looked = run(
+        driver,
+        handle,
+        "id -u; cat /etc/shadow 2>&1; cat /etc/passwd; "
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n';"
+        f" cat {tmp_path}/home/jwt-secret 2>&1; ls /root 2>&1; ls /work 2>&1",
+    )
+    out = looked["stdout"]
+    assert out.splitlines()[0] == "1000"  # an unprivileged user
+    assert "No such file" in out  # no /etc/shadow at all
+    assert "state-folder-secret" not in out
+    assert driver.token(handle) not in out  # the token came on a pipe, not the environment
+    host_users = {line.split(":")[0] for line in Path("/etc/passwd").read_text().splitlines()}
+    inside_users = {line.split(":")[0] for line in out.splitlines() if line.count(":") >= 6}
+    assert inside_users <= {"root", "user", "nobody"}
+    assert inside_users != host_users
+
+
+def test_nothing_outside_the_workspace_is_writable(driver: LocalDriver, tmp_path: Path) -> None:
+    handle = driver.start("write", 1)
+    attempts = ["/usr/evil", "/etc/evil", "/opt/sandboxd/evil", "/evil", "/run/evil"]
+    wrote = run(
+        driver,
+        handle,
+        "; ".join(f"(echo x > {path}) 2>/dev/null && echo WROTE {path}" for path in attempts)
+        + "; echo ok > inside.txt",
+    )
+    assert "WROTE" not in wrote["stdout"], wrote
+    workspace = tmp_path / "home" / "sandboxes" / "write" / "1" / "workspace"
+    assert (workspace / "inside.txt").read_text() == "ok\n"
+
+
+def test_a_planted_pid_is_never_signalled(driver: LocalDriver) -> None:
+    bystander = subprocess.Popen(["sleep", "60"])  # a host process
+    try:
+        real = driver.start("pid", 1)
+        planted = SandboxHandle(
+            driver="local", session_id="pid", generation=1, ref=str(bystander.pid)
+        )
+        assert driver.probe(planted).state is SandboxState.STOPPED
+        driver.stop(planted)
+        time.sleep(0.2)
+        assert bystander.poll() is None  # still alive
+        assert driver.probe(real).state is SandboxState.RUNNING
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_planted_endpoint_is_ignored(driver: LocalDriver, tmp_path: Path) -> None:
+    handle = driver.start("endpoint", 1)
+    planted = SandboxHandle(
+        driver="local",
+        session_id="endpoint",
+        generation=1,
+        ref=handle.ref,
+        endpoint="http://127.0.0.1:1",
+    )
+    assert driver.endpoint(planted) == driver.endpoint(handle)
+    assert driver.probe(planted).state is SandboxState.RUNNING
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["{victim}", "../../{name}", "snap/../../{name}", "snap/1-20260101T000000000000Z.tar.zst/.."],
+)
+def test_a_planted_snapshot_id_never_reaches_a_host_file(
+    driver: LocalDriver, tmp_path: Path, planted: str
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    ref = SnapshotRef(
+        driver="local",
+        id=planted.format(victim=victim, name=victim.name),
+        session_id="snap",
+        generation=1,
+        size_bytes=1,
+        sha256="0" * 64,
+        created_at=datetime.now(UTC),
+    )
+    with pytest.raises(SandboxError, match="invalid snapshot id"):
+        driver.delete_snapshot(ref)
+    with pytest.raises(SandboxError, match="invalid snapshot id"):
+        driver.start("snap", 2, from_snapshot=ref)
+    assert victim.read_text() == "keep me"
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit(driver: LocalDriver) -> None:
+    handle = driver.start("forks", 1)
+    counted = run(
+        driver,
+        handle,
+        """python3 - <<'EOF'
+import os, signal, time
+children = []
+try:
+    for _ in range(1000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30); os._exit(0)
+        children.append(pid)
+except OSError:
+    pass
+print(len(children))
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+EOF""",
+    )
+    started = int(counted["stdout"].strip())
+    assert 0 < started < SMALL.pids
+    assert run(driver, handle, "echo alive")["stdout"] == "alive\n"  # the sandbox survives
+
+
+def test_memory_is_capped_across_processes(driver: LocalDriver) -> None:
+    handle = driver.start("memory", 1)
+    each = 120  # MiB: one fits under the 256 MiB cap, three together do not
+    hog = (
+        f"python3 -c 'import time; b = bytearray({each} << 20); "
+        'b[::4096] = b"x" * len(b[::4096]); time.sleep(4); print("done")\''
+    )
+    result = run(driver, handle, f"({hog}) & ({hog}) & ({hog}) & wait", timeout=60)
+    assert result["stdout"].count("done") < 3, result
+    assert run(driver, handle, hog)["stdout"] == "done\n"  # one alone is fine
+
+
+def test_the_workspace_and_tmp_are_size_capped(driver: LocalDriver) -> None:
+    handle = driver.start("disk", 1)
+    workspace = run(driver, handle, "head -c 100M /dev/zero > big.bin; echo $?; df -k .")
+    assert workspace["stdout"].splitlines()[0] != "0"
+    assert "No space left" in workspace["stderr"]
+    tmp = run(driver, handle, "head -c 32M /dev/zero > /tmp/big.bin; echo $?")
+    assert tmp["stdout"].strip() != "0"
+    assert "No space left" in tmp["stderr"]
+    assert run(driver, handle, "rm big.bin /tmp/big.bin; echo fine > f")["exitCode"] == 0
+
+
+def test_a_stopped_sandbox_leaves_no_process(driver: LocalDriver, tmp_path: Path) -> None:
+    handle = driver.start("stop", 1)
+    client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=30)
+    client.exec("(sleep 300 &) ; nohup sleep 301 >/dev/null 2>&1 &", timeout_seconds=10)
+    driver.stop(handle)
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
+    assert not os.path.ismount(tmp_path / "home" / "sandboxes" / "stop" / "1" / "workspace")
+    with pytest.raises(SandboxError):
+        client.health()
+
+
+def test_the_runtime_dying_takes_its_sandboxes(machine: Machine, tmp_path: Path) -> None:
+    script = f"""
+import sys, time
+from pathlib import Path
+from openagents.sandbox.client import SandboxClient
+from openagents.sandbox.local import LocalDriver
+home, sandboxd = Path({str(tmp_path / "home")!r}), Path({str(SANDBOXD)!r})
+driver = LocalDriver(home, sandboxd, b"k" * 32, SandboxClient)
+handle = driver.start("orphan", 1)
+client = SandboxClient(driver.endpoint(handle), driver.token(handle))
+client.exec("nohup sleep 302 >/dev/null 2>&1 &")
+print(handle.ref, flush=True)
+time.sleep(60)
+"""
+    runtime = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert runtime.stdout is not None
+    pid = int(runtime.stdout.readline())
+    os.kill(runtime.pid, signal.SIGKILL)
+    runtime.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["pgrep", "-f", "sleep 302"], capture_output=True, text=True)
+        if not left.stdout.strip() and not Path(f"/proc/{pid}").exists():
+            break
+        time.sleep(0.2)
+    assert not left.stdout.strip(), "the sandbox outlived the runtime"
+    workspace = tmp_path / "home" / "sandboxes" / "orphan" / "1" / "workspace"
+    subprocess.run(["umount", "-l", str(workspace)], check=False, capture_output=True)
+
+
+def test_sandboxd_listens_on_no_tcp_port(driver: LocalDriver) -> None:
+    handle = driver.start("tcp", 1)
+    listening = run(driver, handle, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")["stdout"]
+    states = [
+        line.split()[3] for line in listening.splitlines()[1:] if line.strip() and "sl" not in line
+    ]
+    assert "0A" not in states  # nothing in LISTEN inside
+    assert handle.endpoint is not None
+    assert handle.endpoint.startswith("http+unix://")
