@@ -55,6 +55,7 @@ def server(tmp_path: Path, prerequisites: None) -> Iterator[str]:
         **os.environ,
         "OPENAGENTS_MODE": "local",
         "OPENAGENTS_HOME": str(tmp_path / "home"),
+        "OPENAGENTS_LOCAL_REPO_ROOTS": str(tmp_path),  # the repository fixture is made there
         "OPENAGENTS_PORT": str(port),
         "OPENAGENTS_IDLE_TIMEOUT_SECONDS": "6",
         "OPENAGENTS_LIFECYCLE_MIN_SLEEP_SECONDS": "1",
