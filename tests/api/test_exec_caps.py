@@ -15,6 +15,7 @@ from openagents.services.sandbox_tools import ExecPool, TooManyCommands
 from openagents.settings import Settings
 
 from tests.api.exec_support import BLOCK, FAIL, ExecServer, exec_server
+from tests.support import Api
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -108,6 +109,16 @@ def test_health_answers_while_the_caps_worth_of_commands_block(
         assert_busy(server.exec("alice", session, "echo over"), "in a session")
         server.sandbox.release()
         assert {future.result(timeout=30).status_code for future in held} == {200}
+
+
+def test_exec_answers_through_the_lambda_handler_and_over_http(api: Api) -> None:
+    """The route is async on both transports; a session without a sandbox still answers 409."""
+    session_id = api.post("/api/sessions", {"title": "idle"}).body["session"]["id"]
+    reply = api.post(f"/api/sessions/{session_id}/sandbox/exec", {"command": "ls"})
+    assert reply.status == 409, reply.body
+    assert reply.error["code"] == "sandbox_not_running"
+    other = api.post(f"/api/sessions/{session_id}/sandbox/exec", {"command": "ls"}, user="bob")
+    assert other.status == 404
 
 
 def test_the_pool_never_admits_over_its_caps_across_threads() -> None:
