@@ -43,6 +43,7 @@ def test_caps_per_session_and_per_user_with_concurrent_requests(capped: ExecServ
         held = [pool.submit(capped.exec, "alice", first, BLOCK) for _ in range(2)]
         capped.sandbox.wait_inside(2)
         assert_busy(capped.exec("alice", first, "echo 1"), "in a session")  # session cap: 2
+        assert capped.exec("bob", first, "echo 1").status_code == 404  # checked before the cap
         held.append(pool.submit(capped.exec, "alice", second, BLOCK))
         capped.sandbox.wait_inside(3)
         assert_busy(capped.exec("alice", second, "echo 2"), "per user")  # user cap: 3
