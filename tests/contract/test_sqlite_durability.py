@@ -1,0 +1,61 @@
+"""An acknowledged write to the SQLite store survives kill -9 of the process that made it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from openagents.artifacts.folder import FolderArtifactStore
+from openagents.domain.models import ListFilter
+from openagents.store.sqlite import SqliteStore
+
+WRITER = textwrap.dedent(
+    """
+    import sys, uuid
+    from pathlib import Path
+    from openagents.artifacts.folder import FolderArtifactStore
+    from openagents.store.sqlite import SqliteStore
+    from tests.contract.helpers import create
+
+    path = Path(sys.argv[1])
+    store = SqliteStore(path, FolderArtifactStore(path.parent / "artifacts"), 300_000)
+    while True:
+        session = create(store)  # returns once committed: acknowledged
+        print(session.id, flush=True)
+    """
+)
+
+
+def test_acknowledged_sessions_survive_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "openagents.db"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert writer.stdout is not None
+    acknowledged = [writer.stdout.readline().strip() for _ in range(25)]
+    os.kill(writer.pid, signal.SIGKILL)  # mid-stream: more writes were in flight
+    writer.wait(timeout=30)
+    assert all(acknowledged)
+
+    store = SqliteStore(path, FolderArtifactStore(tmp_path / "artifacts"), 300_000)
+    for session_id in acknowledged:
+        session = store.get_session(session_id)
+        assert session is not None, session_id
+        assert len(store.list_chats(session_id)) == 1  # never half-created
+        assert [e.type for e in store.list_events(session_id, 10, None).items] == [
+            "session.created"
+        ]
+    listed = store.list_sessions("alice", ListFilter.ALL, 1000, None).items
+    assert set(acknowledged) <= {s.id for s in listed}
+    for session in listed:  # whatever else committed is whole too
+        assert len(store.list_chats(session.id)) == 1
