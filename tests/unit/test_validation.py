@@ -185,7 +185,16 @@ def test_local_paths_when_allowed(url: str, name: str, clone: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["/", "file:///", "file://relative/path", "/srv/../etc/passwd", "file:///srv/x/../../etc"],
+    [
+        "/",
+        "file:///",
+        "file://relative/path",
+        "/srv/../etc/passwd",
+        "file:///srv/x/../../etc",
+        "/srv/repos/app\n--upload-pack=touch x",
+        "/srv/repos/a\x00b",
+        "/srv/repos/-oops",
+    ],
 )
 def test_bad_local_paths_rejected(url: str) -> None:
     assert rejected(url, allow_local=True) == "repoUrl"

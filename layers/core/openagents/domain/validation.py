@@ -68,7 +68,9 @@ def repository(
 
     Remote repositories must be ``https://`` on an allowed host, with no credentials, port,
     query or fragment (no SSRF through a clone URL). Local paths and ``file://`` URLs are
-    accepted only when ``allow_local`` (the one-machine runtime).
+    accepted only when ``allow_local`` (the one-machine runtime); whether the folder is one a
+    session may use (the allowed roots, symlinks resolved) needs the filesystem and is the
+    session service's check (``openagents/git/roots.py``).
     """
     if owner is not None:
         repo_part(owner, field="repoOwner", what="owner")
@@ -96,6 +98,8 @@ def _parse_url(url: str, *, field: str, allowed_hosts: tuple[str, ...], allow_lo
         path = PurePosixPath(url.removeprefix("file://"))
         if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
             raise InvalidInput("A local repository must be an absolute path", field=field)
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url) or path.name.startswith("-"):
+            raise InvalidInput("A local repository path must be plain characters", field=field)
         return Repo(owner=None, name=path.name.removesuffix(".git"), clone_url=f"file://{path}")
     try:
         parts = urlsplit(url)
