@@ -6,7 +6,7 @@ export AWS_EC2_METADATA_DISABLED := true
 export POWERTOOLS_TRACE_DISABLED := 1
 
 .PHONY: help install dev test unit integration api lint format typecheck clean
-.PHONY: build synth deploy infra-tests bench
+.PHONY: build synth deploy infra-tests bench sandbox-tools
 
 # The CDK CLI (package.json pins it): no telemetry, no version check, no IMDS probing
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -26,10 +26,10 @@ help:  ## list targets
 
 install: .venv/.installed  ## create .venv from uv.lock
 
-dev: install web  ## serve the API and the web app on http://127.0.0.1:$${OPENAGENTS_PORT:-8000}
+dev: install web sandbox-tools  ## serve the API and the web app on http://127.0.0.1:$${OPENAGENTS_PORT:-8000}
 	.venv/bin/openagents dev
 
-test: install lint web-test  ## every test tier that needs no AWS account (tests/e2e drives the web app)
+test: install lint web-test sandbox-tools  ## every test tier that needs no AWS account (tests/e2e drives the web app)
 	$(PY) -m pytest
 
 unit: install  ## pure tests, no network
@@ -40,6 +40,19 @@ integration: install  ## store and services against moto's DynamoDB server
 
 api: install  ## the API through the Lambda handler and over HTTP
 	$(PY) -m pytest tests/api
+
+# What confines local sandboxes (docs/sandboxes.md): installed as root on Debian, else a warning
+SANDBOX_TOOLS := bwrap slirp4netns nft mkfs.ext4
+SANDBOX_PACKAGES := bubblewrap slirp4netns nftables e2fsprogs iproute2
+sandbox-tools:  ## check (root on Debian: install) bubblewrap, slirp4netns, nftables, e2fsprogs
+	@missing=""; for tool in $(SANDBOX_TOOLS); do \
+	  command -v $$tool >/dev/null 2>&1 || [ -x /usr/sbin/$$tool ] || missing="$$missing $$tool"; \
+	done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing"; apt-get install -y -qq --no-install-recommends $(SANDBOX_PACKAGES) >/dev/null; \
+	elif [ -n "$$missing" ]; then \
+	  echo "warning: missing$$missing: local sandboxes get less isolation (docs/sandboxes.md)"; \
+	fi
 
 lint: install  ## ruff (lint + format check) and mypy on the whole tree
 	.venv/bin/ruff check .

@@ -34,7 +34,7 @@ def test_spa_is_served_with_client_route_fallback(settings: Settings, tmp_path: 
     (dist / "assets" / "app.js").write_text("console.log(1)")
     app = create_app(lambda: settings)
     assert mount_spa(app, dist)
-    client = TestClient(app)
+    client = TestClient(app, base_url="http://127.0.0.1")
     assert client.get("/assets/app.js").text == "console.log(1)"
     assert client.get("/sessions/abc/chats/def").text == "<html>app</html>"
     assert client.get("/api/health").json() == {"status": "ok"}

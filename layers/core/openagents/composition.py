@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
@@ -28,6 +28,9 @@ from openagents.services.sessions import SessionService
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
+
+if TYPE_CHECKING:
+    from openagents.sandbox.local import LocalDriver
 
 log = logging.getLogger(__name__)
 
@@ -82,19 +85,33 @@ def _token_key(settings: Settings) -> bytes:
     return str(secret["SecretString"]).encode()
 
 
+def local_driver(settings: Settings, key: bytes) -> LocalDriver:
+    """The one-machine sandbox driver, confined as the settings say (docs/sandboxes.md)."""
+    from openagents.sandbox.client import SandboxClient
+    from openagents.sandbox.confine import Limits
+    from openagents.sandbox.local import LocalDriver
+
+    return LocalDriver(
+        settings.home,
+        settings.sandboxd_path,
+        key,
+        SandboxClient,
+        isolation=settings.sandbox_isolation,
+        network=settings.sandbox_network,
+        limits=Limits(
+            memory_bytes=settings.sandbox_memory_mb << 20,
+            pids=settings.sandbox_pids,
+            disk_bytes=int(settings.sandbox_disk_gb * (1 << 30)),
+            tmp_bytes=settings.sandbox_tmp_mb << 20,
+        ),
+    )
+
+
 def _driver(settings: Settings, key: bytes) -> SandboxDriver:
     from openagents.sandbox.client import SandboxClient
 
     if settings.sandbox_driver == "local":
-        from openagents.sandbox.local import LocalDriver
-
-        return LocalDriver(
-            settings.home,
-            settings.sandboxd_path,
-            key,
-            SandboxClient,
-            isolation=settings.sandbox_isolation,
-        )
+        return local_driver(settings, key)
     from openagents.sandbox.fargate import FargateConfig, FargateDriver
 
     if not (settings.fargate_cluster and settings.fargate_task_definition):
@@ -236,9 +253,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     def sandboxd(handle: SandboxHandle) -> Any:
         from openagents.sandbox.client import SandboxClient
 
-        if handle.endpoint is None:
-            raise ValueError("the sandbox has no endpoint yet")
-        return SandboxClient(handle.endpoint, driver.token(handle))
+        return SandboxClient(driver.endpoint(handle), driver.token(handle))
 
     journal = Journal(None if outboxed else bus, metrics)
     workflows = StepFunctionsWorkflows(

@@ -157,6 +157,12 @@ class Settings(BaseSettings):
     provision_on_create: bool = True  # POST /api/sessions kicks the provisioning workflow
     sandbox_driver: str = Field(default="local", pattern="^(local|fargate)$")
     sandbox_isolation: str = Field(default="auto", pattern="^(auto|bwrap|none)$")
+    # one machine: what a sandbox may reach and use (docs/sandboxes.md, "Threat model")
+    sandbox_network: str = Field(default="outbound", pattern="^(outbound|none)$")
+    sandbox_memory_mb: int = Field(default=4096, ge=64)  # the whole sandbox (cgroup)
+    sandbox_pids: int = Field(default=512, ge=16)  # processes and threads, the whole sandbox
+    sandbox_disk_gb: float = Field(default=10, gt=0)  # the workspace volume
+    sandbox_tmp_mb: int = Field(default=1024, ge=16)  # /tmp (a tmpfs, counted as memory)
     sandbox_ready_attempts: int = Field(default=60, ge=1)  # probes, one per Wait (1 s)
     sandbox_token_secret_arn: str | None = None  # AWS: key that derives sandbox tokens
     state_machines: dict[str, str] = {}  # AWS: state machine ARNs by name (JSON)

@@ -74,6 +74,7 @@ def dev(
         typer.echo(
             f"Open Agents: {url}  (API docs at {url}/docs{'' if web else '; web app not built'})"
         )
+        typer.echo(f"Sandboxes: {sandbox_confinement(settings)}")
         uvicorn.run(app, host="127.0.0.1", port=port or settings.port)
     finally:
         stop.set()
@@ -81,6 +82,18 @@ def dev(
         if drainer is not None:
             drainer.stop()
         moto.stop()
+
+
+def sandbox_confinement(settings: Settings) -> str:
+    """What isolates a sandbox on this machine, in one line (warnings logged for what's
+    missing: bubblewrap, slirp4netns, nftables, root for cgroups and the disk cap)."""
+    from openagents.composition import local_driver
+
+    driver = local_driver(settings, b"-")
+    try:
+        return "; ".join(f"{name} {value}" for name, value in driver.confinement.items())
+    finally:
+        driver.close()
 
 
 def start_drainer(settings: Settings) -> Any:

@@ -15,6 +15,7 @@ import base64
 import hashlib
 import http.client
 import json
+import os
 import socket
 import urllib.error
 import urllib.request
@@ -31,6 +32,7 @@ EXEC_MARGIN_SECONDS = 15.0
 
 JsonObject = dict[str, Any]
 UNIX_SCHEME = "http+unix"
+UNIX_PATH_MAX = 100  # sun_path holds 108 bytes, NUL included
 
 
 def unix_endpoint(socket_path: str) -> str:
@@ -49,11 +51,25 @@ class _UnixConnection(http.client.HTTPConnection):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self._socket_path)
+            _connect_unix(sock, self._socket_path)
         except OSError:
             sock.close()
             raise
         self.sock = sock
+
+
+def _connect_unix(sock: socket.socket, path: str) -> None:
+    """Connect, also when the path is longer than a socket address holds (108 bytes): through
+    the folder opened with O_PATH, as ``/proc/self/fd/N/<name>``."""
+    if len(path.encode()) < UNIX_PATH_MAX:
+        sock.connect(path)
+        return
+    folder, name = os.path.split(path)
+    descriptor = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    try:
+        sock.connect(f"/proc/self/fd/{descriptor}/{name}")
+    finally:
+        os.close(descriptor)
 
 
 class _UnixHandler(urllib.request.AbstractHTTPHandler):

@@ -181,14 +181,14 @@ class LocalDriver:
                 "none": "none (loopback only)",
             }[self._network],
             "user": "a dedicated host uid per sandbox" if dedicated_uid else "the server's uid",
-            "memory": f"{machine.cgroups} {limits.memory_bytes}"
+            "memory": f"{_size(limits.memory_bytes)} ({machine.cgroups})"
             if machine.cgroups
-            else f"rlimit per process {limits.memory_bytes}",
-            "pids": f"{machine.cgroups} {limits.pids}"
+            else f"{_size(limits.memory_bytes)} per process (rlimit; no cgroup delegated)",
+            "pids": f"{limits.pids} ({machine.cgroups})"
             if machine.cgroups
-            else (f"rlimit nproc of the sandbox uid {limits.pids}" if dedicated_uid else "none"),
-            "disk": f"ext4 volume {limits.disk_bytes}" if machine.mkfs else "none",
-            "tmp": f"tmpfs {limits.tmp_bytes}",
+            else (f"{limits.pids} (rlimit nproc of its uid)" if dedicated_uid else "no cap"),
+            "disk": f"{_size(limits.disk_bytes)} (ext4 volume)" if machine.mkfs else "no cap",
+            "tmp": f"{_size(limits.tmp_bytes)} (tmpfs)",
         }
 
     def token(self, handle: SandboxHandle) -> str:
@@ -645,6 +645,10 @@ def _kill(
         network.wait()
     if cgroup is not None:
         cgroup.remove()
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 30):g} GiB" if count >= 1 << 30 else f"{count >> 20} MiB"
 
 
 def _pid(handle: SandboxHandle) -> int:
