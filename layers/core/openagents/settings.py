@@ -153,6 +153,14 @@ class Settings(BaseSettings):
 
     # --- end of models ---
 
+    # --- agent turns (openagents/agent, services/agent_turns.py; docs/agent.md) ---
+    agent_max_steps: int = Field(default=500, ge=1, le=5000)  # model + tool steps per turn
+    agent_bash_timeout_seconds: int = Field(default=120, ge=1, le=600)  # default bash timeout
+    agent_events_retention_days: int = Field(default=7, ge=1)  # stream events after a run ends
+    agent_turn_timeout_seconds: int = Field(default=86_400, ge=60)  # a durable turn's deadline
+    agent_function_arn: str | None = None  # AWS: the durable agent-turn function (qualified)
+    # --- end of agent turns ---
+
     # sandboxes and workflows
     provision_on_create: bool = True  # POST /api/sessions kicks the provisioning workflow
     sandbox_driver: str = Field(default="local", pattern="^(local|fargate)$")
