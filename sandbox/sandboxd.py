@@ -220,12 +220,6 @@ def base_env(workspace: Workspace) -> dict[str, str]:
         # git must never find a repository above the workspace (a local sandbox lives inside
         # the project's own checkout).
         "GIT_CEILING_DIRECTORIES": str(workspace.root.parent),
-        # A local repository is mounted read-only and owned by a host uid this sandbox does not
-        # map: git may read it (clone, fetch). Config from the environment is "protected"
-        # scope, as safe.directory requires; inside the sandbox nothing else is foreign.
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "safe.directory",
-        "GIT_CONFIG_VALUE_0": "*",
     }
     for name in PASSED_THROUGH_ENV:
         if name in os.environ:

@@ -164,7 +164,7 @@ def test_archive_while_hibernated_and_a_failed_finalisation_is_retried(
     hibernated = wait_until(
         container, session.id, lambda s: s.lifecycle_state is LifecycleState.HIBERNATED
     )
-    snapshot = Path(str((hibernated.snapshot or {})["id"]))
+    snapshot = container.settings.home / "snapshots" / str((hibernated.snapshot or {})["id"])
     assert snapshot.exists()
     # Given the artifact store cannot take the bundle (a file where its folder goes)
     blocker = container.settings.artifacts_dir / "bundles" / session.id

@@ -91,7 +91,7 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     # Then it was snapshotted, verified and stopped
     assert hibernated.snapshot is not None
     assert hibernated.sandbox is None
-    assert Path(hibernated.snapshot["id"]).exists()
+    assert (container.settings.home / "snapshots" / hibernated.snapshot["id"]).exists()
     assert hibernated.snapshot["manifest"]["fileCount"] >= 5
     assert hibernated.lifecycle_run_id is None
     assert "sandbox.hibernated" in events(container, session.id)

@@ -152,7 +152,7 @@ def test_sandboxd_killed_mid_snapshot(
     assert "sandbox.snapshot_failed" in types or "sandbox.lost" in types, types
     status = live_api.get("/api/sandbox/status", query={"sessionId": sid}).body
     assert status["snapshot"]["id"] == s1["id"]  # the last verified snapshot, kept
-    assert Path(s1["id"]).exists()
+    assert (live_settings.home / "snapshots" / s1["id"]).exists()
     assert not partial[0].exists()
     assert not list(folder.glob("*.partial"))
     assert session["lifecycleVersion"] >= first["lifecycleVersion"]

@@ -184,6 +184,9 @@ def build_etc(folder: Path, resolv_conf: str) -> Path:
         ("hostname", "sandbox\n"),
         ("nsswitch.conf", NSSWITCH),
         ("resolv.conf", resolv_conf),
+        # A local repository is mounted read-only, owned by a host uid the sandbox does not map:
+        # git may read it. System scope: git 2.39's upload-pack ignores -c safe.directory.
+        ("gitconfig", "[safe]\n\tdirectory = *\n"),
     ):
         (staging / name).write_text(text)
     for name in HOST_ETC:
