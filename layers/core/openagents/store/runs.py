@@ -1,0 +1,250 @@
+"""The run store port: agent runs (one per turn), their numbered stream events, and the
+per-chat claim that allows one live turn at a time. Adapters: ``runs_sqlite`` (one machine)
+and ``runs_dynamodb`` (AWS); ``tests/contract/test_runs.py`` proves them alike.
+
+- ``start`` is one conditional write: the run, the chat's active-run claim and the "this user
+  message started this run" marker. A second live run on the chat raises ``TurnInProgress``;
+  the same user message id again returns the run it started (``Started.created`` is False).
+- Events are numbered per run from 1 (``seq``) by ``append``, in order, without gaps.
+- ``finish`` ends the run (and releases the chat's claim when it still holds it); its events
+  are kept ``retention`` after that (TTL).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Protocol, TypeAlias
+
+from openagents.domain.models import Page
+
+JsonValue: TypeAlias = (
+    bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
+)
+Chunk: TypeAlias = Mapping[str, JsonValue]  # one AI SDK UI message chunk: {"type": ..., ...}
+
+RUN_ID = re.compile(r"[\w-]{1,80}")
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    WAITING = "waiting"  # an approval or a question: the answer starts a new run
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+    @property
+    def ended(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: RunUsage) -> RunUsage:
+        return RunUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> RunUsage:
+        def number(key: str) -> int:
+            value = data.get(key, 0)
+            return int(value) if isinstance(value, int | float | str) else 0
+
+        return cls(
+            number("inputTokens"),
+            number("outputTokens"),
+            number("cacheReadTokens"),
+            number("cacheWriteTokens"),
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    session_id: str
+    chat_id: str
+    user_id: str
+    message_id: str  # the user message that started the run
+    assistant_message_id: str  # the assistant message the run writes (continued by respond)
+    model_id: str
+    started_at: datetime
+    status: RunStatus = RunStatus.RUNNING
+    error: str | None = None
+    steps: int = 0
+    model_calls: int = 0
+    usage: RunUsage = field(default_factory=RunUsage)
+    cost_usd: float | None = None
+    finished_at: datetime | None = None
+    cancel_requested: bool = False
+    last_seq: int = 0  # the seq of its last event (0: none yet)
+
+    def progressed(self, *, steps: int, model_calls: int, usage: RunUsage) -> Run:
+        return replace(self, steps=steps, model_calls=model_calls, usage=usage)
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    seq: int
+    chunk: Chunk
+
+
+@dataclass(frozen=True)
+class Started:
+    run: Run
+    created: bool  # False: the same user message already started ``run``
+
+
+class TurnInProgress(Exception):
+    """The chat already has a live run."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} is in progress")
+        self.run_id = run_id
+
+
+class RunNotFound(Exception):
+    pass
+
+
+class RunStore(Protocol):
+    def start(self, run: Run) -> Started:
+        """Insert ``run`` and claim its chat, in one conditional write (see the module)."""
+        ...
+
+    def get(self, run_id: str) -> Run | None: ...
+
+    def active_run_id(self, chat_id: str) -> str | None:
+        """The chat's claimed (live) run, if any."""
+        ...
+
+    def latest(self, chat_id: str) -> Run | None:
+        """The chat's most recently started run."""
+        ...
+
+    def list_for_session(self, session_id: str, limit: int, cursor: str | None) -> Page[Run]:
+        """Runs newest first; ``BadCursor`` for a cursor that is not one of ours."""
+        ...
+
+    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
+        """Number ``chunks`` after the run's last event and store them; the new last seq."""
+        ...
+
+    def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
+        """Events with ``seq > after``, in order."""
+        ...
+
+    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
+        """Record the run's step counts and usage so far (a running run only)."""
+        ...
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Set the run's cancel flag; False if it had already ended."""
+        ...
+
+    def cancel_requested(self, run_id: str) -> bool: ...
+
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        at: datetime,
+        error: str | None = None,
+        cost_usd: float | None = None,
+        retention: timedelta,
+    ) -> Run:
+        """End a running run (idempotent: an ended run is returned as it is) and release its
+        chat's claim if it still holds it; events expire ``retention`` after ``at``."""
+        ...
+
+    def running(self) -> list[Run]:
+        """Every run still ``running`` (the one-machine runtime's restart check)."""
+        ...
+
+
+# --- the stored form, shared by the adapters ------------------------------------------------
+
+
+def run_to_json(run: Run) -> dict[str, JsonValue]:
+    return {
+        "id": run.id,
+        "sessionId": run.session_id,
+        "chatId": run.chat_id,
+        "userId": run.user_id,
+        "messageId": run.message_id,
+        "assistantMessageId": run.assistant_message_id,
+        "modelId": run.model_id,
+        "startedAt": run.started_at.isoformat(),
+        "status": run.status.value,
+        "error": run.error,
+        "steps": run.steps,
+        "modelCalls": run.model_calls,
+        "usage": run.usage.to_json(),
+        "costUsd": run.cost_usd,
+        "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
+        "cancelRequested": run.cancel_requested,
+        "lastSeq": run.last_seq,
+    }
+
+
+def run_from_json(data: Mapping[str, object]) -> Run:
+    def text(key: str) -> str:
+        return str(data[key])
+
+    def moment(key: str) -> datetime | None:
+        value = data.get(key)
+        return datetime.fromisoformat(str(value)) if value else None
+
+    started = moment("startedAt")
+    if started is None:
+        raise ValueError("a run has a start time")
+    usage = data.get("usage")
+    cost = data.get("costUsd")
+    error = data.get("error")
+    return Run(
+        id=text("id"),
+        session_id=text("sessionId"),
+        chat_id=text("chatId"),
+        user_id=text("userId"),
+        message_id=text("messageId"),
+        assistant_message_id=text("assistantMessageId"),
+        model_id=text("modelId"),
+        started_at=started,
+        status=RunStatus(text("status")),
+        error=str(error) if error is not None else None,
+        steps=int(str(data.get("steps", 0))),
+        model_calls=int(str(data.get("modelCalls", 0))),
+        usage=RunUsage.from_json(usage) if isinstance(usage, Mapping) else RunUsage(),
+        cost_usd=float(str(cost)) if cost is not None else None,
+        finished_at=moment("finishedAt"),
+        cancel_requested=bool(data.get("cancelRequested", False)),
+        last_seq=int(str(data.get("lastSeq", 0))),
+    )
+
+
+def started_key(run: Run) -> str:
+    """The sort key of a session's run list: start time (UTC, fixed width), then id."""
+    return f"{run.started_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}#{run.id}"
+
+
+STARTED_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[\w-]{1,80}")

@@ -1,0 +1,376 @@
+"""The run store on DynamoDB: PynamoDB models in the store's table, with their own key prefixes.
+
+| item | pk | sk |
+|---|---|---|
+| run | ``RUN#<runId>`` | ``RUN`` (the run as JSON, ``version`` for optimistic writes) |
+| a session's runs | ``RSESS#<sessionId>`` | ``<started iso>#<runId>`` |
+| a chat's claim | ``RCHAT#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
+| message → run | ``RMSG#<chatId>#<messageId>`` | ``RMSG`` |
+| live runs | ``RLIVE`` | ``<runId>`` (removed when the run ends) |
+| stream event | ``REV#<runId>`` | ``<seq, 10 digits>`` (``expiresAt``: the table's TTL) |
+
+The models follow the store's binding (``items.bind``): table, endpoint and region are read
+from ``items.SessionItem`` when the adapter is built.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.connection import Connection
+from pynamodb.exceptions import TransactWriteError
+from pynamodb.models import Model
+
+from openagents.domain.models import Page
+from openagents.store import cursor as cursors
+from openagents.store import items
+from openagents.store.runs import (
+    STARTED_KEY,
+    Chunk,
+    Run,
+    RunNotFound,
+    RunStatus,
+    RunUsage,
+    Started,
+    StreamEvent,
+    TurnInProgress,
+    run_from_json,
+    run_to_json,
+    started_key,
+)
+from openagents.store.transaction import Transaction, guard
+
+__all__ = ["DynamoRunStore"]
+WRITE_RETRIES = 8
+
+
+class _Item(Model):
+    class Meta:
+        table_name = "openagents"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class RunItem(_Item):
+    body = UnicodeAttribute()
+    version = NumberAttribute(default=0)
+    last_seq = NumberAttribute(attr_name="lastSeq", default=0)
+
+
+class SessionRunItem(_Item):
+    run_id = UnicodeAttribute(attr_name="runId")
+
+
+class ChatRunClaimItem(_Item):
+    active_run_id = UnicodeAttribute(attr_name="activeRunId", null=True)
+    last_run_id = UnicodeAttribute(attr_name="lastRunId", null=True)
+
+
+class MessageRunItem(_Item):
+    run_id = UnicodeAttribute(attr_name="runId")
+
+
+class LiveRunItem(_Item):
+    pass
+
+
+class EventItem(_Item):
+    chunk = UnicodeAttribute()
+    expires_at = NumberAttribute(attr_name=items.TTL_ATTRIBUTE, null=True)
+
+
+MODELS: tuple[type[_Item], ...] = (
+    RunItem,
+    SessionRunItem,
+    ChatRunClaimItem,
+    MessageRunItem,
+    LiveRunItem,
+    EventItem,
+)
+RUN_SK, CLAIM_SK, MESSAGE_SK, LIVE_PK = "RUN", "CLAIM", "RMSG", "RLIVE"
+
+
+def run_pk(run_id: str) -> str:
+    return f"RUN#{run_id}"
+
+
+def claim_pk(chat_id: str) -> str:
+    return f"RCHAT#{chat_id}"
+
+
+def event_pk(run_id: str) -> str:
+    return f"REV#{run_id}"
+
+
+def _bind() -> None:
+    meta = items.SessionItem.Meta
+    for model in MODELS:
+        model.Meta.table_name = meta.table_name
+        setattr(model.Meta, "host", getattr(meta, "host", None))  # noqa: B010
+        model.Meta.region = meta.region
+        model._connection = None
+
+
+class Conflicted(Exception):
+    """An optimistic write lost to a concurrent one; read again and retry."""
+
+
+class DynamoRunStore:
+    def __init__(self) -> None:
+        _bind()
+        meta = items.SessionItem.Meta
+        self._connection = Connection(region=meta.region, host=getattr(meta, "host", None))
+
+    def _transaction(self) -> Transaction:
+        return Transaction(self._connection)
+
+    def _item(self, run_id: str) -> RunItem | None:
+        try:
+            return RunItem.get(run_pk(run_id), RUN_SK, consistent_read=True)
+        except RunItem.DoesNotExist:
+            return None
+
+    @guard
+    def start(self, run: Run) -> Started:
+        marker_pk = f"RMSG#{run.chat_id}#{run.message_id}"
+        try:
+            with self._transaction() as tx:
+                tx.save(
+                    RunItem(run_pk(run.id), RUN_SK, body=json.dumps(run_to_json(run))),
+                    condition=RunItem.pk.does_not_exist(),
+                )
+                tx.save(
+                    MessageRunItem(marker_pk, MESSAGE_SK, run_id=run.id),
+                    condition=MessageRunItem.pk.does_not_exist(),
+                )
+                tx.save(SessionRunItem(f"RSESS#{run.session_id}", started_key(run), run_id=run.id))
+                tx.save(LiveRunItem(LIVE_PK, run.id))
+                tx.update(
+                    ChatRunClaimItem(claim_pk(run.chat_id), CLAIM_SK),
+                    actions=[
+                        ChatRunClaimItem.active_run_id.set(run.id),
+                        ChatRunClaimItem.last_run_id.set(run.id),
+                    ],
+                    condition=ChatRunClaimItem.active_run_id.does_not_exist(),
+                )
+        except TransactWriteError as exc:
+            if tx.failed(exc, 1):
+                try:
+                    marker = MessageRunItem.get(marker_pk, MESSAGE_SK, consistent_read=True)
+                except MessageRunItem.DoesNotExist:
+                    raise exc from None
+                existing = self.get(marker.run_id)
+                if existing is not None:
+                    return Started(existing, created=False)
+            if tx.failed(exc, 4):
+                active = self.active_run_id(run.chat_id)
+                raise TurnInProgress(active or "unknown") from exc
+            raise
+        return Started(run, created=True)
+
+    @guard
+    def get(self, run_id: str) -> Run | None:
+        item = self._item(run_id)
+        return _run(item) if item is not None else None
+
+    @guard
+    def active_run_id(self, chat_id: str) -> str | None:
+        try:
+            claim = ChatRunClaimItem.get(claim_pk(chat_id), CLAIM_SK, consistent_read=True)
+        except ChatRunClaimItem.DoesNotExist:
+            return None
+        return claim.active_run_id
+
+    @guard
+    def latest(self, chat_id: str) -> Run | None:
+        try:
+            claim = ChatRunClaimItem.get(claim_pk(chat_id), CLAIM_SK, consistent_read=True)
+        except ChatRunClaimItem.DoesNotExist:
+            return None
+        return self.get(claim.last_run_id) if claim.last_run_id else None
+
+    @guard
+    def list_for_session(self, session_id: str, limit: int, cursor: str | None) -> Page[Run]:
+        start = cursors.decode(cursor, STARTED_KEY) if cursor else None
+        found = list(
+            SessionRunItem.query(
+                f"RSESS#{session_id}",
+                SessionRunItem.sk < start if start else None,
+                scan_index_forward=False,
+                limit=limit + 1,
+            )
+        )
+        page = found[:limit]
+        keys = [(run_pk(item.run_id), RUN_SK) for item in page]
+        by_id = {item.pk: _run(item) for item in RunItem.batch_get(keys)} if keys else {}
+        runs = [by_id[run_pk(item.run_id)] for item in page if run_pk(item.run_id) in by_id]
+        more = len(found) > limit
+        return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
+
+    @guard
+    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
+        for _ in range(WRITE_RETRIES):
+            item = self._item(run_id)
+            if item is None:
+                raise RunNotFound(run_id)
+            first = int(item.last_seq or 0)
+            last = first + len(chunks)
+            try:
+                with self._transaction() as tx:
+                    tx.update(
+                        RunItem(run_pk(run_id), RUN_SK),
+                        actions=[RunItem.last_seq.set(last), RunItem.version.add(1)],
+                        condition=RunItem.version == int(item.version or 0),
+                    )
+                    for offset, chunk in enumerate(chunks, start=1):
+                        tx.save(
+                            EventItem(
+                                event_pk(run_id),
+                                f"{first + offset:010d}",
+                                chunk=json.dumps(chunk, separators=(",", ":")),
+                            ),
+                            condition=EventItem.pk.does_not_exist(),
+                        )
+            except TransactWriteError as exc:
+                if tx.failed(exc, 0):
+                    continue  # another append won: number after it
+                raise
+            return last
+        raise Conflicted(run_id)
+
+    @guard
+    def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
+        now = time.time()
+        found = EventItem.query(
+            event_pk(run_id),
+            EventItem.sk > f"{after:010d}",
+            consistent_read=True,
+            limit=limit,
+        )
+        return [
+            StreamEvent(int(item.sk), json.loads(item.chunk))
+            for item in found
+            if item.expires_at is None or item.expires_at > now  # TTL deletes lag
+        ]
+
+    def _rewrite(self, run_id: str, change: Callable[[Run], Run | None]) -> Run | None:
+        """Read, change and write the run back unless a concurrent write came first (retry)."""
+        for _ in range(WRITE_RETRIES):
+            item = self._item(run_id)
+            if item is None:
+                return None
+            current = _run(item)
+            changed = change(current)
+            if changed is None:
+                return current
+            data = run_to_json(changed)
+            data["lastSeq"] = int(item.last_seq or 0)
+            try:
+                item.update(
+                    actions=[RunItem.body.set(json.dumps(data)), RunItem.version.add(1)],
+                    condition=RunItem.version == int(item.version or 0),
+                )
+            except Exception as exc:
+                if "ConditionalCheckFailed" in str(exc):
+                    continue
+                raise
+            return run_from_json(data)
+        raise Conflicted(run_id)
+
+    @guard
+    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
+        self._rewrite(
+            run_id,
+            lambda run: (
+                None
+                if run.status.ended
+                else run.progressed(steps=steps, model_calls=model_calls, usage=usage)
+            ),
+        )
+
+    @guard
+    def request_cancel(self, run_id: str) -> bool:
+        run = self._rewrite(
+            run_id,
+            lambda run: None if run.status.ended else _with(run, cancel_requested=True),
+        )
+        return run is not None and not run.status.ended
+
+    @guard
+    def cancel_requested(self, run_id: str) -> bool:
+        run = self.get(run_id)
+        return run is not None and run.cancel_requested
+
+    @guard
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        at: datetime,
+        error: str | None = None,
+        cost_usd: float | None = None,
+        retention: timedelta,
+    ) -> Run:
+        before = self.get(run_id)
+        if before is None:
+            raise RunNotFound(run_id)
+        if before.status.ended:
+            return before
+        run = self._rewrite(
+            run_id,
+            lambda run: (
+                None
+                if run.status.ended
+                else _with(run, status=status, error=error, cost_usd=cost_usd, finished_at=at)
+            ),
+        )
+        if run is None:
+            raise RunNotFound(run_id)
+        try:
+            ChatRunClaimItem(claim_pk(run.chat_id), CLAIM_SK).update(
+                actions=[ChatRunClaimItem.active_run_id.remove()],
+                condition=ChatRunClaimItem.active_run_id == run_id,
+            )
+        except Exception as exc:
+            if "ConditionalCheckFailed" not in str(exc):
+                raise
+        LiveRunItem(LIVE_PK, run_id).delete()
+        expires = int((at + retention).timestamp())
+        events = list(EventItem.query(event_pk(run_id), consistent_read=True))
+        with EventItem.batch_write() as batch:
+            for event in events:
+                event.expires_at = expires
+                batch.save(event)
+        return run
+
+    @guard
+    def running(self) -> list[Run]:
+        ids = [item.sk for item in LiveRunItem.query(LIVE_PK, consistent_read=True)]
+        keys = [(run_pk(run_id), RUN_SK) for run_id in ids]
+        runs = [_run(item) for item in RunItem.batch_get(keys)] if keys else []
+        return [run for run in runs if run.status is RunStatus.RUNNING]
+
+    def expires_at(self, run_id: str) -> list[float | None]:
+        """The events' expiry times (tests)."""
+        return [
+            float(item.expires_at) if item.expires_at is not None else None
+            for item in EventItem.query(event_pk(run_id), consistent_read=True)
+        ]
+
+
+def _run(item: RunItem) -> Run:
+    data = json.loads(item.body)
+    data["lastSeq"] = int(item.last_seq or 0)
+    return run_from_json(data)
+
+
+def _with(run: Run, **changes: object) -> Run:
+    return replace(run, **changes)  # type: ignore[arg-type]

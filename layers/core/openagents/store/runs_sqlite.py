@@ -1,0 +1,317 @@
+"""The run store on SQLite: its own tables in the store's database file (``settings.sqlite_path``),
+WAL with durable commits, every write one ``BEGIN IMMEDIATE`` transaction, a connection per
+thread."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from openagents.domain.models import Page
+from openagents.store import cursor as cursors
+from openagents.store.runs import (
+    STARTED_KEY,
+    Chunk,
+    Run,
+    RunNotFound,
+    RunStatus,
+    RunUsage,
+    Started,
+    StreamEvent,
+    TurnInProgress,
+    run_from_json,
+    run_to_json,
+    started_key,
+)
+from openagents.store.sqlite_schema import guard
+
+__all__ = ["SqliteRunStore"]
+BUSY_TIMEOUT_SECONDS = 30.0
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS agent_runs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        started_key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        data TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS agent_runs_session ON agent_runs (session_id, started_key)",
+    "CREATE INDEX IF NOT EXISTS agent_runs_chat ON agent_runs (chat_id, started_key)",
+    "CREATE INDEX IF NOT EXISTS agent_runs_status ON agent_runs (status)",
+    """CREATE TABLE IF NOT EXISTS agent_chat_claims (
+        chat_id TEXT PRIMARY KEY,
+        active_run_id TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS agent_run_messages (
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (chat_id, message_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS agent_run_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        chunk TEXT NOT NULL,
+        expires_at REAL,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    "CREATE INDEX IF NOT EXISTS agent_run_events_expiry ON agent_run_events (expires_at)",
+)
+
+
+class _Connections:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self.transaction() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def _run(row: tuple[str] | None) -> Run | None:
+    return run_from_json(json.loads(row[0])) if row is not None else None
+
+
+def _read(db: sqlite3.Connection, run_id: str) -> Run | None:
+    return _run(db.execute("SELECT data FROM agent_runs WHERE id = ?", (run_id,)).fetchone())
+
+
+def _write(db: sqlite3.Connection, run: Run) -> None:
+    db.execute(
+        "UPDATE agent_runs SET status = ?, data = ? WHERE id = ?",
+        (run.status.value, json.dumps(run_to_json(run)), run.id),
+    )
+
+
+class SqliteRunStore:
+    def __init__(self, path: Path) -> None:
+        self.db = _Connections(path)
+
+    @guard
+    def start(self, run: Run) -> Started:
+        with self.db.transaction() as db:
+            row = db.execute(
+                "SELECT run_id FROM agent_run_messages WHERE chat_id = ? AND message_id = ?",
+                (run.chat_id, run.message_id),
+            ).fetchone()
+            if row is not None:
+                existing = _read(db, row[0])
+                if existing is not None:
+                    return Started(existing, created=False)
+            claim = db.execute(
+                "SELECT active_run_id FROM agent_chat_claims WHERE chat_id = ?", (run.chat_id,)
+            ).fetchone()
+            if claim is not None and claim[0] is not None:
+                raise TurnInProgress(claim[0])
+            db.execute(
+                "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    run.id,
+                    run.session_id,
+                    run.chat_id,
+                    started_key(run),
+                    run.status.value,
+                    json.dumps(run_to_json(run)),
+                ),
+            )
+            db.execute(
+                "INSERT INTO agent_chat_claims (chat_id, active_run_id) VALUES (?, ?)"
+                " ON CONFLICT (chat_id) DO UPDATE SET active_run_id = excluded.active_run_id",
+                (run.chat_id, run.id),
+            )
+            db.execute(
+                "INSERT INTO agent_run_messages (chat_id, message_id, run_id) VALUES (?, ?, ?)",
+                (run.chat_id, run.message_id, run.id),
+            )
+        return Started(run, created=True)
+
+    @guard
+    def get(self, run_id: str) -> Run | None:
+        return _read(self.db.connection(), run_id)
+
+    @guard
+    def active_run_id(self, chat_id: str) -> str | None:
+        row = (
+            self.db.connection()
+            .execute("SELECT active_run_id FROM agent_chat_claims WHERE chat_id = ?", (chat_id,))
+            .fetchone()
+        )
+        return str(row[0]) if row is not None and row[0] is not None else None
+
+    @guard
+    def latest(self, chat_id: str) -> Run | None:
+        return _run(
+            self.db.connection()
+            .execute(
+                "SELECT data FROM agent_runs WHERE chat_id = ? ORDER BY started_key DESC LIMIT 1",
+                (chat_id,),
+            )
+            .fetchone()
+        )
+
+    @guard
+    def list_for_session(self, session_id: str, limit: int, cursor: str | None) -> Page[Run]:
+        before = cursors.decode(cursor, STARTED_KEY) if cursor else "~"
+        rows = (
+            self.db.connection()
+            .execute(
+                "SELECT data, started_key FROM agent_runs WHERE session_id = ? AND started_key < ?"
+                " ORDER BY started_key DESC LIMIT ?",
+                (session_id, before, limit + 1),
+            )
+            .fetchall()
+        )
+        runs = [run_from_json(json.loads(data)) for data, _ in rows[:limit]]
+        more = len(rows) > limit
+        return Page[Run](items=runs, cursor=cursors.encode(rows[limit - 1][1]) if more else None)
+
+    @guard
+    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            seq = run.last_seq
+            for chunk in chunks:
+                seq += 1
+                db.execute(
+                    "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
+                    (run_id, seq, json.dumps(chunk, separators=(",", ":"))),
+                )
+            data = run_to_json(run)
+            data["lastSeq"] = seq
+            db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run_id))
+        return seq
+
+    @guard
+    def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
+        rows = (
+            self.db.connection()
+            .execute(
+                "SELECT seq, chunk FROM agent_run_events WHERE run_id = ? AND seq > ?"
+                " AND (expires_at IS NULL OR expires_at > ?) ORDER BY seq LIMIT ?",
+                (run_id, after, time.time(), limit),
+            )
+            .fetchall()
+        )
+        return [StreamEvent(int(seq), json.loads(chunk)) for seq, chunk in rows]
+
+    @guard
+    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is not None and not run.status.ended:
+                _write(db, run.progressed(steps=steps, model_calls=model_calls, usage=usage))
+
+    @guard
+    def request_cancel(self, run_id: str) -> bool:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is None or run.status.ended:
+                return False
+            data = run_to_json(run)
+            data["cancelRequested"] = True
+            db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run_id))
+            return True
+
+    @guard
+    def cancel_requested(self, run_id: str) -> bool:
+        run = self.get(run_id)
+        return run is not None and run.cancel_requested
+
+    @guard
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        at: datetime,
+        error: str | None = None,
+        cost_usd: float | None = None,
+        retention: timedelta,
+    ) -> Run:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            if run.status.ended:
+                return run
+            data = run_to_json(run)
+            data.update(
+                status=status.value, error=error, costUsd=cost_usd, finishedAt=at.isoformat()
+            )
+            db.execute(
+                "UPDATE agent_runs SET status = ?, data = ? WHERE id = ?",
+                (status.value, json.dumps(data), run_id),
+            )
+            db.execute(
+                "UPDATE agent_chat_claims SET active_run_id = NULL"
+                " WHERE chat_id = ? AND active_run_id = ?",
+                (run.chat_id, run_id),
+            )
+            expires = (at + retention).timestamp()
+            db.execute(
+                "UPDATE agent_run_events SET expires_at = ? WHERE run_id = ?", (expires, run_id)
+            )
+            # the expired events of every run go with it (SQLite has no TTL of its own)
+            db.execute("DELETE FROM agent_run_events WHERE expires_at < ?", (time.time(),))
+            return run_from_json(data)
+
+    @guard
+    def running(self) -> list[Run]:
+        rows = (
+            self.db.connection()
+            .execute("SELECT data FROM agent_runs WHERE status = ?", (RunStatus.RUNNING.value,))
+            .fetchall()
+        )
+        return [run_from_json(json.loads(data)) for (data,) in rows]
+
+    def expires_at(self, run_id: str) -> list[float | None]:
+        """The events' expiry times (tests)."""
+        rows = (
+            self.db.connection()
+            .execute("SELECT expires_at FROM agent_run_events WHERE run_id = ?", (run_id,))
+            .fetchall()
+        )
+        return [row[0] for row in rows]
