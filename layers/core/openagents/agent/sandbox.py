@@ -1,0 +1,122 @@
+"""The one typed sandbox protocol the agent's tools use, and its adapter over sandboxd's client.
+
+Tools never see sandboxd's JSON: ``Workspace`` answers typed results and raises
+``SandboxError`` (sandboxd's own error, readable) on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from openagents.sandbox.port import SandboxError
+
+__all__ = ["ExecResult", "FileText", "SandboxError", "Workspace", "WorkspaceClient"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int | None  # None: timed out
+    stdout: str
+    stderr: str
+    truncated: bool = False
+    timed_out: bool = False
+    duration_ms: int = 0
+
+
+@dataclass(frozen=True)
+class FileText:
+    content: str | None  # None: not text (binary)
+    size: int
+    truncated: bool
+
+
+class Workspace(Protocol):
+    """What the tools may do in the session's sandbox (paths are workspace-relative)."""
+
+    def exec(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> ExecResult: ...
+
+    def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText: ...
+
+    def write_text(self, path: str, content: str) -> None: ...
+
+
+class SandboxdClient(Protocol):
+    """The part of ``openagents.sandbox.client.SandboxClient`` the adapter calls."""
+
+    def exec(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> dict[str, Any]: ...
+
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> dict[str, Any]: ...
+
+    def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
+
+
+class WorkspaceClient:
+    """``Workspace`` over sandboxd."""
+
+    def __init__(self, client: SandboxdClient) -> None:
+        self._client = client
+
+    def exec(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+    ) -> ExecResult:
+        answer = self._client.exec(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=dict(env) if env else None,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+        )
+        code = answer.get("exitCode")
+        return ExecResult(
+            exit_code=int(code) if isinstance(code, int) else None,
+            stdout=str(answer.get("stdout", "")),
+            stderr=str(answer.get("stderr", "")),
+            truncated=bool(answer.get("truncated", False)),
+            timed_out=bool(answer.get("timedOut", False)),
+            duration_ms=int(answer.get("durationMs", 0) or 0),
+        )
+
+    def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:
+        answer = self._client.read_file(path, max_bytes)
+        text = answer.get("encoding") != "base64"
+        return FileText(
+            content=str(answer.get("content", "")) if text else None,
+            size=int(answer.get("size", 0) or 0),
+            truncated=bool(answer.get("truncated", False)),
+        )
+
+    def write_text(self, path: str, content: str) -> None:
+        self._client.write_file(path, content)
+
+
+def sandbox_error_text(error: SandboxError) -> str:
+    """sandboxd's message without the client's ``sandbox request failed:`` prefix."""
+    return str(error).removeprefix("sandbox request failed: ")

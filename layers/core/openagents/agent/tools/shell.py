@@ -1,0 +1,248 @@
+"""bash, grep, glob: commands in the sandbox through sandboxd's exec.
+
+A running command is stoppable: it records its process group in ``/tmp`` and, when stop is
+requested, a second exec kills that whole group (sandboxd runs each command in its own session),
+so the tool returns within about a second and nothing of the command is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Mapping
+from typing import ClassVar
+
+from openagents.agent.models.port import JsonObject, JsonValue
+from openagents.agent.sandbox import ExecResult, SandboxError, sandbox_error_text
+from openagents.agent.tools.base import (
+    BaseTool,
+    Cancelled,
+    ToolContext,
+    ToolFailure,
+    cap,
+    flag,
+    integer,
+    string,
+    workspace_path,
+)
+
+MAX_TIMEOUT_SECONDS = 600
+SEARCH_TIMEOUT_SECONDS = 30
+MAX_MATCHES = 100
+MATCHES_PER_FILE = 10
+POLL_SECONDS = 0.1
+SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own /tmp
+_RM_RF = re.compile(r"\brm\s+(-\w*r\w*f|-\w*f\w*r|-r\s+-f|-f\s+-r|--recursive\s+--force)")
+_DOT_ENV = re.compile(r"(^|[\s/'\"=<>:;|&(])\.env")
+_SAFE = re.compile(r"[^\w-]")
+
+
+def needs_approval(command: str) -> str | None:
+    if _RM_RF.search(command):
+        return "The command deletes files recursively (rm -rf)"
+    if _DOT_ENV.search(command):
+        return "The command touches a .env file"
+    return None
+
+
+def _marker(call_id: str) -> str:
+    return f"{SANDBOX_TMP}/openagents-{_SAFE.sub('_', call_id)[:80]}.pgid"
+
+
+def run_stoppable(
+    context: ToolContext,
+    command: str,
+    *,
+    cwd: str | None,
+    timeout_seconds: float,
+    env: Mapping[str, str] | None = None,
+) -> ExecResult:
+    """Run ``command`` (bash) and return its result; ``Cancelled`` once stop is requested
+    (the command's process group killed first); ``ToolFailure`` when sandboxd refuses it."""
+    marker = _marker(context.call_id)
+    script = f"trap 'rm -f {marker}' EXIT; echo $$ > {marker}; eval \"$OPENAGENTS_COMMAND\""
+    outcome: list[ExecResult | SandboxError] = []
+
+    def run() -> None:
+        try:
+            outcome.append(
+                context.workspace.exec(
+                    command=script,
+                    cwd=cwd,
+                    env={**(env or {}), "OPENAGENTS_COMMAND": command},
+                    timeout_seconds=timeout_seconds,
+                    max_output_bytes=1 << 20,
+                )
+            )
+        except SandboxError as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, name=f"tool-{context.call_id}", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(POLL_SECONDS)
+        if worker.is_alive() and context.cancelled():
+            kill(context, marker)
+            worker.join(3)
+            raise Cancelled
+    result = outcome[0]
+    if isinstance(result, SandboxError):
+        raise ToolFailure(sandbox_error_text(result))
+    return result
+
+
+def kill(context: ToolContext, marker: str) -> None:
+    """Kill the process group recorded in ``marker`` (retrying while it is not written yet)."""
+    script = (
+        f"for i in 1 2 3 4 5 6 7 8 9 10; do if [ -s {marker} ]; then "
+        f'kill -KILL -- -"$(cat {marker})" 2>/dev/null; rm -f {marker}; exit 0; fi; '
+        "sleep 0.1; done"
+    )
+    with contextlib.suppress(SandboxError):  # the sandbox is gone: so is the command
+        context.workspace.exec(argv=["bash", "-c", script], timeout_seconds=10)
+
+
+def exec_output(result: ExecResult) -> dict[str, JsonValue]:
+    output: dict[str, JsonValue] = {
+        "exitCode": result.exit_code,
+        "stdout": cap(result.stdout),
+        "stderr": cap(result.stderr),
+    }
+    if result.timed_out:
+        output["timedOut"] = True
+    if result.truncated:
+        output["truncated"] = True
+    return output
+
+
+class BashTool(BaseTool):
+    name = "bash"
+    description = (
+        "Run a bash command in the workspace (default timeout 120 s). Set detached to start a "
+        "long-running process such as a dev server in the background and return at once."
+    )
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string"},
+            "cwd": {"type": "string", "description": "Working folder, relative to the workspace"},
+            "detached": {"type": "boolean", "description": "Start in the background"},
+            "timeoutSeconds": {"type": "integer", "description": "At most 600"},
+        },
+        "required": ["command"],
+    }
+
+    def approval(self, arguments: JsonObject) -> str | None:
+        command = arguments.get("command")
+        return needs_approval(command) if isinstance(command, str) else None
+
+    def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
+        command = string(arguments, "command")
+        if not command.strip():
+            raise ToolFailure("command must not be empty")
+        cwd = workspace_path(arguments.get("cwd"), name="cwd", default=".")
+        timeout = integer(arguments, "timeoutSeconds", context.bash_timeout_seconds, low=1)
+        timeout = min(timeout, MAX_TIMEOUT_SECONDS)
+        if flag(arguments, "detached"):
+            return self._detached(command, cwd, context)
+        return exec_output(run_stoppable(context, command, cwd=cwd, timeout_seconds=timeout))
+
+    @staticmethod
+    def _detached(command: str, cwd: str, context: ToolContext) -> JsonValue:
+        log = f"{SANDBOX_TMP}/openagents-{_SAFE.sub('_', context.call_id)[:80]}.log"
+        script = (
+            f'nohup setsid bash -c "$OPENAGENTS_COMMAND" > {log} 2>&1 < /dev/null & '
+            f"echo $!; sleep 1; head -c 4000 {log}"
+        )
+        try:
+            result = context.workspace.exec(
+                command=script, cwd=cwd, env={"OPENAGENTS_COMMAND": command}, timeout_seconds=30
+            )
+        except SandboxError as error:
+            raise ToolFailure(sandbox_error_text(error)) from error
+        pid, _, first_output = result.stdout.partition("\n")
+        return {
+            "pid": int(pid) if pid.strip().isdigit() else None,
+            "log": log,
+            "output": cap(first_output),
+            "message": f"Started in the background; its output goes to {log}",
+        }
+
+
+def _search(context: ToolContext, argv: list[str]) -> ExecResult:
+    try:
+        return context.workspace.exec(argv=argv, timeout_seconds=SEARCH_TIMEOUT_SECONDS)
+    except SandboxError as error:
+        raise ToolFailure(sandbox_error_text(error)) from error
+
+
+class GrepTool(BaseTool):
+    name = "grep"
+    description = (
+        f"Search file contents with a POSIX extended regular expression. At most {MAX_MATCHES} "
+        f"matches ({MATCHES_PER_FILE} per file), as path:line:text."
+    )
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string"},
+            "path": {"type": "string", "description": "Folder or file, relative to the workspace"},
+            "glob": {"type": "string", "description": "Only files whose name matches, e.g. *.py"},
+            "caseSensitive": {"type": "boolean", "description": "Default true"},
+        },
+        "required": ["pattern"],
+    }
+
+    def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
+        pattern = string(arguments, "pattern")
+        path = workspace_path(arguments.get("path"), name="path", default=".")
+        argv = ["grep", "-rnIE", "--exclude-dir=.git", "-m", str(MATCHES_PER_FILE)]
+        if arguments.get("caseSensitive") is False:
+            argv.append("-i")
+        glob = arguments.get("glob")
+        if isinstance(glob, str) and glob:
+            argv.append(f"--include={glob}")
+        result = _search(context, [*argv, "--", pattern, path])
+        if result.exit_code == 1:
+            return "No matches"
+        if result.exit_code not in (0, None):
+            raise ToolFailure(result.stderr.strip() or f"grep exited with {result.exit_code}")
+        lines = [line.removeprefix("./") for line in result.stdout.splitlines()]
+        more = len(lines) - MAX_MATCHES
+        text = "\n".join(lines[:MAX_MATCHES])
+        return cap(text + (f"\n… {more} more matches not shown" if more > 0 else ""))
+
+
+class GlobTool(BaseTool):
+    name = "glob"
+    description = (
+        "Find files by name pattern (e.g. **/*.py or src/*.ts), newest first, at most "
+        f"{MAX_MATCHES}."
+    )
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string"},
+            "path": {"type": "string", "description": "Folder to search, relative"},
+            "limit": {"type": "integer", "description": f"At most {MAX_MATCHES}"},
+        },
+        "required": ["pattern"],
+    }
+
+    def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
+        pattern = string(arguments, "pattern").strip()
+        if not pattern:
+            raise ToolFailure("pattern must not be empty")
+        start = workspace_path(arguments.get("path"), name="path", default=".")
+        limit = min(integer(arguments, "limit", MAX_MATCHES, low=1), MAX_MATCHES)
+        flat = pattern.replace("**/", "")
+        test, value = ("-path", f"{start}/{flat}") if "/" in flat else ("-name", flat)
+        script = (
+            'find "$1" -type f -not -path "*/.git/*" "$2" "$3" -printf "%T@\\t%p\\n" '
+            '2>/dev/null | sort -rn | head -n "$4"'
+        )
+        result = _search(context, ["bash", "-c", script, "glob", start, test, value, str(limit)])
+        paths = [line.partition("\t")[2].removeprefix("./") for line in result.stdout.splitlines()]
+        paths = [path for path in paths if path]
+        return "\n".join(paths) if paths else "No files found"
