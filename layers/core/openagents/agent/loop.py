@@ -1,0 +1,439 @@
+"""The agent turn as durable steps: ``model_step`` (one model call, streamed into the run's
+events and the assistant message), ``tool_step`` (one tool call) and ``finalize``. Each step
+reads what it needs from the stores and returns a small ``StepResult``; an engine (the durable
+handler, ``functions/agent/handler.py``) drives them:
+
+    start = loop.begin(run_id)
+    while outcome is "tools": model step, then a tool step per call
+    loop.finalize(run_id, outcome)
+
+Nothing here imports an SDK: models, stores and the sandbox come in through ports.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from openagents.agent.models.port import (
+    CancelCheck,
+    Finish,
+    JsonObject,
+    JsonValue,
+    Message,
+    ModelError,
+    ModelErrorKind,
+    ModelEvent,
+    ModelRequest,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+    ToolCallComplete,
+    ToolResult,
+    estimate_tokens,
+    every,
+)
+from openagents.agent.models.registry import ModelRegistry
+from openagents.agent.prompt import Project, project_instructions, system_prompt
+from openagents.agent.sandbox import SandboxError, Workspace
+from openagents.agent.stream import EventWriter
+from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure, specs
+from openagents.agent.ui import AssistantMessage, Part, UIMessageJson, history
+from openagents.store.runs import Run, RunStatus, RunStore, RunUsage
+
+log = logging.getLogger(__name__)
+Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
+CANCEL_POLL_SECONDS = 0.25
+ELIDED = "[output elided to fit the model's context window]"
+KEEP_RECENT_RESULTS = 4
+STOPPED = "Stopped by the user."
+FINISH_REASONS: dict[RunStatus, str] = {
+    RunStatus.COMPLETED: "stop",
+    RunStatus.WAITING: "tool-calls",
+    RunStatus.ABORTED: "other",
+    RunStatus.FAILED: "error",
+}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    outcome: Outcome
+    calls: tuple[str, ...] = ()  # tool call ids to run, in order (outcome "tools")
+    error: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"outcome": self.outcome, "calls": list(self.calls), "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> StepResult:
+        outcome = str(data.get("outcome"))
+        if outcome not in ("tools", "end", "waiting", "aborted", "failed"):
+            raise ValueError(f"unknown step outcome {outcome!r}")
+        calls = data.get("calls")
+        error = data.get("error")
+        return cls(
+            outcome,  # type: ignore[arg-type]
+            tuple(str(c) for c in calls) if isinstance(calls, list) else (),
+            str(error) if error is not None else None,
+        )
+
+
+class TurnHost(Protocol):
+    """What a turn needs from the rest of the product (services/agent_turns.py)."""
+
+    def messages(self, run: Run) -> list[UIMessageJson]:
+        """The chat's UI messages, oldest first (the run's assistant message included)."""
+        ...
+
+    def save(self, run: Run, message: AssistantMessage) -> None:
+        """Upsert the assistant message."""
+        ...
+
+    def workspace(self, run: Run) -> Workspace: ...
+
+    def project(self, run: Run) -> Project: ...
+
+    def heartbeat(self, run: Run) -> None:
+        """The turn is alive: keep the sandbox awake."""
+        ...
+
+    def ended(self, run: Run) -> None:
+        """After the run ended (auto-commit after a natural finish, hibernation released)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    max_steps: int = 500
+    bash_timeout_seconds: int = 120
+    retention: timedelta = timedelta(days=7)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        runs: RunStore,
+        host: TurnHost,
+        models: ModelRegistry,
+        clock: Callable[[], datetime],
+        config: LoopConfig,
+    ) -> None:
+        self._runs, self._host, self._models = runs, host, models
+        self._clock, self._config = clock, config
+
+    # ------------------------------------------------------------------ helpers
+
+    def _run(self, run_id: str) -> Run | None:
+        return self._runs.get(run_id)
+
+    def _cancelled(self, run_id: str) -> CancelCheck:
+        return every(CANCEL_POLL_SECONDS, lambda: self._runs.cancel_requested(run_id))
+
+    def _message(self, run: Run) -> tuple[list[UIMessageJson], AssistantMessage]:
+        messages = self._host.messages(run)
+        own = next((m for m in messages if m.get("id") == run.assistant_message_id), None)
+        others = [m for m in messages if m.get("id") != run.assistant_message_id]
+        return others, AssistantMessage.load(own, run.assistant_message_id)
+
+    def _count(self, run: Run, *, model_call: bool, usage: RunUsage | None = None) -> Run:
+        updated = run.progressed(
+            steps=run.steps + 1,
+            model_calls=run.model_calls + (1 if model_call else 0),
+            usage=run.usage + usage if usage else run.usage,
+        )
+        self._runs.progress(
+            run.id, steps=updated.steps, model_calls=updated.model_calls, usage=updated.usage
+        )
+        return updated
+
+    # ------------------------------------------------------------------ the steps
+
+    def model_step(self, run_id: str) -> StepResult:
+        run = self._run(run_id)
+        if run is None or run.status.ended:
+            return StepResult("end")
+        if run.cancel_requested:
+            return StepResult("aborted")
+        if run.steps >= self._config.max_steps:
+            return StepResult(
+                "failed", error=f"The turn reached its limit of {self._config.max_steps} steps."
+            )
+        self._host.heartbeat(run)
+        others, message = self._message(run)
+        writer = EventWriter(self._runs, run_id)
+        if run.last_seq == 0:
+            writer.add({"type": "start", "messageId": message.id})
+        writer.add({"type": "start-step"})
+        message.parts.append({"type": "step-start"})
+        try:
+            model = self._models.model(run.model_id)
+            request = self._request(run, others, message)
+            finish = _Streamer(writer, message, run.model_calls).play(
+                model.stream(request, cancelled=self._cancelled(run_id))
+            )
+        except ModelError as error:
+            return self._model_failed(run, message, writer, error.message)
+        except SandboxError as error:
+            return self._model_failed(run, message, writer, f"The sandbox is unavailable: {error}")
+        message.finish_streaming()
+        reasons = message.metadata.get("stepFinishReasons")
+        message.metadata["stepFinishReasons"] = [
+            *(reasons if isinstance(reasons, list) else []),
+            finish.stop_reason.value,
+        ]
+        message.metadata["modelId"] = run.model_id
+        run = self._count(run, model_call=True, usage=_usage(finish))
+        message.metadata["usage"] = run.usage.to_json()
+        calls = tuple(call.id for call in finish.message.tool_calls)
+        if finish.stop_reason is StopReason.CANCELLED:
+            writer.add({"type": "finish-step"})
+            return self._saved(run, message, writer, StepResult("aborted"))
+        failure = finish.stop_reason.failure_message
+        if failure is not None:
+            writer.add({"type": "error", "errorText": failure})
+            writer.add({"type": "finish-step"})
+            return self._saved(run, message, writer, StepResult("failed", error=failure))
+        if calls:
+            return self._saved(run, message, writer, StepResult("tools", calls))
+        writer.add({"type": "finish-step"})
+        return self._saved(run, message, writer, StepResult("end"))
+
+    def _saved(
+        self, run: Run, message: AssistantMessage, writer: EventWriter, result: StepResult
+    ) -> StepResult:
+        self._host.save(run, message)
+        writer.flush()
+        return result
+
+    def _model_failed(
+        self, run: Run, message: AssistantMessage, writer: EventWriter, error: str
+    ) -> StepResult:
+        message.finish_streaming()
+        writer.add({"type": "error", "errorText": error})
+        writer.add({"type": "finish-step"})
+        self._count(run, model_call=True)
+        return self._saved(run, message, writer, StepResult("failed", error=error))
+
+    def _request(
+        self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
+    ) -> ModelRequest:
+        workspace = self._host.workspace(run)
+        system = system_prompt(self._host.project(run), project_instructions(workspace))
+        messages = history([*others, message.to_json()])
+        request = ModelRequest(system, messages, specs(), step=run.model_calls)
+        window = self._models.info(run.model_id).context_window
+        if estimate_tokens(request) > int(window * 0.8):
+            request = replace(request, messages=_elide(request.messages))
+        return request
+
+    def tool_step(self, run_id: str, call_id: str, *, last: bool) -> StepResult:
+        run = self._run(run_id)
+        if run is None or run.status.ended:
+            return StepResult("end")
+        _, message = self._message(run)
+        part = message.tool_part(call_id)
+        if part is None:
+            return StepResult("failed", error=f"tool call {call_id} is not in the message")
+        writer = EventWriter(self._runs, run_id)
+        result = self._tool(run, part, writer)
+        if last:
+            writer.add({"type": "finish-step"})
+        self._count(run, model_call=False)
+        return self._saved(run, message, writer, result)
+
+    def _tool(self, run: Run, part: Part, writer: EventWriter) -> StepResult:
+        call_id = str(part.get("toolCallId"))
+        name = str(part.get("type", "")).removeprefix("tool-")
+        arguments = part.get("input")
+        arguments = dict(arguments) if isinstance(arguments, dict) else {}
+        tool = TOOLS.get(name)
+        if run.cancel_requested:
+            return self._error(part, writer, STOPPED, StepResult("aborted"))
+        if tool is None:
+            return self._error(part, writer, f"Unknown tool {name!r}", StepResult("tools"))
+        if tool.client_side:
+            return StepResult("waiting")  # ask_user_question: answered through respond
+        approval = part.get("approval")
+        if isinstance(approval, dict) and approval.get("approved") is False:
+            part["state"] = "output-denied"
+            writer.add({"type": "tool-output-denied", "toolCallId": call_id})
+            return StepResult("tools")
+        approved = isinstance(approval, dict) and approval.get("approved") is True
+        reason = tool.approval(arguments)
+        if reason is not None and not approved:
+            approval_id = f"approval-{call_id}"
+            part["state"] = "approval-requested"
+            part["approval"] = {"id": approval_id, "reason": reason}
+            writer.add(
+                {
+                    "type": "tool-approval-request",
+                    "approvalId": approval_id,
+                    "toolCallId": call_id,
+                    "reason": reason,
+                }
+            )
+            return StepResult("waiting")
+        self._host.heartbeat(run)
+        context = ToolContext(
+            workspace=self._host.workspace(run),
+            cancelled=self._cancelled(run.id),
+            call_id=call_id,
+            bash_timeout_seconds=self._config.bash_timeout_seconds,
+        )
+        try:
+            output = tool.run(arguments, context)
+        except Cancelled:
+            return self._error(part, writer, STOPPED, StepResult("aborted"))
+        except ToolFailure as failure:
+            return self._error(part, writer, failure.message, StepResult("tools"))
+        except SandboxError as error:
+            return self._error(part, writer, str(error), StepResult("tools"))
+        except Exception as error:  # a tool's bug is the model's error output, not a dead run
+            log.exception("tool %s failed", name)
+            return self._error(
+                part, writer, f"{type(error).__name__}: {error}", StepResult("tools")
+            )
+        part["state"] = "output-available"
+        part["output"] = output
+        writer.add({"type": "tool-output-available", "toolCallId": call_id, "output": output})
+        return StepResult("tools")
+
+    @staticmethod
+    def _error(part: Part, writer: EventWriter, text: str, result: StepResult) -> StepResult:
+        part["state"] = "output-error"
+        part["errorText"] = text
+        writer.add(
+            {"type": "tool-output-error", "toolCallId": part.get("toolCallId"), "errorText": text}
+        )
+        return result
+
+    def finalize(self, run_id: str, outcome: Outcome, error: str | None = None) -> RunStatus:
+        """End the run: the closing chunks, the status, the chat released (idempotent)."""
+        run = self._run(run_id)
+        if run is None:
+            return RunStatus.FAILED
+        if run.status.ended:
+            return run.status
+        status = {
+            "end": RunStatus.COMPLETED,
+            "tools": RunStatus.COMPLETED,
+            "waiting": RunStatus.WAITING,
+            "aborted": RunStatus.ABORTED,
+            "failed": RunStatus.FAILED,
+        }[outcome]
+        if status is RunStatus.COMPLETED and run.cancel_requested:
+            status = RunStatus.ABORTED
+        chunks: list[dict[str, JsonValue]] = []
+        if status is RunStatus.ABORTED:
+            chunks.append({"type": "abort", "reason": "stopped by the user"})
+        chunks.append({"type": "finish", "finishReason": FINISH_REASONS[status]})
+        self._runs.append(run_id, chunks)
+        ended = self._runs.finish(
+            run_id,
+            status,
+            at=self._clock(),
+            error=error if status is RunStatus.FAILED else None,
+            retention=self._config.retention,
+        )
+        try:
+            self._host.ended(ended)
+        except Exception:  # the run's outcome stands; the follow-ups log their own failures
+            log.exception("after run %s", run_id)
+        return ended.status
+
+
+def _usage(finish: Finish) -> RunUsage:
+    usage = finish.usage
+    return RunUsage(
+        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )
+
+
+def _elide(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """Older tool outputs replaced by a note (the message structure kept)."""
+    total = sum(isinstance(b, ToolResult) for m in messages for b in m.content)
+    seen = 0
+    out: list[Message] = []
+    for message in messages:
+        blocks = []
+        for block in message.content:
+            if isinstance(block, ToolResult):
+                seen += 1
+                if seen <= total - KEEP_RECENT_RESULTS:
+                    block = ToolResult(block.tool_call_id, ELIDED, block.is_error)
+            blocks.append(block)
+        out.append(Message(message.role, tuple(blocks)))
+    return tuple(out)
+
+
+class _Streamer:
+    """Model events → chunks and parts, with the AI SDK's block ids."""
+
+    def __init__(self, writer: EventWriter, message: AssistantMessage, step: int) -> None:
+        self._writer, self._message, self._step = writer, message, step
+        self._open: tuple[str, str, Part] | None = None  # (kind, id, part)
+        self._blocks = 0
+        self._reasoning: list[Part] = []
+
+    def _close(self) -> None:
+        if self._open is not None:
+            kind, block_id, part = self._open
+            part["state"] = "done"
+            self._writer.add({"type": f"{kind}-end", "id": block_id})
+            self._open = None
+
+    def _delta(self, kind: str, text: str) -> None:
+        if self._open is None or self._open[0] != kind:
+            self._close()
+            block_id = f"{kind[0]}-{self._step}-{self._blocks}"
+            self._blocks += 1
+            part: Part = {"type": kind, "text": "", "state": "streaming"}
+            self._message.parts.append(part)
+            if kind == "reasoning":
+                self._reasoning.append(part)
+            self._writer.add({"type": f"{kind}-start", "id": block_id})
+            self._open = (kind, block_id, part)
+        _, block_id, part = self._open
+        part["text"] = str(part["text"]) + text
+        self._writer.add({"type": f"{kind}-delta", "id": block_id, "delta": text})
+
+    def play(self, events: Iterator[ModelEvent]) -> Finish:
+        for event in events:
+            if isinstance(event, ReasoningDelta):
+                self._delta("reasoning", event.text)
+            elif isinstance(event, TextDelta):
+                self._delta("text", event.text)
+            elif isinstance(event, ToolCallComplete):
+                self._close()
+                self._message.parts.append(
+                    {
+                        "type": f"tool-{event.name}",
+                        "toolCallId": event.id,
+                        "state": "input-available",
+                        "input": dict(event.input),
+                    }
+                )
+                self._writer.add(
+                    {
+                        "type": "tool-input-available",
+                        "toolCallId": event.id,
+                        "toolName": event.name,
+                        "input": dict(event.input),
+                    }
+                )
+            elif isinstance(event, Finish):
+                self._close()
+                self._sign(event)
+                return event
+        raise ModelError(ModelErrorKind.INVALID_RESPONSE, "The model's answer ended early.")
+
+    def _sign(self, finish: Finish) -> None:
+        """Keep reasoning signatures (Bedrock) on the parts, to send them back next step."""
+        blocks = [b for b in finish.message.content if isinstance(b, ReasoningBlock)]
+        for part, block in zip(self._reasoning, blocks, strict=False):
+            if block.signature:
+                part["providerMetadata"] = {"openagents": {"signature": block.signature}}

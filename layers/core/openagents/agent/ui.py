@@ -1,0 +1,182 @@
+"""The assistant UIMessage a run builds (AI SDK parts), and the model-visible history read back
+from a chat's UI messages.
+
+Parts, as the reference stores them: ``step-start``; ``text`` and ``reasoning`` with
+``{text, state: streaming|done}``; ``tool-<name>`` with ``{toolCallId, state, input,
+output | errorText, approval}`` where state is ``input-available``, ``approval-requested``,
+``approval-responded``, ``output-available``, ``output-error`` or ``output-denied``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from openagents.agent.models.port import (
+    ContentBlock,
+    JsonValue,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+)
+
+Part: TypeAlias = dict[str, JsonValue]
+UIMessageJson: TypeAlias = Mapping[str, JsonValue]
+TOOL_PREFIX = "tool-"
+FINAL_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
+NOT_RUN = "The tool call did not complete (the turn was stopped)."
+
+
+@dataclass
+class AssistantMessage:
+    """The run's assistant message, mutable while a step builds it."""
+
+    id: str
+    parts: list[Part] = field(default_factory=list)
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, data: UIMessageJson | None, message_id: str) -> AssistantMessage:
+        if data is None:
+            return cls(message_id)
+        parts = data.get("parts")
+        metadata = data.get("metadata")
+        return cls(
+            message_id,
+            [dict(part) for part in parts if isinstance(part, Mapping)]
+            if isinstance(parts, Sequence)
+            else [],
+            dict(metadata) if isinstance(metadata, Mapping) else {},
+        )
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "id": self.id,
+            "role": "assistant",
+            "parts": list(self.parts),
+            "metadata": self.metadata,
+        }
+
+    def tool_part(self, call_id: str) -> Part | None:
+        for part in self.parts:
+            if is_tool_part(part) and part.get("toolCallId") == call_id:
+                return part
+        return None
+
+    def finish_streaming(self) -> None:
+        for part in self.parts:
+            if part.get("state") == "streaming":
+                part["state"] = "done"
+
+
+def is_tool_part(part: Mapping[str, JsonValue]) -> bool:
+    kind = part.get("type")
+    return isinstance(kind, str) and kind.startswith(TOOL_PREFIX)
+
+
+def tool_name(part: Mapping[str, JsonValue]) -> str:
+    return str(part.get("type", "")).removeprefix(TOOL_PREFIX)
+
+
+def _text_of(message: UIMessageJson) -> str:
+    parts = message.get("parts")
+    if not isinstance(parts, Sequence):
+        return ""
+    return "\n".join(
+        str(part.get("text", ""))
+        for part in parts
+        if isinstance(part, Mapping) and part.get("type") == "text"
+    )
+
+
+def _result_text(output: JsonValue) -> str:
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+def _signature(part: Mapping[str, JsonValue]) -> str | None:
+    meta = part.get("providerMetadata")
+    if isinstance(meta, Mapping):
+        ours = meta.get("openagents")
+        if isinstance(ours, Mapping) and isinstance(ours.get("signature"), str):
+            return str(ours["signature"])
+    return None
+
+
+def _steps(parts: Sequence[Mapping[str, JsonValue]]) -> Iterator[list[Mapping[str, JsonValue]]]:
+    step: list[Mapping[str, JsonValue]] = []
+    for part in parts:
+        if part.get("type") == "step-start":
+            if step:
+                yield step
+            step = []
+        else:
+            step.append(part)
+    if step:
+        yield step
+
+
+def _assistant(message: UIMessageJson) -> Iterator[Message]:
+    parts = message.get("parts")
+    if not isinstance(parts, Sequence):
+        return
+    typed = [part for part in parts if isinstance(part, Mapping)]
+    for step in _steps(typed):
+        blocks: list[ContentBlock] = []
+        results: list[ToolResult] = []
+        for part in step:
+            kind = part.get("type")
+            if kind == "text" and part.get("text"):
+                blocks.append(TextBlock(str(part["text"])))
+            elif kind == "reasoning" and part.get("text"):
+                blocks.append(ReasoningBlock(str(part["text"]), _signature(part)))
+            elif is_tool_part(part):
+                call_id = str(part.get("toolCallId", ""))
+                arguments = part.get("input")
+                blocks.append(
+                    ToolCall(
+                        call_id,
+                        tool_name(part),
+                        dict(arguments) if isinstance(arguments, Mapping) else {},
+                    )
+                )
+                results.append(_result(part, call_id))
+        if blocks:
+            yield Message("assistant", tuple(blocks))
+        if results:
+            yield Message.tool_results(results)
+
+
+def _result(part: Mapping[str, JsonValue], call_id: str) -> ToolResult:
+    state = part.get("state")
+    if state == "output-available":
+        return ToolResult(call_id, _result_text(part.get("output")))
+    if state == "output-error":
+        return ToolResult(call_id, str(part.get("errorText", "error")), is_error=True)
+    if state == "output-denied":
+        approval = part.get("approval")
+        reason = approval.get("reason") if isinstance(approval, Mapping) else None
+        why = f": {reason}" if reason else ""
+        return ToolResult(call_id, f"The user denied this tool call{why}", is_error=True)
+    return ToolResult(call_id, NOT_RUN, is_error=True)
+
+
+def history(messages: Sequence[UIMessageJson]) -> tuple[Message, ...]:
+    """The model-visible conversation of a chat's UI messages (oldest first): user text, and
+    per assistant step its blocks then its tool results; same-role neighbours merged."""
+    out: list[Message] = []
+    for message in messages:
+        if message.get("role") == "user":
+            text = _text_of(message)
+            produced: list[Message] = [Message.user(text)] if text else []
+        else:
+            produced = list(_assistant(message))
+        for item in produced:
+            if out and out[-1].role == item.role:
+                out[-1] = Message(item.role, out[-1].content + item.content)
+            else:
+                out.append(item)
+    return tuple(out)

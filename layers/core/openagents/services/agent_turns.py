@@ -1,0 +1,335 @@
+"""Agent turns: the use cases behind ``/api/chat`` (post a message → a run, stream its events,
+stop it, list runs, list models) and the host side of the loop (``AgentHost``: messages, the
+sandbox, heartbeats, the turn-end follow-ups)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from openagents.agent.loop import TurnHost
+from openagents.agent.models.port import ModelUnavailable
+from openagents.agent.models.registry import ModelInfo, ModelRegistry
+from openagents.agent.prompt import Project
+from openagents.agent.sandbox import SandboxError, Workspace, WorkspaceClient
+from openagents.agent.ui import AssistantMessage, UIMessageJson
+from openagents.domain.errors import Conflict, InvalidInput, NotFound
+from openagents.domain.identity import Identity
+from openagents.domain.models import (
+    Chat,
+    LifecycleState,
+    Message,
+    Page,
+    Role,
+    Session,
+    SessionStatus,
+)
+from openagents.sandbox.port import SandboxHandle
+from openagents.services import Clock, IdFactory
+from openagents.services.chats import ChatService
+from openagents.services.sessions import owned
+from openagents.store.port import BadCursor, Store
+from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInProgress
+
+log = logging.getLogger(__name__)
+STREAM_DEFAULT_WAIT = 20.0
+STREAM_MAX_WAIT = 25.0
+STREAM_POLL_SECONDS = 0.1
+RUNS_PAGE = 50
+SANDBOX_WAIT_SECONDS = 300.0
+HEARTBEAT_EVERY_SECONDS = 60.0
+WAITING = frozenset(
+    {
+        LifecycleState.PROVISIONING,
+        LifecycleState.RESTORING,
+        LifecycleState.HIBERNATING,
+        LifecycleState.HIBERNATED,
+    }
+)
+
+
+class SessionArchived(Conflict):
+    code = "session_archived"
+
+
+class SandboxUnavailable(Conflict):
+    code = "sandbox_unavailable"
+
+
+class TurnConflict(Conflict):
+    code = "turn_in_progress"
+
+
+class TurnEngine(Protocol):
+    """Runs turns: the durable function on AWS, the SDK's local runtime on one machine."""
+
+    def start(self, run_id: str) -> None:
+        """Start the turn's durable execution (named by the run id; a repeat is a no-op)."""
+        ...
+
+    def stop(self, run_id: str) -> None:
+        """The cancel flag is set: make sure the run ends even if its execution is stuck."""
+        ...
+
+
+@dataclass(frozen=True)
+class StreamView:
+    run: Run
+    events: list[StreamEvent]
+    next: int
+
+
+class Lifecycle(Protocol):
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any: ...
+    def resume(self, identity: Identity, session_id: str) -> Any: ...
+
+
+class AgentTurns:
+    def __init__(
+        self,
+        store: Store,
+        runs: RunStore,
+        chats: ChatService,
+        models: ModelRegistry,
+        lifecycle: Lifecycle,
+        engine: Callable[[], TurnEngine],
+        clock: Clock,
+        ids: IdFactory,
+        retention: timedelta,
+    ) -> None:
+        self._retention = retention
+        self._store, self._runs, self._chats = store, runs, chats
+        self._models, self._lifecycle, self._engine = models, lifecycle, engine
+        self._clock, self._ids = clock, ids
+
+    # ------------------------------------------------------------------ POST /api/chat
+
+    def _chat(self, identity: Identity, session_id: str, chat_id: str) -> tuple[Session, Chat]:
+        session = owned(self._store.get_session(session_id), identity)
+        chat = self._store.get_chat(session.id, chat_id)
+        if chat is None:
+            raise NotFound("Chat not found")
+        return session, chat
+
+    def model_for(self, identity: Identity, chat: Chat, requested: str | None) -> ModelInfo:
+        """The request's model (400 unless available), else the chat's or the user's when
+        available, else the first configured one (400 naming the settings when none is)."""
+        if requested:
+            return self._models.info(requested)
+        preferred = self._store.get_user(identity.user_id).preferences.default_model_id
+        for candidate in (chat.model_id, preferred):
+            if candidate:
+                try:
+                    return self._models.info(candidate)
+                except ModelUnavailable:
+                    continue
+        return self._models.default()
+
+    def post(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        message: Mapping[str, Any],
+        model_id: str | None,
+    ) -> Run:
+        if message.get("role") != "user":
+            raise InvalidInput("message.role must be user", field="message.role")
+        session, chat = self._chat(identity, session_id, chat_id)
+        if session.status is SessionStatus.ARCHIVED:
+            raise SessionArchived("Session is archived; unarchive it first", field="sessionId")
+        if session.lifecycle_state in (LifecycleState.FAILED, LifecycleState.ARCHIVED, None):
+            raise SandboxUnavailable(
+                f"The session's sandbox is unavailable ({session.lifecycle_error or 'failed'})",
+                field="sessionId",
+            )
+        model = self.model_for(identity, chat, model_id)
+        now = self._clock()
+        run = Run(
+            id=self._ids(),
+            session_id=session.id,
+            chat_id=chat.id,
+            user_id=identity.user_id,
+            message_id=str(message["id"]),
+            assistant_message_id=self._ids(),
+            model_id=model.id,
+            started_at=now,
+        )
+        try:
+            started = self._runs.start(run)
+        except TurnInProgress as busy:
+            raise TurnConflict(
+                f"Another turn is running in this chat (run {busy.run_id})", field="chatId"
+            ) from None
+        if not started.created:
+            return started.run  # the same message again: the run it started
+        try:
+            self._chats.post_message(
+                identity,
+                session.id,
+                chat.id,
+                message_id=run.message_id,
+                role=Role.USER,
+                ui_message=dict(message),
+            )
+            if session.lifecycle_state is LifecycleState.HIBERNATED:
+                self._lifecycle.resume(identity, session.id)
+            self._engine().start(run.id)
+        except Exception as error:
+            self._runs.finish(
+                run.id,
+                RunStatus.FAILED,
+                at=self._clock(),
+                error=getattr(error, "message", None) or "The turn could not start",
+                retention=self._retention,
+            )
+            raise
+        return run
+
+    # ------------------------------------------------------------------ stream, stop, runs
+
+    def _latest(self, identity: Identity, chat_id: str) -> Run | None:
+        run = self._runs.latest(chat_id)
+        if run is not None and run.user_id != identity.user_id:
+            raise NotFound("Chat not found")
+        return run
+
+    def stream(
+        self, identity: Identity, chat_id: str, after: int, wait: float | None
+    ) -> StreamView | None:
+        """The latest run's events after ``after``, waiting up to ``wait`` seconds for one;
+        None (204) when there is no run, or it ended and ``after`` is past its last event."""
+        run = self._latest(identity, chat_id)
+        if run is None:
+            return None
+        budget = min(max(STREAM_DEFAULT_WAIT if wait is None else wait, 0.0), STREAM_MAX_WAIT)
+        deadline = time.monotonic() + budget
+        while True:
+            events = self._runs.events(run.id, after)
+            if events:
+                return StreamView(run, events, events[-1].seq)
+            if run.status.ended:
+                return None if after >= run.last_seq else StreamView(run, [], after)
+            if time.monotonic() >= deadline:
+                return StreamView(run, [], after)
+            time.sleep(STREAM_POLL_SECONDS)
+            run = self._runs.get(run.id) or run
+
+    def stop(self, identity: Identity, chat_id: str) -> Run | None:
+        run = self._latest(identity, chat_id)
+        if run is None or run.status.ended:
+            return run
+        if self._runs.request_cancel(run.id):
+            self._engine().stop(run.id)
+        return self._runs.get(run.id)
+
+    def runs(self, identity: Identity, session_id: str, cursor: str | None) -> Page[Run]:
+        session = owned(self._store.get_session(session_id), identity)
+        try:
+            return self._runs.list_for_session(session.id, RUNS_PAGE, cursor)
+        except BadCursor:
+            raise InvalidInput("Invalid cursor", field="cursor") from None
+
+    def models(self) -> tuple[tuple[ModelInfo, ...], str | None]:
+        """The available models and the default's id (None, with no model configured)."""
+        available = self._models.available()
+        return available, available[0].id if available else None
+
+
+class AgentHost(TurnHost):
+    """The loop's side of the product: messages through the store, the session's sandbox,
+    hibernation held off while the turn runs, auto-commit after a natural finish."""
+
+    def __init__(
+        self,
+        store: Store,
+        sandboxd: Callable[[SandboxHandle], Any],
+        lifecycle: Lifecycle,
+        clock: Clock,
+        *,
+        sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
+    ) -> None:
+        self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
+        self._clock = clock
+        self._wait = sandbox_wait_seconds
+        self._beats: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def _session(self, run: Run) -> Session:
+        session = self._store.get_session(run.session_id)
+        if session is None:
+            raise SandboxError("the session is gone")
+        return session
+
+    def messages(self, run: Run) -> list[UIMessageJson]:
+        found: list[UIMessageJson] = []
+        cursor: str | None = None
+        while True:
+            page = self._store.list_messages(run.chat_id, 500, cursor)
+            found += [message.parts for message in page.items]
+            if page.cursor is None:
+                return found
+            cursor = page.cursor
+
+    def save(self, run: Run, message: AssistantMessage) -> None:
+        session = self._session(run)
+        chat = self._store.get_chat(session.id, run.chat_id)
+        if chat is None:
+            raise SandboxError("the chat is gone")
+        stored = Message(
+            id=message.id,
+            chat_id=chat.id,
+            role=Role.ASSISTANT,
+            parts=message.to_json(),
+            created_at=run.started_at,
+        )
+        self._store.put_message(session, chat, stored, activity=None)
+
+    def workspace(self, run: Run) -> Workspace:
+        """The session's sandbox, once it is active (a resumed session comes up first)."""
+        deadline = time.monotonic() + self._wait
+        while True:
+            session = self._session(run)
+            state = session.lifecycle_state
+            if state is LifecycleState.ACTIVE and session.sandbox:
+                handle = SandboxHandle.from_dict(session.sandbox)
+                return WorkspaceClient(self._sandboxd(handle))
+            if state not in WAITING or time.monotonic() > deadline:
+                raise SandboxError(f"the session's sandbox is not running ({state or 'none'})")
+            time.sleep(0.5)
+
+    def project(self, run: Run) -> Project:
+        session = self._session(run)
+        repo = (
+            f"{session.repo_owner}/{session.repo_name}"
+            if session.repo_owner and session.repo_name
+            else session.clone_url
+        )
+        return Project(repository=repo, branch=session.branch)
+
+    def _identity(self, run: Run) -> Identity:
+        return Identity(user_id=run.user_id)
+
+    def heartbeat(self, run: Run) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._beats.get(run.id, -HEARTBEAT_EVERY_SECONDS) < HEARTBEAT_EVERY_SECONDS:
+                return
+            self._beats[run.id] = now
+        try:
+            self._lifecycle.activity(self._identity(run), run.session_id, "start")
+        except Exception:  # a missed heartbeat must not fail the turn
+            log.exception("heartbeat of run %s", run.id)
+
+    def ended(self, run: Run) -> None:
+        with self._lock:
+            self._beats.pop(run.id, None)
+        if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
+            self._lifecycle.activity(self._identity(run), run.session_id, "end")
+        else:  # activity only: no follow-ups; the turn's heartbeat lapses on its own
+            self._lifecycle.activity(self._identity(run), run.session_id, None)
