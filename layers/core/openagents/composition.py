@@ -30,6 +30,10 @@ from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 
 if TYPE_CHECKING:
+    from openagents.agent.loop import AgentLoop
+    from openagents.services.agent_turns import AgentTurns
+
+if TYPE_CHECKING:
     from openagents.sandbox.local import LocalDriver
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,8 @@ class Container:
     origin_guard: OriginGuard | None  # AWS behind CloudFront: its secret header is required
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
     webhook_secret: Callable[[], str | None]  # the GitHub webhook's HMAC key (read on first use)
+    agent: AgentTurns  # agent turns: POST /api/chat, stream, stop, runs, models
+    agent_loop: AgentLoop  # the turn's steps, driven by the durable handler
 
 
 def local_tokens(settings: Settings) -> LocalTokens:
@@ -302,6 +308,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_active=lambda session: lifecycle.kick(session, "unarchived", force=True),
     )
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
+    chats = ChatService(store, settings, utc_now, new_id, metrics)
+    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats)
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
@@ -310,7 +318,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             store, settings, utc_now, new_id, metrics, kick=kick, journal=journal, archive=archive
         ),
         archive=archive,
-        chats=ChatService(store, settings, utc_now, new_id, metrics),
+        chats=chats,
         provisioning=provisioning,
         lifecycle=lifecycle,
         sandbox_tools=SandboxTools(
@@ -326,7 +334,73 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         origin_guard=_origin_guard(settings),
         local_tokens=local_tokens(settings) if local else None,
         webhook_secret=_webhook_secret(settings),
+        agent=agent,
+        agent_loop=agent_loop,
     )
+
+
+def _agent(
+    settings: Settings,
+    store: Store,
+    sandboxd: Callable[[SandboxHandle], Any],
+    lifecycle: LifecycleService,
+    chats: ChatService,
+) -> tuple[AgentTurns, AgentLoop]:
+    """The agent: run store (the store's adapter), models, the loop and its engine (the SDK's
+    local runtime on one machine, the durable Lambda on AWS), built on first use."""
+    from datetime import timedelta
+
+    from openagents.agent.loop import AgentLoop, LoopConfig
+    from openagents.agent.models.registry import build_registry
+    from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
+    from openagents.store.runs import RunStore
+
+    runs: RunStore
+    if settings.store_adapter == "sqlite":
+        from openagents.store.runs_sqlite import SqliteRunStore
+
+        runs = SqliteRunStore(settings.sqlite_path)
+    else:
+        from openagents.store.runs_dynamodb import DynamoRunStore
+
+        runs = DynamoRunStore()
+    retention = timedelta(days=settings.agent_events_retention_days)
+    registry = build_registry(settings)
+    config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)
+    loop = AgentLoop(
+        runs, AgentHost(store, sandboxd, lifecycle, utc_now), registry, utc_now, config
+    )
+    engines: list[TurnEngine] = []
+    lock = threading.Lock()
+
+    def engine() -> TurnEngine:
+        with lock:
+            if not engines:
+                if settings.mode is Mode.LOCAL:
+                    from openagents.local.agent_runtime import LocalAgentRuntime
+
+                    engines.append(
+                        LocalAgentRuntime(
+                            settings.home,
+                            runs,
+                            lambda: loop,
+                            execution_timeout_seconds=settings.agent_turn_timeout_seconds,
+                        )
+                    )
+                else:
+                    from openagents.agent.engine_lambda import LambdaTurnEngine
+
+                    if not settings.agent_function_arn:
+                        raise ValueError("OPENAGENTS_AGENT_FUNCTION_ARN is required in aws mode")
+                    engines.append(
+                        LambdaTurnEngine(
+                            lambda: _client("lambda", settings), settings.agent_function_arn
+                        )
+                    )
+            return engines[0]
+
+    turns = AgentTurns(store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention)
+    return turns, loop
 
 
 class LazyDriver:

@@ -76,6 +76,10 @@ class TurnEngine(Protocol):
         """The cancel flag is set: make sure the run ends even if its execution is stuck."""
         ...
 
+    def recover(self) -> int:
+        """At start-up: end the runs a previous process left running; how many."""
+        ...
+
 
 @dataclass(frozen=True)
 class StreamView:
@@ -106,6 +110,13 @@ class AgentTurns:
         self._store, self._runs, self._chats = store, runs, chats
         self._models, self._lifecycle, self._engine = models, lifecycle, engine
         self._clock, self._ids = clock, ids
+
+    @property
+    def engine(self) -> TurnEngine:
+        return self._engine()
+
+    def recover(self) -> int:
+        return self._engine().recover()
 
     # ------------------------------------------------------------------ POST /api/chat
 
@@ -286,7 +297,7 @@ class AgentHost(TurnHost):
             chat_id=chat.id,
             role=Role.ASSISTANT,
             parts=message.to_json(),
-            created_at=run.started_at,
+            created_at=self._clock(),  # after the user message (an upsert keeps the first)
         )
         self._store.put_message(session, chat, stored, activity=None)
 

@@ -1,0 +1,101 @@
+"""Request and response bodies of the agent routes (``routes/chat.py``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from openagents.agent.models.registry import ModelInfo
+from openagents.store.runs import Run, RunStatus
+from pydantic import Field
+
+from functions.api.schemas import Body, ClientId, Out, UIMessage
+
+
+class ChatTurnIn(Body):
+    session_id: ClientId
+    chat_id: ClientId
+    message: UIMessage = Field(description="The user's UI message ({id, role: user, parts})")
+    model_id: str | None = Field(default=None, max_length=300)
+
+
+class RunStartedOut(Out):
+    run_id: str
+    status: RunStatus
+
+
+class UsageOut(Out):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+class RunOut(Out):
+    run_id: str
+    chat_id: str
+    model_id: str
+    status: RunStatus
+    error: str | None = None
+    steps: int
+    usage: UsageOut
+    cost_usd: float | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        return cls(
+            run_id=run.id,
+            chat_id=run.chat_id,
+            model_id=run.model_id,
+            status=run.status,
+            error=run.error,
+            steps=run.steps,
+            usage=UsageOut.model_validate(run.usage.to_json()),
+            cost_usd=run.cost_usd,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+        )
+
+
+class RunListOut(Out):
+    runs: list[RunOut]
+    next_cursor: str | None
+
+
+class StreamEventOut(Out):
+    seq: int
+    chunk: dict[str, Any] = Field(description="An AI SDK UI message chunk ({type, ...})")
+
+
+class StreamOut(Out):
+    run_id: str
+    status: RunStatus
+    events: list[StreamEventOut]
+    next: int = Field(description="Ask again with after=next")
+
+
+class StopOut(Out):
+    success: Literal[True] = True
+    run_id: str | None = None
+    status: RunStatus | None = None
+
+
+class ModelOut(Out):
+    id: str
+    provider: str
+    name: str
+    context_window: int
+
+    @classmethod
+    def of(cls, info: ModelInfo) -> ModelOut:
+        return cls(
+            id=info.id, provider=info.provider, name=info.name, context_window=info.context_window
+        )
+
+
+class ModelListOut(Out):
+    models: list[ModelOut]
+    default_model_id: str | None
+    message: str | None = Field(default=None, description="Set when no model is configured")

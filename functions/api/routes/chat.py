@@ -1,0 +1,94 @@
+"""/api/chat: agent turns (start, stream, stop), runs of a session, available models."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from openagents.agent.models.registry import NO_MODELS
+
+from functions.api.chat_schemas import (
+    ChatTurnIn,
+    ModelListOut,
+    ModelOut,
+    RunListOut,
+    RunOut,
+    RunStartedOut,
+    StopOut,
+    StreamEventOut,
+    StreamOut,
+)
+from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.schemas import ErrorOut, error_responses
+
+router = APIRouter(prefix="/api", tags=["agent"])
+
+
+@router.post("/chat", status_code=202, responses=error_responses(403, 409, 413))
+def start_turn(body: ChatTurnIn, app: App, caller: CheckedCaller) -> RunStartedOut:
+    """Store the user message and start an agent turn. 409 `turn_in_progress` while another
+    turn runs in the chat; the same message id again answers the run it started. A hibernated
+    session is resumed and the turn starts once it is active; 409 `sandbox_unavailable` for a
+    failed one, `session_archived` for an archived session; 400 `model_unavailable` on
+    `modelId`."""
+    message = body.message.model_dump(mode="json", exclude_none=True)
+    run = app.agent.post(caller, body.session_id, body.chat_id, message, body.model_id)
+    return RunStartedOut(run_id=run.id, status=run.status)
+
+
+@router.get(
+    "/chat/{chat_id}/stream",
+    response_model=StreamOut,
+    responses={**error_responses(), 204: {"description": "No run, or nothing after `after`"}},
+)
+def stream(
+    chat_id: str,
+    app: App,
+    caller: Caller,
+    after: Annotated[int, Query(ge=0)] = 0,
+    wait: Annotated[float | None, Query(ge=0, le=25)] = None,
+) -> StreamOut | Response:
+    """The chat's latest run's events after `after` (long-polls up to `wait` seconds, default
+    20, max 25). Resume by asking again with `after=next`; every client gets the same events."""
+    view = app.agent.stream(caller, chat_id, after, wait)
+    if view is None:
+        return Response(status_code=204)
+    return StreamOut(
+        run_id=view.run.id,
+        status=view.run.status,
+        events=[StreamEventOut(seq=e.seq, chunk=dict(e.chunk)) for e in view.events],
+        next=view.next,
+    )
+
+
+@router.post("/chat/{chat_id}/stop", responses=error_responses())
+def stop(chat_id: str, app: App, caller: Caller) -> StopOut:
+    """Stop the chat's running turn (model stream and sandbox command within 2 s; the run ends
+    `aborted`, its partial message kept). Idempotent."""
+    run = app.agent.stop(caller, chat_id)
+    if run is None:
+        return StopOut()
+    return StopOut(run_id=run.id, status=run.status)
+
+
+@router.get("/sessions/{session_id}/runs", responses=error_responses())
+def list_runs(
+    session_id: str,
+    app: App,
+    caller: Caller,
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+) -> RunListOut:
+    """The session's runs, newest first, with steps and usage."""
+    page = app.agent.runs(caller, session_id, cursor)
+    return RunListOut(runs=[RunOut.of(run) for run in page.items], next_cursor=page.cursor)
+
+
+@router.get("/models", responses={401: {"model": ErrorOut}})
+def models(app: App, caller: Caller) -> ModelListOut:
+    """The models chats may use; the first is the default."""
+    available, default = app.agent.models()
+    return ModelListOut(
+        models=[ModelOut.of(info) for info in available],
+        default_model_id=default,
+        message=None if available else NO_MODELS,
+    )

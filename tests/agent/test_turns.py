@@ -1,0 +1,105 @@
+"""A turn end to end: the scripted model writes, edits and commits in a real sandbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.agent.conftest import AgentApi
+
+TURN: list[dict[str, Any]] = [
+    {
+        "reasoning": "Write the module first.",
+        "text": "Writing calc.py.",
+        "toolCalls": [
+            {
+                "name": "write",
+                "input": {"filePath": "calc.py", "content": "def add(a, b):\n    return a - b\n"},
+            }
+        ],
+    },
+    {
+        "text": "Fixing the bug.",
+        "toolCalls": [
+            {
+                "name": "edit",
+                "input": {"filePath": "calc.py", "oldString": "a - b", "newString": "a + b"},
+            },
+            {"name": "read", "input": {"filePath": "calc.py"}},
+        ],
+    },
+    {
+        "toolCalls": [
+            {
+                "name": "bash",
+                "input": {
+                    "command": "git add -A && git commit -qm 'Add calc' && git log --oneline -1"
+                },
+            }
+        ]
+    },
+    {"text": "Done: calc.add is committed."},
+]
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [event["chunk"]["type"] for event in events]
+
+
+def test_a_turn_changes_files_commits_and_ends_with_text(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(TURN)
+    started = agent_api.turn(session_id, chat_id, "add an add function, then commit")
+    assert started.status == 202, started.body
+    run_id = started.body["runId"]
+    events = agent_api.events(chat_id)
+    kinds = types(events)
+    assert kinds[0] == "start"
+    assert kinds[-1] == "finish"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    for expected in (
+        "start-step",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+    ):
+        assert expected in kinds, expected
+    outputs = [e["chunk"] for e in events if e["chunk"]["type"] == "tool-output-available"]
+    assert len(outputs) == 4
+    assert outputs[-1]["output"]["exitCode"] == 0
+    # the files changed in the sandbox, and the commit is there
+    tools = f"/api/sessions/{session_id}/sandbox"
+    content = agent_api.get(f"{tools}/files/content", query={"path": "calc.py"})
+    assert content.body["content"] == "def add(a, b):\n    return a + b\n"
+    log = agent_api.post(f"{tools}/exec", {"command": "git log --oneline -1"})
+    assert "Add calc" in log.body["stdout"]
+    # the assistant message's parts and the run's usage are stored
+    messages = agent_api.get(f"/api/sessions/{session_id}/chats/{chat_id}/messages").body[
+        "messages"
+    ]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    parts = messages[1]["parts"]
+    assert [p["type"] for p in parts if p["type"].startswith("tool-")] == [
+        "tool-write",
+        "tool-edit",
+        "tool-read",
+        "tool-bash",
+    ]
+    assert all(p["state"] == "output-available" for p in parts if p["type"].startswith("tool-"))
+    assert sum(p["type"] == "step-start" for p in parts) == 4
+    assert parts[-1] == {"type": "text", "text": "Done: calc.add is committed.", "state": "done"}
+    runs = agent_api.get(f"/api/sessions/{session_id}/runs").body["runs"]
+    assert [r["runId"] for r in runs] == [run_id]
+    run = runs[0]
+    assert run["status"] == "completed"
+    assert run["steps"] == 8  # 4 model steps + 4 tool steps
+    assert run["usage"]["outputTokens"] > 0
+    assert run["usage"]["inputTokens"] > 0
+    assert run["finishedAt"] is not None
