@@ -68,6 +68,10 @@ def dev(
     if dynamo is not None:  # SQLite commits durably: nothing to save
         threading.Thread(target=autosave, args=(dynamo,), name="autosave", daemon=True).start()
     app = load_app(settings)
+    # agent turns run on the durable SDK's local runtime (openagents/local/agent_runtime.py);
+    # turns a previous process left running end `failed`, their partial messages kept
+    if interrupted := app.state.container().agent.recover():
+        typer.echo(f"Agent: {interrupted} turn(s) interrupted by the restart marked failed")
     web = mount_spa(app)
     try:
         url = f"http://127.0.0.1:{port or settings.port}"
