@@ -73,7 +73,7 @@ from openagents.store.sqlite_rows import (
     with_changes,
     write_chat,
 )
-from openagents.store.sqlite_schema import Database, guard
+from openagents.store.sqlite_schema import BUSY_TIMEOUT_SECONDS, Database, guard
 
 __all__ = ["SqliteStore"]
 RUNNING = (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
@@ -103,10 +103,12 @@ class SqliteStore:
         artifacts: ArtifactStore,
         inline_message_bytes: int,
         publish: Publish | None = None,
+        busy_timeout: float = BUSY_TIMEOUT_SECONDS,
     ) -> None:
         """``publish``: where the outbox's events go (drained after every commit that wrote
-        one); without it they wait in the outbox for a drainer."""
-        self.db = Database(path)
+        one); without it they wait in the outbox for a drainer. A write waits up to
+        ``busy_timeout`` seconds for SQLite's lock, then fails ``Unavailable``."""
+        self.db = Database(path, busy_timeout)
         self._artifacts = artifacts
         self._inline = inline_message_bytes
         self.outbox = Outbox(self.db, publish) if publish is not None else None
