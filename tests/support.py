@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -345,3 +346,39 @@ def _stop_executions(endpoint: str, region: str, machines: list[str]) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"executions still running: {running}")
         time.sleep(0.2)
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def sandboxd_pid(handle: dict[str, Any]) -> int:
+    """The sandboxd process itself: the handle's ref is prlimit/bubblewrap around it."""
+    pending = [int(handle["ref"])]
+    seen: list[int] = []
+    while pending:
+        pid = pending.pop()
+        seen.append(pid)
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"python" in command[0] and any(b"sandboxd.py" in part for part in command):
+            return pid
+        pending += _children_of(pid)
+    raise AssertionError(f"no sandboxd below {handle['ref']} (looked at {seen})")
+
+
+def sandbox_workspace(ref: str | int) -> Path:
+    """A live sandbox's /workspace as the host (root) sees it: through its sandboxd's root. The
+    workspace volume is mounted only in the sandbox's own mount namespace."""
+    return Path(f"/proc/{sandboxd_pid({'ref': ref})}/root/workspace")

@@ -13,6 +13,8 @@ from openagents.sandbox.local import LocalDriver
 from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
 from openagents.settings import Settings
 
+from tests.support import sandbox_workspace
+
 KEY = b"k" * 32
 SANDBOXD = Settings().sandboxd_path
 
@@ -71,7 +73,7 @@ def test_bubblewrap_confines_the_sandbox(driver: LocalDriver, tmp_path: Path) ->
     wrote = sandbox.exec(command="touch /usr/evil")
     assert wrote["exitCode"] != 0  # the system is read-only
     assert sandbox.exec(command="echo ok > inside.txt")["exitCode"] == 0
-    workspace = tmp_path / "home" / "sandboxes" / "s3" / "1" / "workspace"
+    workspace = sandbox_workspace(handle.ref)
     assert (workspace / "inside.txt").read_text() == "ok\n"
 
 
@@ -101,7 +103,7 @@ def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: 
             "&& echo dirty > src/uncommitted.txt"
         )
     )
-    workspace = tmp_path / "home" / "sandboxes" / "s5" / "1" / "workspace"
+    workspace = sandbox_workspace(handle.ref)
     before = tree(workspace)
     # When it is snapshotted, and a new generation starts from the snapshot
     ref = driver.snapshot(handle)
@@ -111,7 +113,7 @@ def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: 
     driver.stop(handle)
     restored = driver.start("s5", 2, from_snapshot=ref)
     # Then every file is back, byte for byte, with git's HEAD and uncommitted work
-    assert tree(tmp_path / "home" / "sandboxes" / "s5" / "2" / "workspace") == before
+    assert tree(sandbox_workspace(restored.ref)) == before
     status = client(driver, restored).git_status()
     assert status["untrackedCount"] == 1
     driver.delete_snapshot(ref)

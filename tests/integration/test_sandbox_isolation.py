@@ -26,6 +26,8 @@ from openagents.sandbox.confine import Limits, Machine
 from openagents.sandbox.local import LocalDriver
 from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
 
+from tests.support import sandbox_workspace
+
 SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd.py"
 KEY = b"k" * 32
 SMALL = Limits(
@@ -206,8 +208,7 @@ def test_nothing_outside_the_workspace_is_writable(driver: LocalDriver, tmp_path
         + "; echo ok > inside.txt",
     )
     assert "WROTE" not in wrote["stdout"], wrote
-    workspace = tmp_path / "home" / "sandboxes" / "write" / "1" / "workspace"
-    assert (workspace / "inside.txt").read_text() == "ok\n"
+    assert (sandbox_workspace(handle.ref) / "inside.txt").read_text() == "ok\n"
 
 
 def test_a_planted_pid_is_never_signalled(driver: LocalDriver) -> None:
@@ -322,7 +323,7 @@ def test_a_stopped_sandbox_leaves_no_process(driver: LocalDriver, tmp_path: Path
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
-    assert not os.path.ismount(tmp_path / "home" / "sandboxes" / "stop" / "1" / "workspace")
+    assert "sandboxes/stop/1" not in Path("/proc/mounts").read_text()  # the volume is gone
     with pytest.raises(SandboxError):
         client.health()
 
@@ -353,8 +354,7 @@ time.sleep(60)
             break
         time.sleep(0.2)
     assert not left.stdout.strip(), "the sandbox outlived the runtime"
-    workspace = tmp_path / "home" / "sandboxes" / "orphan" / "1" / "workspace"
-    subprocess.run(["umount", "-l", str(workspace)], check=False, capture_output=True)
+    assert "sandboxes/orphan/1" not in Path("/proc/mounts").read_text()  # its volume too
 
 
 def test_sandboxd_listens_on_no_tcp_port(driver: LocalDriver) -> None:

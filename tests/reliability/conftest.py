@@ -173,36 +173,6 @@ def audit_types(api: HttpApi, session_id: str) -> list[str]:
 # ------------------------------------------------------------------ processes
 
 
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def sandboxd_pid(handle: dict[str, Any]) -> int:
-    """The sandboxd process itself: the handle's ref is prlimit/bubblewrap around it."""
-    pending = [int(handle["ref"])]
-    seen: list[int] = []
-    while pending:
-        pid = pending.pop()
-        seen.append(pid)
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"python" in command[0] and any(b"sandboxd.py" in part for part in command):
-            return pid
-        pending += _children_of(pid)
-    raise AssertionError(f"no sandboxd below {handle['ref']} (looked at {seen})")
-
-
 def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 

@@ -30,13 +30,12 @@ from tests.reliability.conftest import (
     resume,
     run,
     sandbox_handle,
-    sandboxd_pid,
     session_of,
     start_session,
     tool,
     wait_state,
 )
-from tests.support import HttpApi, NoMetrics
+from tests.support import HttpApi, NoMetrics, sandbox_workspace, sandboxd_pid
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 BIG = "head -c 60000000 /dev/urandom > big.bin"  # random: streams for a while, never shrinks
@@ -109,7 +108,7 @@ def test_sandboxd_killed_mid_exec(
         )
     )
     runner.start()
-    workspace = live_settings.home / "sandboxes" / sid / str(generation) / "workspace"
+    workspace = sandbox_workspace(pid)
     until(lambda: (workspace / "started.txt").exists())
 
     kill(pid)
@@ -167,11 +166,13 @@ def test_sandboxd_killed_mid_restore(
     posted = [post_message(live_api, sid, "before hibernating")]
     kept = fingerprint(live_api, sid)
     hibernate(live_api, sid)
-    workspace = live_settings.home / "sandboxes" / sid / "2" / "workspace"
+    generation_dir = live_settings.home / "sandboxes" / sid / "2"
 
     assert live_api.put("/api/sandbox/snapshot", {"sessionId": sid}).status == 200
-    until(lambda: (workspace.parent / "sandbox.json").exists() and any(workspace.iterdir()))
-    kill(sandboxd_pid(sandbox_handle(live_settings, sid, 2)))
+    until(lambda: (generation_dir / "sandbox.json").exists())
+    handle = sandbox_handle(live_settings, sid, 2)
+    until(lambda: any(sandbox_workspace(handle["ref"]).iterdir()))
+    kill(sandboxd_pid(handle))
 
     session = wait_state(live_api, sid, "hibernated", "failed", "active", limit=60)
     assert session["lifecycleState"] == "hibernated", session  # the snapshot is kept

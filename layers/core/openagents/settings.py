@@ -89,15 +89,7 @@ class Settings(BaseSettings):
     @field_validator("local_repo_roots", mode="before")
     @classmethod
     def _path_list(cls, value: object) -> object:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):  # JSON, as tests/support.export_settings writes it
-                import json
-
-                return tuple(json.loads(text))
-            parts = text.replace(",", ":").split(":")
-            return tuple(part.strip() for part in parts if part.strip())
-        return value
+        return _listed(value, separators=",:")
 
     @field_validator("local_repo_roots")
     @classmethod
@@ -120,9 +112,8 @@ class Settings(BaseSettings):
     @field_validator("allowed_hosts", mode="before")
     @classmethod
     def _host_list(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
-        return value
+        listed = _listed(value)
+        return tuple(str(host).lower() for host in listed) if isinstance(listed, tuple) else listed
 
     # --- end of Host check and exec caps ---
 
@@ -147,9 +138,7 @@ class Settings(BaseSettings):
     @field_validator("models", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
+        return _listed(value)
 
     # --- end of models ---
 
@@ -215,3 +204,18 @@ class Settings(BaseSettings):
     @property
     def sandbox_key_path(self) -> Path:
         return self.home / "sandbox-key"
+
+
+def _listed(value: object, separators: str = ",") -> object:
+    """A list setting from the environment: a JSON list (what tests/support.export_settings
+    writes), or items split on ``separators``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        import json
+
+        return tuple(json.loads(text))
+    for separator in separators[1:]:
+        text = text.replace(separator, separators[0])
+    return tuple(part.strip() for part in text.split(separators[0]) if part.strip())

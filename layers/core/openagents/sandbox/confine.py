@@ -287,17 +287,17 @@ class Cgroup:
 # ---------------------------------------------------------------------------- workspace volume
 
 
-def mount_workspace(machine: Machine, root: Path, uid: int, size_bytes: int) -> Path:
-    """The workspace: an ext4 image of ``size_bytes`` mounted at ``root/workspace`` (a hard
-    disk cap, as an EBS volume has) when this machine can, else a plain folder."""
-    workspace = root / "workspace"
-    workspace.mkdir(parents=True, exist_ok=True)
-    if machine.mkfs is None or os.path.ismount(workspace):
-        _own(workspace, uid, machine.root)
-        return workspace
+def workspace_image(machine: Machine, root: Path, uid: int, size_bytes: int) -> Path | None:
+    """The workspace volume: a sparse ext4 image of ``size_bytes`` (a hard disk cap, as an EBS
+    volume has), owned inside by the sandbox's uid, when this machine can make one. The launcher
+    loop-mounts it in the sandbox's own mount namespace, so the mount never outlives the
+    sandbox, even when the runtime is killed."""
+    if machine.mkfs is None:
+        return None
     image = root / "workspace.img"
     if not image.exists():
-        with image.open("wb") as handle:
+        partial = image.with_suffix(".partial")
+        with partial.open("wb") as handle:
             handle.truncate(size_bytes)
         _run(
             [
@@ -308,23 +308,23 @@ def mount_workspace(machine: Machine, root: Path, uid: int, size_bytes: int) -> 
                 "0",
                 "-E",
                 f"lazy_itable_init=1,lazy_journal_init=1,root_owner={uid}:{uid}",
-                str(image),
+                str(partial),
             ]
         )
-    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(workspace)])
-    return workspace
+        partial.rename(image)
+    return image
 
 
-def unmount_workspace(root: Path) -> None:
+def workspace_folder(root: Path, uid: int, owned: bool) -> Path:
+    """The workspace as a plain folder (no volume on this machine)."""
     workspace = root / "workspace"
-    if os.path.ismount(workspace):
-        with contextlib.suppress(SubprocessFailed):
-            _run(["umount", "-l", str(workspace)])
+    workspace.mkdir(parents=True, exist_ok=True)
+    _own(workspace, uid, owned)
+    return workspace
 
 
 def reset_workspace(root: Path) -> None:
     """Drop a half-restored workspace (the image and the folder)."""
-    unmount_workspace(root)
     (root / "workspace.img").unlink(missing_ok=True)
     shutil.rmtree(root / "workspace", ignore_errors=True)
 

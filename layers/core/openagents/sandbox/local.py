@@ -265,11 +265,12 @@ class LocalDriver:
         machine = self._machine
         dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
         uid = confine.host_uid(self._home, root) if dedicated else os.getuid()
-        if self._bwrap is not None:
-            workspace = confine.mount_workspace(machine, root, uid, self._limits.disk_bytes)
-        else:
-            workspace = root / "workspace"
-            workspace.mkdir(exist_ok=True)
+        image = (
+            confine.workspace_image(machine, root, uid, self._limits.disk_bytes)
+            if dedicated
+            else None
+        )
+        workspace = image or confine.workspace_folder(root, uid, owned=dedicated)
         run = root / "run"
         run.mkdir(exist_ok=True)
         if dedicated:
@@ -324,7 +325,7 @@ class LocalDriver:
 
     def _command(
         self,
-        workspace: Path,
+        workspace: Path,  # a folder, or an ext4 image to mount (dedicated uid only)
         run: Path,
         uid: int | None,
         shared_paths: tuple[str, ...],
@@ -339,9 +340,10 @@ class LocalDriver:
             f"--nofile={limits.open_files}",
         ]
         socket = str(run / SOCKET_NAME)
+        label = "/" + "/".join(run.parts[-4:-1])  # /sandboxes/<session>/<generation>: for ps
         if self._bwrap is None:
             daemon = [self._python, str(self._sandboxd), "--workspace", str(workspace)]
-            return [*prefix, "--", *daemon, "--unix", socket, "--token-stdin"]
+            return [*prefix, "--", *daemon, "--unix", socket, "--token-stdin", "--label", label]
         if uid is not None:  # a dedicated host uid: nproc counts this sandbox's processes only
             prefix = [
                 self._machine.setpriv or "setpriv",
@@ -371,7 +373,7 @@ class LocalDriver:
             "--dev", "/dev",
             "--proc", "/proc",
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",  # noqa: S108 - sandbox's own
-            "--bind", stage.add(workspace), "/workspace",
+            "--bind", stage.add(workspace, image=workspace.suffix == ".img"), "/workspace",
             "--bind", stage.add(run), "/run/sandboxd",
             "--ro-bind", stage.add(self._sandboxd.parent), "/opt/sandboxd",
             *binds,
@@ -380,7 +382,7 @@ class LocalDriver:
             "--chdir", "/workspace",
             "/usr/bin/python3", f"/opt/sandboxd/{self._sandboxd.name}",
             "--workspace", "/workspace", "--unix", f"/run/sandboxd/{SOCKET_NAME}",
-            "--token-stdin",
+            "--token-stdin", "--label", label,
         ]  # fmt: skip
         return [*stage.command(), *prefix, "--", *bwrap]
 
@@ -443,7 +445,6 @@ class LocalDriver:
             _children.pop(child.process.pid)
             _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
             self._started.discard(child.process.pid)
-        confine.unmount_workspace(root)
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
     def close(self) -> None:
@@ -452,7 +453,6 @@ class LocalDriver:
             child = _children.pop(pid)
             if child is not None:
                 _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
-                confine.unmount_workspace(child.root)
         self._started.clear()
         self._spawner.shutdown(wait=False)
 
@@ -549,12 +549,12 @@ class _Staging:
 
     def __init__(self, *, enabled: bool) -> None:
         self._enabled = enabled
-        self._sources: list[Path] = []
+        self._sources: list[tuple[Path, bool]] = []  # (folder or ext4 image, is an image)
 
-    def add(self, path: Path) -> str:
+    def add(self, path: Path, *, image: bool = False) -> str:
         if not self._enabled:
             return str(path)
-        self._sources.append(path)
+        self._sources.append((path, image))
         return f"{self.MOUNT}/{len(self._sources) - 1}"
 
     def command(self) -> list[str]:
@@ -564,9 +564,10 @@ class _Staging:
             "set -e",
             f"mount -t tmpfs -o mode=0755,size=64k openagents-stage {self.MOUNT}",
         ]
-        for index, source in enumerate(self._sources):
+        for index, (source, image) in enumerate(self._sources):
             target = f"{self.MOUNT}/{index}"
-            lines += [f"mkdir {target}", f"mount --bind {shlex.quote(str(source))} {target}"]
+            how = "-o loop,nosuid,nodev" if image else "--bind"
+            lines += [f"mkdir {target}", f"mount {how} {shlex.quote(str(source))} {target}"]
         lines.append('exec "$@"')
         script = "\n".join(lines)
         return [
