@@ -197,7 +197,8 @@ class GrepTool(BaseTool):
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         pattern = string(arguments, "pattern")
         path = workspace_path(arguments.get("path"), name="path", default=".")
-        argv = ["grep", "-rnIE", "--exclude-dir=.git", "-m", str(MATCHES_PER_FILE)]
+        argv = ["grep", "-rnIEs", "--exclude-dir=.git", "--exclude-dir=lost+found"]
+        argv += ["-m", str(MATCHES_PER_FILE)]
         if arguments.get("caseSensitive") is False:
             argv.append("-i")
         glob = arguments.get("glob")
@@ -206,7 +207,7 @@ class GrepTool(BaseTool):
         result = _search(context, [*argv, "--", pattern, path])
         if result.exit_code == 1:
             return "No matches"
-        if result.exit_code not in (0, None):
+        if result.exit_code not in (0, None) and not result.stdout:
             raise ToolFailure(result.stderr.strip() or f"grep exited with {result.exit_code}")
         lines = [line.removeprefix("./") for line in result.stdout.splitlines()]
         more = len(lines) - MAX_MATCHES
