@@ -76,6 +76,19 @@ class StreamOut(Out):
     next: int = Field(description="Ask again with after=next")
 
 
+class RespondIn(Body):
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approved: bool | None = Field(default=None, description="Answers an approval")
+    reason: str | None = Field(default=None, max_length=2000)
+    answers: Any = Field(default=None, description="Answers an ask_user_question call")
+
+
+class RespondOut(Out):
+    run_id: str
+    status: RunStatus
+    pending: int = Field(description="Calls still waiting for an answer (0: a run continues)")
+
+
 class StopOut(Out):
     success: Literal[True] = True
     run_id: str | None = None

@@ -101,3 +101,95 @@ def test_a_risky_command_waits_for_approval(
     ]
     # the chat is free for the answer
     assert agent_api.get(f"/api/chat/{chat_id}/stream", query={"after": "999"}).status == 204
+
+
+def test_approval_granted_and_denied_continue_the_same_message(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(
+        [
+            {
+                "toolCalls": [
+                    {
+                        "name": "bash",
+                        "input": {"command": "mkdir -p build && rm -rf build && echo gone"},
+                    },
+                    {"name": "read", "input": {"filePath": ".env"}},
+                ]
+            }
+        ]
+    )
+    first = agent_api.turn(session_id, chat_id, "clean").body["runId"]
+    wait_run(agent_api, session_id, "waiting")
+    respond = f"/api/chat/{chat_id}/respond"
+    missing = agent_api.post(respond, {"toolCallId": "scripted-0-0"})
+    assert missing.status == 400
+    assert missing.error["field"] == "approved"
+    unknown = agent_api.post(respond, {"toolCallId": "nope", "approved": True})
+    assert unknown.status == 400
+    assert unknown.error["field"] == "toolCallId"
+    assert (
+        agent_api.post(respond, {"toolCallId": "scripted-0-0", "approved": True}, user="bob").status
+        == 404
+    )
+    one = agent_api.post(respond, {"toolCallId": "scripted-0-0", "approved": True})
+    assert one.status == 202, one.body
+    assert (one.body["runId"], one.body["pending"]) == (first, 1)
+    agent_api.script.set([{"text": "Cleaned; I left .env alone."}])
+    two = agent_api.post(
+        respond, {"toolCallId": "scripted-0-1", "approved": False, "reason": "secrets"}
+    )
+    assert two.status == 202, two.body
+    assert two.body["pending"] == 0
+    assert two.body["runId"] != first
+    run = wait_run(agent_api, session_id, "completed", "failed")
+    assert run["status"] == "completed", run
+    messages = agent_api.get(f"/api/sessions/{session_id}/chats/{chat_id}/messages").body
+    assert [m["role"] for m in messages["messages"]] == ["user", "assistant"]
+    parts = messages["messages"][-1]["parts"]
+    tools = [p for p in parts if p["type"].startswith("tool-")]
+    assert tools[0]["state"] == "output-available"
+    assert tools[0]["output"]["stdout"] == "gone\n"
+    assert tools[0]["approval"]["approved"] is True
+    assert tools[1]["state"] == "output-denied"
+    assert tools[1]["approval"] == {
+        "id": "approval-scripted-0-1",
+        "reason": "secrets",
+        "approved": False,
+    }
+    assert parts[-1]["text"] == "Cleaned; I left .env alone."
+    # answering again: the turn is no longer waiting
+    assert agent_api.post(respond, {"toolCallId": "scripted-0-1", "approved": True}).status == 400
+
+
+def test_a_question_waits_for_the_answer(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    question = {
+        "questions": [
+            {
+                "question": "Which name?",
+                "header": "Name",
+                "options": [{"label": "add"}, {"label": "plus"}],
+                "multiSelect": False,
+            }
+        ]
+    }
+    agent_api.script.set([{"toolCalls": [{"name": "ask_user_question", "input": question}]}])
+    agent_api.turn(session_id, chat_id, "ask me")
+    wait_run(agent_api, session_id, "waiting")
+    respond = f"/api/chat/{chat_id}/respond"
+    assert agent_api.post(respond, {"toolCallId": "scripted-0-0"}).error["field"] == "answers"
+    agent_api.script.set([{"text": "Using plus."}])
+    answered = agent_api.post(respond, {"toolCallId": "scripted-0-0", "answers": {"Name": "plus"}})
+    assert answered.status == 202
+    assert answered.body["pending"] == 0
+    wait_run(agent_api, session_id, "completed")
+    parts = agent_api.get(f"/api/sessions/{session_id}/chats/{chat_id}/messages").body["messages"][
+        -1
+    ]["parts"]
+    asked = next(p for p in parts if p["type"] == "tool-ask_user_question")
+    assert asked["output"] == {"answers": {"Name": "plus"}}
+    assert parts[-1]["text"] == "Using plus."

@@ -11,6 +11,8 @@ from functions.api.chat_schemas import (
     ChatTurnIn,
     ModelListOut,
     ModelOut,
+    RespondIn,
+    RespondOut,
     RunListOut,
     RunOut,
     RunStartedOut,
@@ -69,6 +71,22 @@ def stop(chat_id: str, app: App, caller: Caller) -> StopOut:
     if run is None:
         return StopOut()
     return StopOut(run_id=run.id, status=run.status)
+
+
+@router.post("/chat/{chat_id}/respond", status_code=202, responses=error_responses(409))
+def respond(chat_id: str, body: RespondIn, app: App, caller: CheckedCaller) -> RespondOut:
+    """Answer a tool approval (`approved`, `reason`) or an `ask_user_question` (`answers`) of
+    the chat's waiting turn. When nothing else waits, a new run continues the same assistant
+    message (its id is returned); otherwise `pending` says how many calls still wait."""
+    run, pending = app.agent.respond(
+        caller,
+        chat_id,
+        body.tool_call_id,
+        approved=body.approved,
+        reason=body.reason,
+        answers=body.answers,
+    )
+    return RespondOut(run_id=run.id, status=run.status, pending=pending)
 
 
 @router.get("/sessions/{session_id}/runs", responses=error_responses())

@@ -399,7 +399,9 @@ def _agent(
                     )
             return engines[0]
 
-    turns = AgentTurns(store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention)
+    turns = AgentTurns(
+        store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention, loop
+    )
     return turns, loop
 
 

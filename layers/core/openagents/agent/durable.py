@@ -38,6 +38,13 @@ def run_turn(event: Mapping[str, Any], context: Steps, loop: AgentLoop) -> dict[
 
 
 def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | None]:
+    begin = StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
+    for i, call in enumerate(begin.calls):  # approved calls of a continued message
+        tool = StepResult.from_json(
+            context.step(_tool_step(loop, run_id, call, False), name=f"approved-{i}")
+        )
+        if tool.outcome in ("aborted", "failed", "end"):
+            return tool.outcome, tool.error
     n = 0
     while True:
         model = StepResult.from_json(

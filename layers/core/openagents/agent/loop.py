@@ -42,7 +42,15 @@ from openagents.agent.prompt import Project, project_instructions, system_prompt
 from openagents.agent.sandbox import SandboxError, Workspace
 from openagents.agent.stream import EventWriter
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure, specs
-from openagents.agent.ui import AssistantMessage, Part, UIMessageJson, history
+from openagents.agent.ui import (
+    AssistantMessage,
+    Part,
+    UIMessageJson,
+    history,
+    is_tool_part,
+    tool_name,
+)
+from openagents.domain.errors import InvalidInput
 from openagents.store.runs import Run, RunStatus, RunStore, RunUsage
 
 log = logging.getLogger(__name__)
@@ -230,6 +238,56 @@ class AgentLoop:
             request = replace(request, messages=_elide(request.messages))
         return request
 
+    def begin(self, run_id: str) -> StepResult:
+        """A run that continues a message (after ``respond``) first runs the approved calls."""
+        run = self._run(run_id)
+        if run is None or run.status.ended:
+            return StepResult("end")
+        _, message = self._message(run)
+        calls = tuple(
+            str(part.get("toolCallId"))
+            for part in message.parts
+            if is_tool_part(part) and part.get("state") == "approval-responded"
+        )
+        return StepResult("tools", calls)
+
+    def answer(
+        self,
+        run: Run,
+        call_id: str,
+        *,
+        approved: bool | None,
+        reason: str | None,
+        answers: JsonValue | None,
+    ) -> int:
+        """Record the user's answer to an approval or a question on the waiting ``run``'s
+        message; how many calls still wait for one."""
+        _, message = self._message(run)
+        part = message.tool_part(call_id)
+        if part is None:
+            raise InvalidInput("No such tool call in the chat's last turn", field="toolCallId")
+        tool = TOOLS.get(tool_name(part))
+        state = part.get("state")
+        if state == "approval-requested":
+            if approved is None:
+                raise InvalidInput("approved is required to answer an approval", field="approved")
+            previous = part.get("approval")
+            approval: dict[str, JsonValue] = dict(previous) if isinstance(previous, dict) else {}
+            approval["approved"] = approved
+            if reason:
+                approval["reason"] = reason
+            part["approval"] = approval
+            part["state"] = "approval-responded" if approved else "output-denied"
+        elif state == "input-available" and tool is not None and tool.client_side:
+            if answers is None:
+                raise InvalidInput("answers is required to answer a question", field="answers")
+            part["state"] = "output-available"
+            part["output"] = {"answers": answers}
+        else:
+            raise InvalidInput("This tool call is not waiting for an answer", field="toolCallId")
+        self._host.save(run, message)
+        return sum(_pending(p) for p in message.parts)
+
     def tool_step(self, run_id: str, call_id: str, *, last: bool) -> StepResult:
         run = self._run(run_id)
         if run is None or run.status.ended:
@@ -239,6 +297,8 @@ class AgentLoop:
         if part is None:
             return StepResult("failed", error=f"tool call {call_id} is not in the message")
         writer = EventWriter(self._runs, run_id)
+        if run.last_seq == 0:
+            writer.add({"type": "start", "messageId": message.id})
         result = self._tool(run, part, writer)
         if last:
             writer.add({"type": "finish-step"})
@@ -344,6 +404,16 @@ class AgentLoop:
         except Exception:  # the run's outcome stands; the follow-ups log their own failures
             log.exception("after run %s", run_id)
         return ended.status
+
+
+def _pending(part: Part) -> bool:
+    """Waiting for the user: an approval, or a question (a client-side tool) not answered."""
+    if not is_tool_part(part):
+        return False
+    if part.get("state") == "approval-requested":
+        return True
+    tool = TOOLS.get(tool_name(part))
+    return part.get("state") == "input-available" and tool is not None and tool.client_side
 
 
 def _usage(finish: Finish) -> RunUsage:

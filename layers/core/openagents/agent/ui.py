@@ -62,7 +62,8 @@ class AssistantMessage:
         }
 
     def tool_part(self, call_id: str) -> Part | None:
-        for part in self.parts:
+        """The newest part of that call (a continued message may reuse a model's call ids)."""
+        for part in reversed(self.parts):
             if is_tool_part(part) and part.get("toolCallId") == call_id:
                 return part
         return None

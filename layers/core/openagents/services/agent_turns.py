@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from openagents.agent.loop import TurnHost
-from openagents.agent.models.port import ModelUnavailable
+from openagents.agent.loop import AgentLoop, TurnHost
+from openagents.agent.models.port import JsonValue, ModelUnavailable
 from openagents.agent.models.registry import ModelInfo, ModelRegistry
 from openagents.agent.prompt import Project
 from openagents.agent.sandbox import SandboxError, Workspace, WorkspaceClient
@@ -105,8 +105,9 @@ class AgentTurns:
         clock: Clock,
         ids: IdFactory,
         retention: timedelta,
+        loop: AgentLoop,
     ) -> None:
-        self._retention = retention
+        self._retention, self._loop = retention, loop
         self._store, self._runs, self._chats = store, runs, chats
         self._models, self._lifecycle, self._engine = models, lifecycle, engine
         self._clock, self._ids = clock, ids
@@ -238,6 +239,56 @@ class AgentTurns:
         if self._runs.request_cancel(run.id):
             self._engine().stop(run.id)
         return self._runs.get(run.id)
+
+    def respond(
+        self,
+        identity: Identity,
+        chat_id: str,
+        tool_call_id: str,
+        *,
+        approved: bool | None,
+        reason: str | None,
+        answers: JsonValue | None,
+    ) -> tuple[Run, int]:
+        """Answer an approval or a question of the chat's waiting turn. Once nothing else
+        waits, a new run continues the same assistant message: ``(that run, 0)``; else
+        ``(the waiting run, how many still wait)``."""
+        last = self._latest(identity, chat_id)
+        if last is None:
+            raise NotFound("The chat has no turn to answer", field="toolCallId")
+        if not last.status.ended:
+            raise TurnConflict("A turn is running in this chat", field="chatId")
+        if last.status is not RunStatus.WAITING:
+            raise InvalidInput(
+                "The chat's last turn is not waiting for an answer", field="toolCallId"
+            )
+        pending = self._loop.answer(
+            last, tool_call_id, approved=approved, reason=reason, answers=answers
+        )
+        if pending:
+            return last, pending
+        run = Run(
+            id=self._ids(),
+            session_id=last.session_id,
+            chat_id=last.chat_id,
+            user_id=identity.user_id,
+            message_id=f"{last.id}:{tool_call_id}",
+            assistant_message_id=last.assistant_message_id,
+            model_id=last.model_id,
+            started_at=self._clock(),
+        )
+        try:
+            started = self._runs.start(run)
+        except TurnInProgress as busy:
+            raise TurnConflict(
+                f"Another turn is running in this chat (run {busy.run_id})", field="chatId"
+            ) from None
+        if started.created:
+            session = self._store.get_session(run.session_id)
+            if session is not None and session.lifecycle_state is LifecycleState.HIBERNATED:
+                self._lifecycle.resume(identity, session.id)
+            self._engine().start(run.id)
+        return started.run, 0
 
     def runs(self, identity: Identity, session_id: str, cursor: str | None) -> Page[Run]:
         session = owned(self._store.get_session(session_id), identity)
