@@ -1,0 +1,40 @@
+"""A live turn holds hibernation off (the engine heartbeats the turn); once it ends, the idle
+timeout runs again and the sandbox hibernates."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from openagents.settings import Settings
+
+from tests.agent.conftest import AgentApi, wait_state
+from tests.agent.test_stop_and_stream import wait_run
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={"idle_timeout_seconds": 2, "lifecycle_min_sleep_seconds": 0.5}
+    )
+
+
+def test_no_hibernation_while_a_turn_runs(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(
+        [
+            {"toolCalls": [{"name": "bash", "input": {"command": "sleep 8; echo slept"}}]},
+            {"text": "Rested."},
+        ]
+    )
+    assert agent_api.turn(session_id, chat_id, "take a nap").status == 202
+    deadline = time.monotonic() + 7
+    while time.monotonic() < deadline:  # well past the 2 s idle timeout
+        state = agent_api.get(f"/api/sessions/{session_id}").body["session"]["lifecycleState"]
+        assert state == "active"
+        time.sleep(0.5)
+    run = wait_run(agent_api, session_id, "completed", "failed", timeout=30)
+    assert run["status"] == "completed", run
+    wait_state(agent_api, session_id, "hibernated")
