@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import threading
 from collections import Counter
@@ -128,7 +129,8 @@ class ExecPool:
                 return call()
 
         try:
-            future = self._executor.submit(held)
+            # the request's context (correlation ids, the tracer's segment) goes with it
+            future = self._executor.submit(contextvars.copy_context().run, held)
         except BaseException:
             slot.release()
             raise
