@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tests.agent.conftest import AgentApi
@@ -103,3 +104,15 @@ def test_a_turn_changes_files_commits_and_ends_with_text(
     assert run["usage"]["outputTokens"] > 0
     assert run["usage"]["inputTokens"] > 0
     assert run["finishedAt"] is not None
+    deadline = time.monotonic() + 10  # recorded just after the run ended
+    while True:
+        audit = agent_api.get(f"/api/sessions/{session_id}/events").body["events"]
+        kinds = [entry["type"] for entry in audit]
+        if "agent.turn_finished" in kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert "agent.turn_started" in kinds
+    finished = next(entry for entry in audit if entry["type"] == "agent.turn_finished")
+    assert finished["detail"]["runId"] == run_id
+    assert finished["detail"]["status"] == "completed"
+    assert finished["detail"]["usage"] == run["usage"]

@@ -229,6 +229,36 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
         },
     ],
     "sandbox.run_rescued": [{"staleRun": "lifecycle-1-abc", "state": "hibernating"}],
+    "agent.turn_started": [{"runId": "r1", "chatId": "c1", "modelId": "scripted/default"}],
+    "agent.turn_finished": [
+        {
+            "runId": "r1",
+            "chatId": "c1",
+            "modelId": "scripted/default",
+            "status": "completed",
+            "steps": 4,
+            "usage": {
+                "inputTokens": 10,
+                "outputTokens": 5,
+                "cacheReadTokens": 0,
+                "cacheWriteTokens": 0,
+            },
+        },
+        {
+            "runId": "r2",
+            "chatId": "c1",
+            "modelId": "scripted/default",
+            "status": "failed",
+            "steps": 1,
+            "usage": {
+                "inputTokens": 0,
+                "outputTokens": 0,
+                "cacheReadTokens": 0,
+                "cacheWriteTokens": 0,
+            },
+            "error": "scripted model has no response for step 1",
+        },
+    ],
     "sandbox.auto_commit": [
         {"skipped": "auto-commit is off"},
         {"skipped": "detached HEAD"},

@@ -309,7 +309,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
     chats = ChatService(store, settings, utc_now, new_id, metrics)
-    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats)
+    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats, journal)
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
@@ -345,6 +345,7 @@ def _agent(
     sandboxd: Callable[[SandboxHandle], Any],
     lifecycle: LifecycleService,
     chats: ChatService,
+    journal: Journal,
 ) -> tuple[AgentTurns, AgentLoop]:
     """The agent: run store (the store's adapter), models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use."""
@@ -367,9 +368,8 @@ def _agent(
     retention = timedelta(days=settings.agent_events_retention_days)
     registry = build_registry(settings)
     config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)
-    loop = AgentLoop(
-        runs, AgentHost(store, sandboxd, lifecycle, utc_now), registry, utc_now, config
-    )
+    host = AgentHost(store, sandboxd, lifecycle, utc_now, ids=new_id, journal=journal)
+    loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []
     lock = threading.Lock()
 
@@ -400,7 +400,7 @@ def _agent(
             return engines[0]
 
     turns = AgentTurns(
-        store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention, loop
+        store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention, loop, journal
     )
     return turns, loop
 

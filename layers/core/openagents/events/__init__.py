@@ -67,6 +67,8 @@ DETAIL_TYPES: dict[str, str] = {
     "sandbox.lost": "Sandbox Lost",
     "sandbox.run_rescued": "Sandbox Run Rescued",
     "sandbox.auto_commit": "Sandbox Auto Commit",  # an agent's turn ended: committed/pushed/PR
+    "agent.turn_started": "Agent Turn Started",  # POST /api/chat (or respond) started a run
+    "agent.turn_finished": "Agent Turn Finished",  # the run ended: status, steps, usage
 }
 
 

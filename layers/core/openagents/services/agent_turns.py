@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from openagents.agent.loop import AgentLoop, TurnHost
 from openagents.agent.models.port import JsonValue, ModelUnavailable
@@ -21,6 +21,7 @@ from openagents.agent.ui import AssistantMessage, UIMessageJson
 from openagents.domain.errors import Conflict, InvalidInput, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
+    AuditEntry,
     Chat,
     LifecycleState,
     Message,
@@ -32,6 +33,7 @@ from openagents.domain.models import (
 from openagents.sandbox.port import SandboxHandle
 from openagents.services import Clock, IdFactory
 from openagents.services.chats import ChatService
+from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.store.port import BadCursor, Store
 from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInProgress
@@ -93,6 +95,32 @@ class Lifecycle(Protocol):
     def resume(self, identity: Identity, session_id: str) -> Any: ...
 
 
+def _entry(
+    store: Store,
+    journal: Journal | None,
+    ids: IdFactory,
+    clock: Clock,
+    run: Run,
+    kind: Literal["agent.turn_started", "agent.turn_finished"],
+) -> None:
+    """The audit entry (and event) of a turn's start or end; a failure is logged, never the
+    turn's."""
+    detail: dict[str, Any] = {"runId": run.id, "chatId": run.chat_id, "modelId": run.model_id}
+    if kind == "agent.turn_finished":
+        detail.update(status=run.status.value, steps=run.steps, usage=run.usage.to_json())
+        if run.error:
+            detail["error"] = run.error
+    try:
+        entry = AuditEntry(
+            id=ids(), session_id=run.session_id, at=clock(), type=kind, detail=detail
+        )
+        store.append_entry(entry)
+        if journal is not None:
+            journal.publish(run.user_id, entry)
+    except Exception:
+        log.exception("recording %s of run %s", kind, run.id)
+
+
 class AgentTurns:
     def __init__(
         self,
@@ -106,8 +134,9 @@ class AgentTurns:
         ids: IdFactory,
         retention: timedelta,
         loop: AgentLoop,
+        journal: Journal | None = None,
     ) -> None:
-        self._retention, self._loop = retention, loop
+        self._retention, self._loop, self._journal = retention, loop, journal
         self._store, self._runs, self._chats = store, runs, chats
         self._models, self._lifecycle, self._engine = models, lifecycle, engine
         self._clock, self._ids = clock, ids
@@ -192,6 +221,7 @@ class AgentTurns:
             if session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
             self._engine().start(run.id)
+            _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
         except Exception as error:
             self._runs.finish(
                 run.id,
@@ -288,6 +318,7 @@ class AgentTurns:
             if session is not None and session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
             self._engine().start(run.id)
+            _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
         return started.run, 0
 
     def runs(self, identity: Identity, session_id: str, cursor: str | None) -> Page[Run]:
@@ -314,8 +345,11 @@ class AgentHost(TurnHost):
         lifecycle: Lifecycle,
         clock: Clock,
         *,
+        ids: IdFactory,
+        journal: Journal | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
     ) -> None:
+        self._ids, self._journal = ids, journal
         self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
         self._clock = clock
         self._wait = sandbox_wait_seconds
@@ -391,6 +425,7 @@ class AgentHost(TurnHost):
     def ended(self, run: Run) -> None:
         with self._lock:
             self._beats.pop(run.id, None)
+        _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
             self._lifecycle.activity(self._identity(run), run.session_id, "end")
         else:  # activity only: no follow-ups; the turn's heartbeat lapses on its own
