@@ -4,7 +4,6 @@ idle sandboxes hibernate with a verified snapshot and come back from it, byte fo
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -145,7 +144,6 @@ def test_activity_postpones_hibernation_and_an_agent_turn_blocks_it(
     }
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (no capabilities)")
 def test_a_failing_snapshot_never_stops_the_sandbox(runtime: Container, tmp_path: Path) -> None:
     container = runtime
     session = start_session(container, tmp_path)
