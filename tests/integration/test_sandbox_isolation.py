@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -97,6 +97,29 @@ def host_services() -> Iterator[dict[str, int]]:
 def run(driver: LocalDriver, handle: SandboxHandle, command: str, timeout: float = 60) -> dict:  # type: ignore[type-arg]
     client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=timeout + 30)
     return client.exec(command, timeout_seconds=timeout)
+
+
+def orphan_networks() -> list[int]:
+    """slirp4netns processes whose sandbox is gone (they must exit with it)."""
+    orphans = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not command[0].endswith(b"slirp4netns"):
+            continue
+        target = next((part for part in command if part.startswith(b"/proc/")), b"")
+        if target and not Path(target.decode()).exists():
+            orphans.append(int(entry.name))
+    return orphans
+
+
+def eventually_empty(probe: Callable[[], list[int]], seconds: float = 5) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (found := probe()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
 
 
 def host_addresses() -> list[str]:
@@ -324,6 +347,7 @@ def test_a_stopped_sandbox_leaves_no_process(driver: LocalDriver, tmp_path: Path
     left = subprocess.run(["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
     assert "sandboxes/stop/1" not in Path("/proc/mounts").read_text()  # the volume is gone
+    assert eventually_empty(orphan_networks) == []  # and its network stack
     with pytest.raises(SandboxError):
         client.health()
 
@@ -355,6 +379,7 @@ time.sleep(60)
         time.sleep(0.2)
     assert not left.stdout.strip(), "the sandbox outlived the runtime"
     assert "sandboxes/orphan/1" not in Path("/proc/mounts").read_text()  # its volume too
+    assert eventually_empty(orphan_networks) == []  # and its network stack
 
 
 def test_sandboxd_listens_on_no_tcp_port(driver: LocalDriver) -> None:

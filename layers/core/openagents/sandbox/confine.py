@@ -369,9 +369,12 @@ def host_addresses() -> tuple[list[str], list[str]]:
     return sorted(v4), sorted(v6)
 
 
-def user_mode_network(machine: Machine, pid: int, log_path: Path) -> subprocess.Popen[bytes]:
+def user_mode_network(
+    machine: Machine, pid: int, log_path: Path, lifeline: int
+) -> subprocess.Popen[bytes]:
     """slirp4netns on the sandbox's namespace: outbound TCP/UDP through host sockets, no route to
-    the host's loopback, itself sandboxed (its own mount namespace, seccomp)."""
+    the host's loopback, itself sandboxed (its own mount namespace, seccomp). It exits when
+    ``lifeline`` (a pipe whose write end only the sandbox's processes hold) reads EOF."""
     assert machine.slirp4netns is not None
     ready_read, ready_write = os.pipe()
     log_file = log_path.open("ab")
@@ -385,11 +388,12 @@ def user_mode_network(machine: Machine, pid: int, log_path: Path) -> subprocess.
                 "--enable-sandbox",
                 "--enable-seccomp",
                 f"--ready-fd={ready_write}",
+                f"--exit-fd={lifeline}",
                 "--netns-type=path",
                 f"/proc/{pid}/ns/net",
                 "tap0",
             ],
-            pass_fds=(ready_write,),
+            pass_fds=(ready_write, lifeline),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,

@@ -310,6 +310,9 @@ class LocalDriver:
         except BaseException:
             _kill(process, network, cgroup)
             raise
+        finally:
+            if sync is not None:
+                sync.close()
         return _Child(process, root, network, cgroup)
 
     def token_for(self, session_id: str, generation: int) -> str:
@@ -319,7 +322,7 @@ class LocalDriver:
         """Firewall the sandbox's namespace, attach the user-mode stack, then let it run."""
         pid = sync.child_pid()
         confine.firewall(self._machine, pid)
-        network = confine.user_mode_network(self._machine, pid, log_path)
+        network = confine.user_mode_network(self._machine, pid, log_path, sync.lifeline)
         sync.release()
         return network
 
@@ -585,19 +588,32 @@ class _Staging:
 
 class _SyncPipes:
     """bwrap's --info-fd (it reports the sandbox's pid) and --block-fd (it waits until the
-    network is configured before starting sandboxd)."""
+    network is configured before starting sandboxd), and the network stack's lifeline."""
 
     def __init__(self) -> None:
-        self._info_read, self.info_write = os.pipe()
-        self.block_read, self._block_write = os.pipe()
+        self._open: set[int] = set()
+        self._info_read, self.info_write = self._pipe()
+        self.block_read, self._block_write = self._pipe()
+        # held open by the sandbox's processes only: the network stack exits when they are gone
+        self.lifeline, self._lifeline_write = self._pipe()
+
+    def _pipe(self) -> tuple[int, int]:
+        read, write = os.pipe()
+        self._open |= {read, write}
+        return read, write
+
+    def _close(self, *fds: int) -> None:
+        for fd in fds:
+            if fd in self._open:
+                self._open.discard(fd)
+                os.close(fd)
 
     @property
-    def child_fds(self) -> tuple[int, int]:
-        return (self.info_write, self.block_read)
+    def child_fds(self) -> tuple[int, int, int]:
+        return (self.info_write, self.block_read, self._lifeline_write)
 
     def child_pid(self) -> int:
-        os.close(self.info_write)
-        os.close(self.block_read)
+        self._close(*self.child_fds)
         data = b""
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while b"child-pid" not in data or not data.rstrip().endswith(b"}"):
@@ -607,7 +623,7 @@ class _SyncPipes:
             if not chunk:
                 break
             data += chunk
-        os.close(self._info_read)
+        self._close(self._info_read)
         try:
             return int(json.loads(data)["child-pid"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -615,7 +631,11 @@ class _SyncPipes:
 
     def release(self) -> None:
         os.write(self._block_write, b"1")
-        os.close(self._block_write)
+        self.close()
+
+    def close(self) -> None:
+        """Close what this process still holds (idempotent)."""
+        self._close(*list(self._open))
 
 
 def _child_setup(cgroup: Cgroup | None) -> Callable[[], None]:
