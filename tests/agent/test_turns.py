@@ -116,3 +116,7 @@ def test_a_turn_changes_files_commits_and_ends_with_text(
     assert finished["detail"]["runId"] == run_id
     assert finished["detail"]["status"] == "completed"
     assert finished["detail"]["usage"] == run["usage"]
+    # a natural finish refreshed the cached diff (the committed calc.py is in it)
+    cached = agent_api.get(f"{tools}/diff/cached")
+    assert cached.status == 200, cached.body
+    assert "calc.py" in {f["path"] for f in cached.body["data"]["files"]}

@@ -148,16 +148,14 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
 
 
 def _bus(settings: Settings) -> EventBus | None:
+    """The one-machine bus. AWS has none in process: the table's outbox items reach the
+    EventBridge bus through DynamoDB Streams and a pipe (infra/constructs/outbox.py)."""
     if settings.mode is Mode.LOCAL:
         from openagents.events.local import LocalBus
         from openagents.local.rules import local_rules
 
         return LocalBus(settings.home / "events.jsonl", rules=local_rules(settings))
-    if not settings.event_bus_name:
-        return None
-    from openagents.events.eventbridge import EventBridgeBus
-
-    return EventBridgeBus(_client("events", settings), settings.event_bus_name)
+    return None
 
 
 def _secret(settings: Settings, arn: str | None) -> str | None:
@@ -253,7 +251,10 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     artifacts = _artifacts(settings)
     bus = _bus(settings)
     store = _store(settings, artifacts, bus)
-    outboxed = settings.store_adapter == "sqlite"  # the store's outbox publishes the events
+    # The store's outbox publishes the events: SQLite drains it to the local bus, and on AWS
+    # the table's stream and an EventBridge pipe put its items on the bus. Only the moto
+    # runtime (OPENAGENTS_STORE=dynamodb openagents dev) has no pipe: there the journal does.
+    outboxed = settings.store_adapter == "sqlite" or settings.mode is Mode.AWS
     driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
 
     def sandboxd(handle: SandboxHandle) -> Any:
@@ -309,7 +310,15 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
     chats = ChatService(store, settings, utc_now, new_id, metrics)
-    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats, journal)
+    sandbox_tools = SandboxTools(
+        store,
+        sandboxd,
+        utc_now,
+        artifacts,
+        exec_pool(settings),
+        on_unreachable=lifecycle.verify_running,
+    )
+    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats, journal, sandbox_tools)
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
@@ -321,14 +330,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         chats=chats,
         provisioning=provisioning,
         lifecycle=lifecycle,
-        sandbox_tools=SandboxTools(
-            store,
-            sandboxd,
-            utc_now,
-            artifacts,
-            exec_pool(settings),
-            on_unreachable=lifecycle.verify_running,
-        ),
+        sandbox_tools=sandbox_tools,
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         origin_guard=_origin_guard(settings),
@@ -346,6 +348,7 @@ def _agent(
     lifecycle: LifecycleService,
     chats: ChatService,
     journal: Journal,
+    tools: SandboxTools,
 ) -> tuple[AgentTurns, AgentLoop]:
     """The agent: run store (the store's adapter), models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use."""
@@ -368,7 +371,15 @@ def _agent(
     retention = timedelta(days=settings.agent_events_retention_days)
     registry = build_registry(settings)
     config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)
-    host = AgentHost(store, sandboxd, lifecycle, utc_now, ids=new_id, journal=journal)
+    host = AgentHost(
+        store,
+        sandboxd,
+        lifecycle,
+        utc_now,
+        ids=new_id,
+        journal=journal,
+        refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
+    )
     loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []
     lock = threading.Lock()

@@ -347,9 +347,10 @@ class AgentHost(TurnHost):
         *,
         ids: IdFactory,
         journal: Journal | None = None,
+        refresh_diff: Callable[[Identity, str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
     ) -> None:
-        self._ids, self._journal = ids, journal
+        self._ids, self._journal, self._refresh_diff = ids, journal, refresh_diff
         self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
         self._clock = clock
         self._wait = sandbox_wait_seconds
@@ -428,5 +429,10 @@ class AgentHost(TurnHost):
         _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
             self._lifecycle.activity(self._identity(run), run.session_id, "end")
+            if self._refresh_diff is not None:  # the cached diff (and the session's line counts)
+                try:
+                    self._refresh_diff(self._identity(run), run.session_id)
+                except Exception:
+                    log.exception("refreshing the diff after run %s", run.id)
         else:  # activity only: no follow-ups; the turn's heartbeat lapses on its own
             self._lifecycle.activity(self._identity(run), run.session_id, None)
