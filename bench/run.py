@@ -44,7 +44,10 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--max-rss-gib", type=float, default=6.0,
                      help="lifecycle: stop when the runtime's memory passes this (6)")  # fmt: skip
     cli.add_argument("--users", type=int, help="load: simulated users (50; quick 20)")
-    cli.add_argument("--duration", type=float, help="load: seconds (60; quick 10)")
+    cli.add_argument("--duration", type=float, help="load: seconds, status + post (60; quick 10)")
+    cli.add_argument(
+        "--compare-duration", type=float, help="load: seconds, status only vs the baseline"
+    )
     cli.add_argument("--output", type=Path, default=RESULTS, help="results file")
     cli.add_argument("--show", action="store_true", help="print the stored results; run nothing")
     return cli
