@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     # --- end of models ---
 
     # --- agent turns (openagents/agent, services/agent_turns.py; docs/agent.md) ---
-    agent_max_steps: int = Field(default=500, ge=1, le=5000)  # model + tool steps per turn
+    agent_max_steps: int = Field(default=500, ge=1, le=5000)  # model calls (+ tools) per turn
     agent_bash_timeout_seconds: int = Field(default=120, ge=1, le=600)  # default bash timeout
     agent_events_retention_days: int = Field(default=7, ge=1)  # stream events after a run ends
     agent_turn_timeout_seconds: int = Field(default=86_400, ge=60)  # a durable turn's deadline

@@ -166,7 +166,7 @@ class AgentLoop:
             return StepResult("end")
         if run.cancel_requested:
             return StepResult("aborted")
-        if run.steps >= self._config.max_steps:
+        if run.model_calls >= self._config.max_steps:  # a step: one model call and its tools
             return StepResult(
                 "failed", error=f"The turn reached its limit of {self._config.max_steps} steps."
             )
