@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "resume": "bench.resume",
     "lifecycle": "bench.lifecycle",
     "load": "bench.load",
+    "memory": "bench.memory",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -48,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument(
         "--compare-duration", type=float, help="load: seconds, status only vs the baseline"
     )
+    cli.add_argument("--memory-sessions", type=int, help="memory: sessions (500; quick 200)")
+    cli.add_argument("--sandboxes", type=int, help="memory: idle sandboxes (4; quick 2)")
     cli.add_argument("--output", type=Path, default=RESULTS, help="results file")
     cli.add_argument("--show", action="store_true", help="print the stored results; run nothing")
     return cli
@@ -65,6 +68,8 @@ def defaults(args: argparse.Namespace) -> argparse.Namespace:
         ("sessions", 100, 30),
         ("users", 50, 20),
         ("duration", 60.0, 10.0),
+        ("memory_sessions", 500, 200),
+        ("sandboxes", 4, 2),
     ):
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
