@@ -10,14 +10,21 @@ second while sessions wait, and once all have settled. hibernateAfter is lastAct
 idle timeout (activation sets both from one clock reading; hibernation clears only the first).
 
 The loop is fed by provisioning, which starts sandboxes one at a time: with a short idle timeout
-only some of the sessions wait at the same moment ("waiting at once")."""
+only some of the sessions wait at the same moment ("waiting at once").
+
+Goal (issue 12): decided - hibernateAfter p99 <= 2 s at 500 idle sessions (``--sessions 500``).
+Beside it: the runtime's growth per session, what one live sandbox costs (the runtime's
+children's RSS over the sandboxd alive, at the sample with the most sandboxes: sandboxd, bwrap,
+slirp4netns) and so how many would fit in the machine's memory at once."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from bench.common import (
@@ -33,6 +40,7 @@ from bench.common import (
 
 USERS = 10
 TERMINAL = {"hibernated", "failed"}
+P99_GOAL_SECONDS = 2.0
 
 
 class Client:
@@ -221,6 +229,18 @@ def _measure(
         key: round(max((s[key] for s in sampler.samples), default=0), 1)
         for key in ("rssMiB", "threads", "sandboxProcesses", "childrenRssMiB", "waiting")
     }
+    fullest = max(sampler.samples, key=lambda s: s["sandboxProcesses"], default=None)
+    per_sandbox = (
+        fullest["childrenRssMiB"] / fullest["sandboxProcesses"]
+        if fullest and fullest["sandboxProcesses"]
+        else 0.0
+    )
+    workspace = _workspace_bytes(rt.home)
+    total_mib = _mem_total_mib()
+    growth_kib = (
+        (settled_status.get("VmRSS", 0) - baseline.get("VmRSS", 0)) / len(order) if order else 0.0
+    )
+    p99 = summary(start_late).get("p99", 0.0) if start_late else None
     return {
         "sessions": len(order),
         "requestedSessions": count,
@@ -244,7 +264,34 @@ def _measure(
         },
         "peaks": peaks,
         "samples": len(sampler.samples),
+        "runtimeGrowthKiBPerSession": round(growth_kib, 1),
+        "perLiveSandboxMiB": round(per_sandbox, 1),
+        "workspaceAllocatedBytesPerSession": round(workspace / len(order)) if order else 0,
+        "memTotalMiB": round(total_mib),
+        "liveSandboxesFit": int((total_mib - settled_status.get("VmRSS", 0) / 1024) / per_sandbox)
+        if per_sandbox
+        else None,
+        "goal": {
+            "value": p99,
+            "goal": f"decided - hibernateAfter p99 <= {P99_GOAL_SECONDS:.0f} s at 500 sessions",
+            "met": p99 is not None and p99 <= P99_GOAL_SECONDS and len(order) >= 500,
+            "metAtThisSize": p99 is not None and p99 <= P99_GOAL_SECONDS,
+        },
     }
+
+
+def _workspace_bytes(home: Path) -> int:
+    """Disk the sandboxes' folders use (sparse volume images count what they allocated)."""
+    total = 0
+    for path in (home / "sandboxes").rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_blocks * 512
+    return total
+
+
+def _mem_total_mib() -> float:
+    return int(Path("/proc/meminfo").read_text().split()[1]) / 1024
 
 
 def rows(result: dict[str, Any]) -> list[list[str]]:
@@ -267,13 +314,34 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         if aborted
         else []
     )
+    goal = result.get("goal")
+    verdict = ""
+    if goal:
+        verdict = f"; goal p99 <= {P99_GOAL_SECONDS:.0f} s: " + (
+            "met" if goal["met"] else ("met at this size" if goal["metAtThisSize"] else "NOT met")
+        )
+    fit = (
+        [
+            [
+                "lifecycle: memory per session and per live sandbox",
+                f"{result['runtimeGrowthKiBPerSession']:.0f} KiB, "
+                f"{result['perLiveSandboxMiB']:.1f} MiB",
+                f"runtime growth per session; one sandbox's processes (sandboxd, bwrap, "
+                f"slirp4netns); workspace {result['workspaceAllocatedBytesPerSession'] / 2**20:.1f}"
+                f" MiB on disk per session; ~{result['liveSandboxesFit']} live sandboxes fit in "
+                f"{result['memTotalMiB'] / 1024:.1f} GiB",
+            ]
+        ]
+        if "perLiveSandboxMiB" in result
+        else []
+    )
     return [
         *note,
         [
             f"lifecycle: {n} sessions, decided - hibernateAfter",
-            f"p50 {d.get('p50', 0):.2f} s",
-            f"min {d.get('min', 0):.2f}, p90 {d.get('p90', 0):.2f}, p99 {d.get('p99', 0):.2f}, "
-            f"max {d.get('max', 0):.2f} s (n={d.get('n', 0)})",
+            f"p99 {d.get('p99', 0):.2f} s",
+            f"min {d.get('min', 0):.2f}, p50 {d.get('p50', 0):.2f}, p90 {d.get('p90', 0):.2f}, "
+            f"max {d.get('max', 0):.2f} s (n={d.get('n', 0)}){verdict}",
         ],
         [
             f"lifecycle: {n} sessions, hibernated - hibernateAfter",
@@ -292,4 +360,5 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             f"{p['waiting']:.0f} sessions waiting at once, {p['sandboxProcesses']:.0f} sandboxd "
             f"alive using {p['childrenRssMiB']:.0f} MiB",
         ],
+        *fit,
     ]
