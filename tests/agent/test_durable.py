@@ -1,0 +1,93 @@
+"""The durable orchestration: one named step per model and tool call, small results, and a run
+that always ends (finalize), whatever a step did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from openagents.agent.durable import run_turn
+from openagents.agent.loop import AgentLoop, StepResult
+from openagents.store.runs import RunStatus
+
+
+class Steps:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def step(self, func: Callable[[Any], Any], name: str | None = None) -> Any:
+        self.names.append(str(name))
+        return func(None)
+
+
+class Loop:
+    def __init__(
+        self, models: list[StepResult], tools: dict[str, StepResult] | None = None
+    ) -> None:
+        self.models, self.tools = models, tools or {}
+        self.finalized: tuple[str, str | None] | None = None
+
+    def begin(self, run_id: str) -> StepResult:
+        return StepResult("tools", ())
+
+    def model_step(self, run_id: str) -> StepResult:
+        return self.models.pop(0)
+
+    def tool_step(self, run_id: str, call: str, *, last: bool) -> StepResult:
+        result = self.tools.get(call, StepResult("tools"))
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def finalize(self, run_id: str, outcome: str, error: str | None = None) -> RunStatus:
+        self.finalized = (outcome, error)
+        return RunStatus.COMPLETED
+
+
+def run(loop: Loop) -> tuple[list[str], dict[str, Any]]:
+    steps = Steps()
+    result = run_turn({"runId": "r1"}, steps, loop)  # type: ignore[arg-type]
+    return steps.names, result
+
+
+def test_a_step_per_model_and_tool_call() -> None:
+    loop = Loop([StepResult("tools", ("a", "b")), StepResult("tools", ("c",)), StepResult("end")])
+    names, result = run(loop)
+    assert names == [
+        "begin",
+        "model-0",
+        "tool-0-0",
+        "tool-0-1",
+        "model-1",
+        "tool-1-0",
+        "model-2",
+        "finalize",
+    ]
+    assert result == {"runId": "r1", "status": "completed"}
+    assert loop.finalized == ("end", None)
+
+
+def test_waiting_aborted_and_failed_end_the_loop() -> None:
+    waiting = Loop([StepResult("tools", ("a", "b"))], {"a": StepResult("waiting")})
+    assert run(waiting)[0][-2:] == ["tool-0-1", "finalize"]  # the other calls still run
+    assert waiting.finalized == ("waiting", None)
+    aborted = Loop([StepResult("tools", ("a", "b"))], {"a": StepResult("aborted")})
+    assert run(aborted)[0][-2:] == ["tool-0-0", "finalize"]
+    assert aborted.finalized == ("aborted", None)
+    failed = Loop([StepResult("failed", error="model down")])
+    run(failed)
+    assert failed.finalized == ("failed", "model down")
+
+
+def test_a_step_that_raises_still_ends_the_run() -> None:
+    broken = Loop([StepResult("tools", ("a",))], {"a": RuntimeError("store gone")})  # type: ignore[dict-item]
+    names, _ = run(broken)
+    assert names[-1] == "finalize"
+    assert broken.finalized == ("failed", "The turn failed: store gone")
+
+
+def test_the_lambda_handler_is_the_durable_handler() -> None:
+    from functions.agent import handler
+
+    assert callable(handler.lambda_handler)
+    assert handler.make_handler(lambda: AgentLoop.__new__(AgentLoop)) is not handler.lambda_handler
