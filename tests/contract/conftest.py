@@ -16,9 +16,13 @@ import pytest
 from openagents import composition
 from openagents.artifacts.folder import FolderArtifactStore
 from openagents.composition import Container
+from openagents.domain.models import AuditEntry
+from openagents.events import Event, from_entry
 from openagents.settings import Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
+from openagents.store.items import OUTBOX_PREFIX, OutboxItem
+from openagents.store.mapping import to_event
 from openagents.store.port import Store
 from openagents.store.sqlite import SqliteStore
 
@@ -60,6 +64,22 @@ class Backend:
         finally:
             db.close()
         return sorted(rows)
+
+    def outbox(self, session_id: str) -> list[Event]:
+        """The session's events waiting in the outbox, oldest first: on DynamoDB its outbox
+        items (one Query), on SQLite its ``outbox`` rows (the fixture's store drains none)."""
+        if self.name == "dynamodb":
+            found = OutboxItem.query(f"S#{session_id}", OutboxItem.sk.startswith(OUTBOX_PREFIX))
+            return [to_event(item) for item in found]
+        db = sqlite3.connect(self.settings.sqlite_path)
+        try:
+            rows = db.execute(
+                "SELECT user_id, entry FROM outbox WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        finally:
+            db.close()
+        return [from_entry(AuditEntry.model_validate_json(entry), user) for user, entry in rows]
 
     def files(self) -> list[Path]:
         return sorted(p for p in self.artifacts.rglob("*") if p.is_file())

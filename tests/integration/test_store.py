@@ -27,11 +27,13 @@ from openagents.domain.models import (
     AuditEntry,
     Chat,
     ChatMark,
+    LifecycleState,
     ListFilter,
     Message,
     Role,
     Session,
 )
+from openagents.events import from_entry
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
@@ -39,6 +41,7 @@ from openagents.store.dynamodb import DynamoStore
 from openagents.store.mapping import chat_item
 from openagents.store.port import RateWindow
 
+ANY_STATE = frozenset(LifecycleState)
 ALICE = Identity(user_id="alice", username="alice", name="Alice Liddell")
 BOB = Identity(user_id="bob", username="bob")
 
@@ -168,20 +171,21 @@ def new_objects(
 # ------------------------------------------------------------ request counts
 
 
-def test_create_session_is_one_transaction_of_six_items(
+def test_create_session_is_one_transaction_of_seven_items(
     app: Container, settings: Settings, requests: Requests, metrics: RecordingMetrics
 ) -> None:
     session, chat = app.sessions.create(ALICE, NewSession())
 
     assert requests.counts() == {"GetItem": 1, "Query": 1, "TransactWriteItems": 1}
     (tx,) = requests.params("TransactWriteItems")
-    assert len(tx["TransactItems"]) == 6
+    assert len(tx["TransactItems"]) == 7  # the six items and the outbox event
     assert metrics.counts["SessionCreated"] == 1
 
     keys = scan(settings)
-    assert len(keys) == 6
+    assert len(keys) == 7
     by_pk = Counter(pk.split("#", 1)[0] for pk, _ in keys)
-    assert by_pk == {"S": 3, "CID": 1, "U": 2}
+    assert by_pk == {"S": 4, "CID": 1, "U": 2}
+    assert any(pk == f"S#{session.id}" and sk.startswith("O#") for pk, sk in keys)
     assert (f"S#{session.id}", "SESSION") in keys
     assert (f"S#{session.id}", f"C#{chat.id}") in keys
     assert (f"CID#{chat.id}", "CID") in keys
@@ -278,6 +282,62 @@ def test_chat_and_message_access_patterns_are_one_request_each(
     page = store.list_messages(chat.id, 10, None)
     assert requests.counts() == {"Query": 1}
     assert [m.id for m in page.items] == ["m-1"]
+
+
+# ------------------------------------------------------------ the events outbox
+
+
+def test_an_event_is_an_outbox_item_of_the_envelope_with_a_ttl(
+    store: DynamoStore, settings: Settings
+) -> None:
+    """The item the stream carries: the event's ``detail`` as PutEvents would send it, its
+    detail-type, and an expiry two days after the entry (the table's TTL attribute)."""
+    session, chat, entry, rate = new_objects("alice", "Outboxed", uuid.uuid4().hex[:10])
+    store.create_session(session, chat, entry, claim_title=True, rate=rate)
+    item = raw_item(settings, f"S#{session.id}", f"O#{entry.at.isoformat()}#{entry.id}")
+    assert item["detailType"] == {"S": "Session Created"}
+    assert json.loads(item["event"]["S"]) == from_entry(entry, "alice").detail
+    assert int(item[items.TTL_ATTRIBUTE]["N"]) == int(entry.at.timestamp()) + 2 * 24 * 3600
+
+
+def test_a_transition_adds_its_event_to_its_one_transaction(
+    store: DynamoStore, requests: Requests
+) -> None:
+    session, chat, entry, rate = new_objects("alice", "Moves", uuid.uuid4().hex[:10])
+    store.create_session(session, chat, entry, claim_title=True, rate=rate)
+    moved = AuditEntry(id="evt-moved", session_id=session.id, at=datetime.now(UTC), type="t.x")
+    requests.reset()
+    store.transition(session.id, expect=ANY_STATE, changes={}, entry=moved)
+    # the owner is known (this store wrote the session): no read before the write
+    assert requests.counts() == {"TransactWriteItems": 1, "GetItem": 1}
+    (tx,) = requests.params("TransactWriteItems")
+    puts = sorted(i["Put"]["Item"]["sk"]["S"][:2] for i in tx["TransactItems"] if "Put" in i)
+    assert puts == ["E#", "O#"]  # with the session's update: three items, one request
+    assert len(tx["TransactItems"]) == 3
+
+    requests.reset()
+    store.append_entry(moved.model_copy(update={"id": "evt-outcome"}))
+    assert requests.counts() == {"TransactWriteItems": 1}
+    (tx,) = requests.params("TransactWriteItems")
+    assert len(tx["TransactItems"]) == 2
+
+
+def test_an_unseen_session_owner_is_read_once(
+    store: DynamoStore, settings: Settings, tmp_path: Path, requests: Requests
+) -> None:
+    """A store that never saw the session reads its owner (``userId`` only), then remembers."""
+    session, chat, entry, rate = new_objects("bob", "Elsewhere", uuid.uuid4().hex[:10])
+    store.create_session(session, chat, entry, claim_title=True, rate=rate)
+    other = DynamoStore(FolderArtifactStore(tmp_path / "other"), settings.inline_message_bytes)
+    requests.reset()
+    for n in range(2):
+        other.append_entry(
+            AuditEntry(id=f"evt-{n}", session_id=session.id, at=datetime.now(UTC), type="t.y")
+        )
+    assert requests.counts() == {"GetItem": 1, "TransactWriteItems": 2}
+    (get,) = requests.params("GetItem")
+    assert get["ProjectionExpression"] == "#0"
+    assert get["ExpressionAttributeNames"] == {"#0": "userId"}
 
 
 # -------------------------------------------------------- messages and bodies

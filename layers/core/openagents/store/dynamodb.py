@@ -1,6 +1,13 @@
 """The store on DynamoDB through PynamoDB (AWS, and moto's server on one machine).
 
 Every access pattern is one request: GetItem, one Query, or one TransactWriteItems.
+
+Events outbox: every write that records an audit entry also puts that entry's domain event
+(``OutboxItem``, sort key ``O#…``) in the same TransactWriteItems, so an event exists exactly
+when the change it reports committed; the table's stream and an EventBridge pipe publish it
+(``infra/constructs/outbox.py``, docs/events.md). The event names the session's owner: the store
+remembers the owner of every session it read or wrote (a session's owner never changes), and
+reads it (one GetItem of ``userId``) only for a session it has not seen in this process.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from openagents.store.mapping import (
     first_message_title,
     iso,
     mark_map,
+    outbox_item,
     page_of,
     session_item,
     session_pk,
@@ -86,6 +94,8 @@ from openagents.store.transaction import Transaction, guard
 
 __all__ = ["CREATED_KEY", "EVENT_SK", "MESSAGE_SK", "DynamoStore"]
 
+OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
+
 
 class DynamoStore:
     """``Store`` on one DynamoDB table. ``items.bind`` must have pointed the models at it."""
@@ -94,6 +104,26 @@ class DynamoStore:
         self._artifacts = artifacts
         self._inline = inline_message_bytes
         self._connection: tuple[tuple[str, str | None], Connection] | None = None
+        self._owners: dict[str, str] = {}
+
+    def _seen(self, session: Session) -> Session:
+        """Remember the session's owner (for the events of writes that name only its id)."""
+        if len(self._owners) >= OWNERS_KEPT:
+            self._owners.clear()
+        self._owners[session.id] = session.user_id
+        return session
+
+    def _owner(self, session_id: str) -> str:
+        """The owner of a session: remembered, else one GetItem of ``userId`` ("" if gone)."""
+        known = self._owners.get(session_id)
+        if known is not None:
+            return known
+        try:
+            item = SessionItem.get(session_pk(session_id), SESSION_SK, attributes_to_get=["userId"])
+        except SessionItem.DoesNotExist:
+            return ""
+        self._owners[session_id] = item.user_id
+        return item.user_id
 
     def _transaction(self) -> Transaction:
         """Transactions share one connection (a new one would reload botocore's models)."""
@@ -182,17 +212,19 @@ class DynamoStore:
                     | (CounterItem.hits < rate.limit)
                     | (CounterItem.expires_at < now),  # past its TTL: as good as gone
                 )
+                tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
             if tx.failed(exc, 5):
                 raise RateLimitExceeded(rate.ends_at) from exc
             if tx.failed(exc, 4):
                 raise TitleTaken from exc
             raise
+        self._seen(session)
 
     @guard
     def get_session(self, session_id: str) -> Session | None:
         try:
-            return to_session(SessionItem.get(session_pk(session_id), SESSION_SK))
+            return self._seen(to_session(SessionItem.get(session_pk(session_id), SESSION_SK)))
         except SessionItem.DoesNotExist:
             return None
 
@@ -226,7 +258,8 @@ class DynamoStore:
             page_size=limit + 1,
             last_evaluated_key=last_key,
         )
-        return page_of([to_session(item) for item in results], limit, lambda s: created_key(s))
+        found = [self._seen(to_session(item)) for item in results]
+        return page_of(found, limit, lambda s: created_key(s))
 
     @guard
     def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
@@ -248,6 +281,7 @@ class DynamoStore:
                     actions=[TitleItem.session_ids.add({session.id})],
                 )
                 tx.save(audit_item(entry))
+                tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
             if tx.failed(exc, 0):
                 raise Gone from exc
@@ -292,6 +326,7 @@ class DynamoStore:
                         actions=[ProfileItem.archived_count.add(delta)],
                     )
                 tx.save(audit_item(entry))
+                tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
             if tx.failed(exc, 0):  # the status changed (or the session went) meanwhile
                 raise StaleState from exc
@@ -313,7 +348,7 @@ class DynamoStore:
         key = pr_key(owner, name, number)
         if key is None:
             return []
-        return [to_session(item) for item in SessionItem.by_pr.query(key)]
+        return [self._seen(to_session(item)) for item in SessionItem.by_pr.query(key)]
 
     @guard
     def delete_session(self, session: Session) -> None:
@@ -372,11 +407,13 @@ class DynamoStore:
         if lease is not None:
             condition &= SessionItem.lifecycle_run_id == lease
         item = SessionItem(session_pk(session_id), SESSION_SK)
+        owner = self._owner(session_id) if entry is not None else ""
         try:
             with self._transaction() as tx:
                 tx.update(item, actions=actions, condition=condition)
                 if entry is not None:
                     tx.save(audit_item(entry))
+                    tx.save(outbox_item(entry, owner))
         except TransactWriteError as exc:
             if tx.failed(exc, 0):
                 raise StaleState from exc
@@ -470,8 +507,12 @@ class DynamoStore:
 
     @guard
     def append_entry(self, entry: AuditEntry) -> None:
-        """An audit entry that records an outcome, not a state change."""
-        audit_item(entry).save()
+        """An audit entry that records an outcome, not a state change (and its event: one
+        TransactWriteItems of the two)."""
+        owner = self._owner(entry.session_id)
+        with self._transaction() as tx:
+            tx.save(audit_item(entry))
+            tx.save(outbox_item(entry, owner))
 
     @guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:

@@ -13,10 +13,16 @@ Key design (one table, ``pk``/``sk`` strings):
 | user profile | ``U#<userId>`` | ``PROFILE`` |
 | title registry | ``U#<userId>`` | ``T#<title>`` |
 | rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
+| outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
 project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
 (sparse, ``byPr``, all attributes) serve the reconciler and the GitHub webhook.
+
+An outbox event is a domain event written in the transaction of the change it reports (next to
+its audit entry); the table's stream carries it to EventBridge Pipes, which keeps only INSERTs of
+``O#`` sort keys (``infra/constructs/outbox.py``) and puts the event on the bus. It sits on the
+session's partition, so a session's events share one stream shard, in order.
 """
 
 from __future__ import annotations
@@ -204,6 +210,15 @@ class TitleItem(_Base):
     session_ids = UnicodeSetAttribute(attr_name="sessionIds", null=True)
 
 
+class OutboxItem(_Base):
+    """A domain event for the stream: ``event`` is its ``detail`` (the versioned envelope,
+    ``openagents.events.from_entry``) as JSON, exactly what PutEvents would send."""
+
+    event = UnicodeAttribute()
+    detail_type = UnicodeAttribute(attr_name="detailType")
+    expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
+
+
 class CounterItem(_Base):
     hits = NumberAttribute(default=0)
     expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
@@ -211,9 +226,12 @@ class CounterItem(_Base):
 
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
-    ProfileItem, TitleItem, CounterItem,
+    ProfileItem, TitleItem, CounterItem, OutboxItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
+OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)
+OUTBOX_EVENT_ATTRIBUTE = "event"  # where the enrichment reads the event's detail
+OUTBOX_TTL_SECONDS = 2 * 24 * 3600  # past the stream's 24 h retention: published or dead-lettered
 
 
 def bind(table_name: str, host: str | None, region: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -16,7 +17,16 @@ from openagents.domain.models import (
     Session,
     pr_key,
 )
-from openagents.store.items import AuditItem, ChatItem, SessionItem
+from openagents.events import Event, from_entry
+from openagents.store.items import (
+    OUTBOX_EVENT_ATTRIBUTE,
+    OUTBOX_PREFIX,
+    OUTBOX_TTL_SECONDS,
+    AuditItem,
+    ChatItem,
+    OutboxItem,
+    SessionItem,
+)
 from openagents.store.keys import (
     CREATED_KEY,
     EVENT_SK,
@@ -222,3 +232,38 @@ def to_audit(item: AuditItem) -> AuditEntry:
         type=item.type,
         detail=detail,
     )
+
+
+def outbox_sk(entry: AuditEntry) -> str:
+    """``O#<iso time>#<entry id>``: a session's events sort as its audit entries do."""
+    return f"{OUTBOX_PREFIX}{iso(entry.at)}#{entry.id}"
+
+
+def outbox_item(entry: AuditEntry, user_id: str) -> OutboxItem:
+    """The domain event of ``entry``, written in the same transaction as the entry (the stream
+    and the pipe publish it; it expires after ``OUTBOX_TTL_SECONDS``)."""
+    event = from_entry(entry, user_id)
+    return OutboxItem(
+        session_pk(entry.session_id),
+        outbox_sk(entry),
+        event=json.dumps(event.detail),  # what EventBridgeBus sent as PutEvents' Detail
+        detail_type=event.detail_type,
+        expires_at=int(entry.at.timestamp()) + OUTBOX_TTL_SECONDS,
+    )
+
+
+def to_event(item: OutboxItem) -> Event:
+    detail: dict[str, Any] = json.loads(item.event)
+    return Event(
+        detail_type=item.detail_type,
+        detail=detail,
+        time=datetime.fromisoformat(detail["time"]),
+    )
+
+
+def stream_detail(record: dict[str, Any]) -> dict[str, Any]:
+    """The event ``detail`` of one DynamoDB stream record of an outbox item (NEW_IMAGE), as the
+    pipe's enrichment returns it to the bus target."""
+    image = record["dynamodb"]["NewImage"]
+    detail: dict[str, Any] = json.loads(image[OUTBOX_EVENT_ATTRIBUTE]["S"])
+    return detail
