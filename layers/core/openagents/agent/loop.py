@@ -50,7 +50,7 @@ from openagents.agent.ui import (
     is_tool_part,
     tool_name,
 )
-from openagents.domain.errors import InvalidInput
+from openagents.domain.errors import DomainError, InvalidInput
 from openagents.store.runs import Run, RunStatus, RunStore, RunUsage
 
 log = logging.getLogger(__name__)
@@ -177,16 +177,9 @@ class AgentLoop:
             writer.add({"type": "start", "messageId": message.id})
         writer.add({"type": "start-step"})
         message.parts.append({"type": "step-start"})
-        try:
-            model = self._models.model(run.model_id)
-            request = self._request(run, others, message)
-            finish = _Streamer(writer, message, run.model_calls).play(
-                model.stream(request, cancelled=self._cancelled(run_id))
-            )
-        except ModelError as error:
-            return self._model_failed(run, message, writer, error.message)
-        except SandboxError as error:
-            return self._model_failed(run, message, writer, f"The sandbox is unavailable: {error}")
+        finish = self._stream(run, others, message, writer)
+        if isinstance(finish, str):
+            return self._model_failed(run, message, writer, finish)
         message.finish_streaming()
         reasons = message.metadata.get("stepFinishReasons")
         message.metadata["stepFinishReasons"] = [
@@ -209,6 +202,27 @@ class AgentLoop:
             return self._saved(run, message, writer, StepResult("tools", calls))
         writer.add({"type": "finish-step"})
         return self._saved(run, message, writer, StepResult("end"))
+
+    def _stream(
+        self,
+        run: Run,
+        others: Sequence[UIMessageJson],
+        message: AssistantMessage,
+        writer: EventWriter,
+    ) -> Finish | str:
+        """The model call streamed into ``writer`` and ``message``; a readable error instead."""
+        try:
+            model = self._models.model(run.model_id)
+            request = self._request(run, others, message)
+            return _Streamer(writer, message, run.model_calls).play(
+                model.stream(request, cancelled=self._cancelled(run.id))
+            )
+        except ModelError as error:
+            return error.message
+        except SandboxError as error:
+            return f"The sandbox is unavailable: {error}"
+        except DomainError as error:  # e.g. the run's model is no longer configured
+            return error.message
 
     def _saved(
         self, run: Run, message: AssistantMessage, writer: EventWriter, result: StepResult

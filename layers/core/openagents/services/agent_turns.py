@@ -18,7 +18,7 @@ from openagents.agent.models.registry import ModelInfo, ModelRegistry
 from openagents.agent.prompt import Project
 from openagents.agent.sandbox import SandboxError, Workspace, WorkspaceClient
 from openagents.agent.ui import AssistantMessage, UIMessageJson
-from openagents.domain.errors import Conflict, InvalidInput, NotFound
+from openagents.domain.errors import Conflict, DomainError, InvalidInput, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
     AuditEntry,
@@ -41,7 +41,7 @@ from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInP
 log = logging.getLogger(__name__)
 STREAM_DEFAULT_WAIT = 20.0
 STREAM_MAX_WAIT = 25.0
-STREAM_POLL_SECONDS = 0.1
+STREAM_POLL_SECONDS = 0.15
 RUNS_PAGE = 50
 SANDBOX_WAIT_SECONDS = 300.0
 HEARTBEAT_EVERY_SECONDS = 60.0
@@ -398,6 +398,11 @@ class AgentHost(TurnHost):
                 return WorkspaceClient(self._sandboxd(handle))
             if state not in WAITING or time.monotonic() > deadline:
                 raise SandboxError(f"the session's sandbox is not running ({state or 'none'})")
+            if state is LifecycleState.HIBERNATED:  # it hibernated meanwhile: bring it back
+                try:
+                    self._lifecycle.resume(self._identity(run), run.session_id)
+                except DomainError as error:
+                    raise SandboxError(f"the session's sandbox cannot resume: {error}") from None
             time.sleep(0.5)
 
     def project(self, run: Run) -> Project:
