@@ -268,3 +268,70 @@ def test_status_reads_once_and_extend_moves_the_lifetime(
     assert extended.sandbox_expires_at == session.sandbox_expires_at + step
     assert extended.lifecycle_version == session.lifecycle_version + 1
     json.dumps(view.session.model_dump(mode="json"))
+
+
+class Crash(BaseException):
+    """The runtime dying at a precise point (nothing after it runs)."""
+
+
+class CrashOnStop:
+    """The driver, except that stopping the sandbox kills the 'process' first."""
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)
+
+    def stop(self, handle: SandboxHandle) -> None:
+        raise Crash
+
+
+def test_a_crash_between_snapshot_and_stop_keeps_the_newest_snapshot(
+    runtime: Container, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = runtime
+    session = start_session(container, tmp_path)
+    _stop_runs(container)  # this test drives the lifecycle steps itself
+    run(container, session.id, "echo newest > latest.txt")
+    # Given a hibernation whose verified snapshot was taken, and the runtime dies as it stops
+    # the sandbox (before the hibernated transition)
+    run_id = "lifecycle-crashing"
+    store = container.lifecycle._store
+    store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.ACTIVE}),
+        changes={"lifecycle_run_id": run_id},
+        entry=None,
+    )
+    from openagents.domain.lifecycle import with_due
+
+    due = session.model_copy(update={"hibernate_after": session.created_at})
+    store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.ACTIVE}),
+        changes=with_due(due, {"hibernate_after": due.hibernate_after}),
+        entry=None,
+    )
+    monkeypatch.setattr(container.lifecycle, "_driver", CrashOnStop(container.driver))
+    with pytest.raises(Crash):
+        container.lifecycle.hibernate(session.id, run_id)
+    monkeypatch.setattr(container.lifecycle, "_driver", container.driver)
+    # Then the session already points at that snapshot (written ahead of the stop)
+    crashed = container.sessions.get(ALICE, session.id)
+    assert crashed.lifecycle_state is LifecycleState.HIBERNATING
+    assert crashed.snapshot is not None
+    assert crashed.snapshot["generation"] == session.sandbox_generation
+    assert (container.settings.home / "snapshots" / crashed.snapshot["id"]).exists()
+    # When the restarted runtime's reconciler finds the sandbox gone
+    container.driver.stop(SandboxHandle.from_dict(crashed.sandbox or {}))
+    container.lifecycle.reconcile(check_all=True)
+    # Then the session is hibernated from that newest snapshot, and resume brings the work back
+    recovered = container.sessions.get(ALICE, session.id)
+    assert recovered.lifecycle_state is LifecycleState.HIBERNATED
+    assert recovered.snapshot == crashed.snapshot
+    assert recovered.lifecycle_run_id is None
+    container.lifecycle.resume(ALICE, session.id)
+    resumed = wait_for(container, session.id, LifecycleState.ACTIVE, LifecycleState.HIBERNATED)
+    assert resumed.lifecycle_state is LifecycleState.ACTIVE, resumed.lifecycle_error
+    assert run(container, session.id, "cat latest.txt")["stdout"] == "newest\n"

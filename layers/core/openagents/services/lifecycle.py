@@ -188,9 +188,15 @@ class LifecycleService:
             )
             self._metrics.count("SnapshotFailed")
             raise SnapshotFailed(message) from exc
-        fresh = self._store.get_session(session_id)
-        if fresh is not None and self._activity_moved(fresh):
-            self._remember(fresh, snapshot)
+        # Write-ahead: the verified snapshot is on the session before anything is stopped, so
+        # a crash from here on leaves the session pointing at its newest copy (recovery —
+        # the reconciler, or ``mark_lost`` — hibernates it from that one).
+        previous = session.snapshot
+        fresh = self._record_snapshot(session, snapshot, run_id)
+        if fresh is None:
+            return decision("exit", reason="run-replaced")
+        self._drop_snapshot(previous, keep=snapshot)
+        if self._activity_moved(fresh):
             self._move(
                 fresh,
                 HIBERNATING,
@@ -207,7 +213,6 @@ class LifecycleService:
                 "activity-moved",
             )
         self._driver.stop(handle)
-        previous = session.snapshot
         hibernated: dict[str, Any] = {
             "lifecycle_state": LifecycleState.HIBERNATED,
             "hibernated_at": self._clock(),
@@ -228,7 +233,6 @@ class LifecycleService:
             # Another run took the lease meanwhile, but this sandbox is stopped and this
             # verified snapshot is its only copy: record it whoever owns the lease now.
             self._move(session, HIBERNATING, hibernated, "sandbox.hibernated", None, detail=detail)
-        self._drop_snapshot(previous, keep=snapshot)
         self._metrics.count("SandboxHibernated")
         return decision("exit", reason="hibernated")
 
@@ -496,17 +500,30 @@ class LifecycleService:
         due = due_at(fresh.model_copy(update={"lifecycle_state": LifecycleState.ACTIVE}))
         return due is not None and due > self._clock()
 
-    def _remember(self, session: Session, snapshot: SnapshotRef) -> None:
-        """A verified snapshot taken before an abort is still the newest copy: keep it."""
-        previous = session.snapshot
-        with contextlib.suppress(StaleState):
-            self._store.transition(
-                session.id, expect=RUNNING, changes={"snapshot": snapshot.to_dict()}, entry=None
+    def _record_snapshot(
+        self, session: Session, snapshot: SnapshotRef, run_id: str
+    ) -> Session | None:
+        """Record a verified snapshot on the hibernating session (conditional on the lease)
+        before its sandbox is stopped. Another run that took the lease meanwhile still gets
+        it (it is the newest copy); a session no longer hibernating (archived, lost) does
+        not, and the snapshot is deleted: None."""
+        changes = {"snapshot": snapshot.to_dict()}
+        try:
+            return self._store.transition(
+                session.id, expect=HIBERNATING, changes=changes, entry=None, lease=run_id
             )
-            self._drop_snapshot(previous, keep=snapshot)
+        except StaleState:
+            pass
+        try:
+            return self._store.transition(
+                session.id, expect=HIBERNATING, changes=changes, entry=None
+            )
+        except StaleState:
+            self._drop_snapshot(snapshot.to_dict(), keep=None)
+            return None
 
-    def _drop_snapshot(self, previous: dict[str, Any] | None, keep: SnapshotRef) -> None:
-        if previous and previous.get("id") != keep.id:
+    def _drop_snapshot(self, previous: dict[str, Any] | None, keep: SnapshotRef | None) -> None:
+        if previous and (keep is None or previous.get("id") != keep.id):
             try:
                 self._driver.delete_snapshot(SnapshotRef.from_dict(previous))
             except SandboxError as exc:  # an orphan costs storage, never data
