@@ -18,7 +18,13 @@ from openagents.agent.models.registry import ModelInfo, ModelRegistry
 from openagents.agent.prompt import Project
 from openagents.agent.sandbox import SandboxError, Workspace, WorkspaceClient
 from openagents.agent.ui import AssistantMessage, UIMessageJson
-from openagents.domain.errors import Conflict, DomainError, InvalidInput, NotFound
+from openagents.domain.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+)
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
     AuditEntry,
@@ -190,6 +196,10 @@ class AgentTurns:
                 field="sessionId",
             )
         model = self.model_for(identity, chat, model_id)
+        try:
+            engine = self._engine()
+        except ValueError as error:  # a deployment without the agent function configured
+            raise Unavailable(f"The agent engine is not configured: {error}") from None
         now = self._clock()
         run = Run(
             id=self._ids(),
@@ -220,7 +230,7 @@ class AgentTurns:
             )
             if session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
-            self._engine().start(run.id)
+            engine.start(run.id)
             _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
         except Exception as error:
             self._runs.finish(
