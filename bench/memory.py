@@ -40,6 +40,13 @@ SESSION_GOAL_KIB = 200
 SANDBOXD_GOAL_MIB = 25
 SANDBOX_PYTHON = "/usr/bin/python3"
 WARM_UP = 20
+BREAKDOWN = (
+    "interpreter",
+    "stdlib imports",
+    "sandboxd's own code",
+    "compiling the script at start",
+    "serving (socket, threads, buffers)",
+)
 USERS = 10
 
 
@@ -349,6 +356,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
     kib = s["sandboxdKiB"]
     b = w["breakdownKiB"]
     serving = w["servingKiB"]
+    heaviest = sorted(w["importsAloneKiB"].items(), key=lambda kv: -kv[1])
     return [
         [
             f"memory: control plane, {c['sessions']} sessions (SQLite, no sandboxes)",
@@ -369,9 +377,9 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         [
             "memory: sandboxd, where it goes",
             f"{sum(b.values()) / 1024:.1f} MiB",
-            "; ".join(f"{k} {v / 1024:.1f}" for k, v in b.items())
+            "; ".join(f"{k} {b[k] / 1024:.1f}" for k in BREAKDOWN if k in b)
             + f" MiB ({w['python']}); imports alone: "
-            + ", ".join(f"{k} {v / 1024:.1f}" for k, v in list(w["importsAloneKiB"].items())[:4])
+            + ", ".join(f"{k} {v / 1024:.1f}" for k, v in heaviest[:4])
             + " MiB",
         ],
         [
