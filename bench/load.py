@@ -38,6 +38,7 @@ USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-bench"
 P99_GOAL_MS = 100.0
 THROUGHPUT_GOAL = 0.5
 ROUNDS = 2
+IDLE_SECONDS = 3.0
 
 
 @dataclass
@@ -258,6 +259,9 @@ def run(args: Any) -> dict[str, Any]:
         mixed = asyncio.run(_drive(targets["runtime"], users, ("status", "message"), args.duration))
         stored = _stored(rt.base_url, users)
         causes = _causes(rt.log) if mixed.errors else {}
+        idle_before = cpu_seconds(rt.pid)
+        time.sleep(IDLE_SECONDS)  # what the runtime burns with no request (drain, timers)
+        idle_share = (cpu_seconds(rt.pid) - idle_before) / IDLE_SECONDS
         say(f"load: status only, runtime vs baseline, {ROUNDS} rounds of {compare / 4:.1f} s each")
         status_only: dict[str, list[Phase]] = {"runtime": [], "baseline": []}
         for r in range(ROUNDS):
@@ -266,7 +270,10 @@ def run(args: Any) -> dict[str, Any]:
                 status_only[name].append(
                     asyncio.run(_drive(targets[name], users, ("status",), compare / 4))
                 )
-    return _result(args, store, mixed, stored, causes, status_only)
+    result = _result(args, store, mixed, stored, causes, status_only)
+    result["runtimeIdleCpuShare"] = round(idle_share, 3)
+    result["load1"] = round(os.getloadavg()[0], 2)
+    return result
 
 
 def _result(
@@ -380,7 +387,8 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                 f"{rt['serverCpuMsPerRequest']:.2f} vs {base['serverCpuMsPerRequest']:.2f} ms",
                 f"server processes (the runtime used {rt['serverCpuShare']:.2f} cores, the "
                 f"baseline {base['serverCpuShare']:.2f}); the load generator "
-                f"{rt['clientCpuMsPerRequest']:.2f} / {base['clientCpuMsPerRequest']:.2f} ms",
+                f"{rt['clientCpuMsPerRequest']:.2f} / {base['clientCpuMsPerRequest']:.2f} ms; "
+                f"the runtime idle {result.get('runtimeIdleCpuShare', 0):.2f} cores",
             ]
         )
     return table
