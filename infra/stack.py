@@ -15,6 +15,7 @@ from infra.constructs.events import Events
 from infra.constructs.function import Layers
 from infra.constructs.github import GitHub
 from infra.constructs.identity import Identity
+from infra.constructs.outbox import Outbox
 from infra.constructs.protection import Protection
 from infra.constructs.sandbox import Sandbox
 from infra.constructs.web import Web
@@ -33,6 +34,7 @@ OUTPUTS = {
     "GitHubWebhookSecretArn": "HMAC key of the GitHub webhook (paste it into GitHub)",
     "GitHubTokenSecretArn": "GitHub token for PR lookups (put a fine-grained token in it)",
     "RuleDeadLettersQueueUrl": "events the rules could not deliver (archive finalisation)",
+    "OutboxDeadLettersQueueUrl": "outbox batches the pipe could not publish (stream coordinates)",
     "SandboxClusterName": "ECS cluster the sandbox tasks run in",
     "SandboxSecurityGroupId": "the sandboxes' security group (admit it on an egress proxy)",
     "ProvisioningStateMachineArn": "the provisioning workflow",
@@ -64,6 +66,14 @@ class OpenAgentsStack(Stack):
             self, "Identity", config=config, app_urls=[self.web.url, *config.spa_origins]
         )
         layers = Layers(self, "Layers", config=config)
+        self.outbox = Outbox(
+            self,
+            "Outbox",
+            config=config,
+            table=self.data.table,
+            bus=self.events.bus,
+            layers=layers,
+        )
         self.sandbox = Sandbox(
             self,
             "Sandbox",
@@ -121,6 +131,7 @@ class OpenAgentsStack(Stack):
         self._output("GitHubTokenSecretArn", self.github.token_secret.secret_arn)
         if self.events.dead_letters is not None:
             self._output("RuleDeadLettersQueueUrl", self.events.dead_letters.queue_url)
+        self._output("OutboxDeadLettersQueueUrl", self.outbox.dead_letters.queue_url)
         self._output("SandboxClusterName", self.sandbox.cluster.cluster_name)
         self._output("SandboxSecurityGroupId", self.sandbox.sandbox_sg.security_group_id)
         self._output(

@@ -53,7 +53,6 @@ NEEDS = Needs(
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
     driver=("probe",),  # a sandbox tool call that cannot reach sandboxd checks the task
     token_key=True,  # the sandbox tools call sandboxd with the sandbox's token
-    publishes=True,  # every audit entry is a domain event
 )
 
 ACCESS_LOG_FORMAT = {

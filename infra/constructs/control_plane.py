@@ -16,7 +16,6 @@ from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from openagents.events import SOURCE as EVENT_SOURCE
 from openagents.workflows import catalog
 
 from infra import nag
@@ -43,7 +42,8 @@ class Needs:
     starts: tuple[str, ...] = ()  # state machines (catalog names) it starts
     driver: tuple[str, ...] = ()  # FargateDriver methods it calls
     token_key: bool = False  # reads the sandbox token key (sandboxd calls, or any driver use)
-    publishes: bool = False  # puts domain events (every audit entry) on the bus
+    # No function puts events on the bus: the store writes them to the table's outbox and the
+    # pipe publishes them (infra/constructs/outbox.py), so no role is granted events:PutEvents.
 
 
 def state_machine_name(config: StageConfig, machine: str) -> str:
@@ -164,15 +164,6 @@ class ControlPlane:
                     sid="StartWorkflows",
                     actions=["states:StartExecution"],
                     resources=[machines[machine] for machine in needs.starts],
-                )
-            )
-        if needs.publishes:
-            statements.append(
-                iam.PolicyStatement(
-                    sid="PublishDomainEvents",
-                    actions=["events:PutEvents"],
-                    resources=[self.events.bus.event_bus_arn],
-                    conditions={"StringEquals": {"events:source": EVENT_SOURCE}},
                 )
             )
         statements += self.sandbox.driver_statements(needs.driver)

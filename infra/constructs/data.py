@@ -111,6 +111,7 @@ class Data(Construct):
                 point_in_time_recovery_enabled=True
             ),
             time_to_live_attribute=items.TTL_ATTRIBUTE,
+            stream=dynamodb.StreamViewType.NEW_IMAGE,  # the events outbox (constructs/outbox.py)
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=config.prod,
             removal_policy=removal(config),

@@ -75,7 +75,6 @@ SPECS: dict[str, FunctionSpec] = {
             starts=("lifecycle",),  # a session that becomes active starts its loop
             driver=("start", "probe", "stop"),
             token_key=True,
-            publishes=True,
         ),
         environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
         # the prepare step waits on sandboxd's clone (up to 600 s, the client 660 s)
@@ -94,7 +93,6 @@ SPECS: dict[str, FunctionSpec] = {
             starts=("lifecycle",),
             driver=("probe", "snapshot", "stop", "delete_snapshot"),
             token_key=True,
-            publishes=True,
         ),
         environment={
             "OPENAGENTS_FARGATE_SNAPSHOT_WAIT_DELAY_SECONDS": str(SNAPSHOT_WAIT_DELAY_SECONDS),
@@ -117,7 +115,6 @@ SPECS: dict[str, FunctionSpec] = {
             # a hibernated session's work is bundled from a temporary sandbox (its snapshot)
             driver=("start", "probe", "stop", "delete_snapshot"),
             token_key=True,  # sandboxd calls (git bundle, reading it back)
-            publishes=True,
         ),
         environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
         # bundling a large repository: git bundle (up to 600 s) plus reading it back in chunks
