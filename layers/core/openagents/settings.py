@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     lifecycle_min_sleep_seconds: float = Field(default=5.0, gt=0)  # shortest loop wait
 
     auto_archive_days: int = Field(default=7, ge=0)  # archive sessions hibernated this long; 0: off
-    event_bus_name: str | None = None  # AWS: the EventBridge bus domain events go to
+    event_bus_name: str | None = None  # AWS: the domain bus (the outbox pipe publishes to it)
 
     # archive and GitHub
     archive_retry_attempts: int = Field(default=4, ge=1)  # one machine: the rule's retries
