@@ -16,6 +16,7 @@ from ``items.SessionItem`` when the adapter is built.
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -43,10 +44,10 @@ from openagents.store.runs import (
     run_to_json,
     started_key,
 )
-from openagents.store.transaction import Transaction, guard
+from openagents.store.transaction import Transaction, conflicted, guard
 
 __all__ = ["DynamoRunStore"]
-WRITE_RETRIES = 8
+WRITE_RETRIES = 30  # optimistic writes: one writer per run normally, a few at most
 
 
 class _Item(Model):
@@ -216,7 +217,7 @@ class DynamoRunStore:
 
     @guard
     def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
-        for _ in range(WRITE_RETRIES):
+        for attempt in range(WRITE_RETRIES):
             item = self._item(run_id)
             if item is None:
                 raise RunNotFound(run_id)
@@ -239,7 +240,8 @@ class DynamoRunStore:
                             condition=EventItem.pk.does_not_exist(),
                         )
             except TransactWriteError as exc:
-                if tx.failed(exc, 0):
+                if tx.failed(exc, 0) or conflicted(exc):
+                    time.sleep(0.005 * (attempt + 1) * (1 + random.random()))  # noqa: S311
                     continue  # another append won: number after it
                 raise
             return last
