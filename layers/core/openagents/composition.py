@@ -405,7 +405,10 @@ def _agent(
                         raise ValueError("OPENAGENTS_AGENT_FUNCTION_ARN is required in aws mode")
                     engines.append(
                         LambdaTurnEngine(
-                            lambda: _client("lambda", settings), settings.agent_function_arn
+                            lambda: _client("lambda", settings),
+                            settings.agent_function_arn,
+                            runs,
+                            lambda: loop,
                         )
                     )
             return engines[0]

@@ -1,0 +1,91 @@
+"""The AWS turn engine: an asynchronous invoke named by the run id; a stop that the run does not
+honour in time stops the execution and ends the run."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from openagents.agent.engine_lambda import LambdaTurnEngine
+from openagents.store.runs import Run, RunStatus
+from openagents.store.runs_sqlite import SqliteRunStore
+
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-turn:live"
+
+
+class FakeLambda:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def invoke(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(("invoke", kw))
+        return {"StatusCode": 202}
+
+    def list_durable_executions_by_function(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(("list", kw))
+        return {"DurableExecutions": [{"DurableExecutionArn": "arn:exec:1"}]}
+
+    def stop_durable_execution(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(("stop", kw))
+        return {}
+
+
+class Finalizer:
+    def __init__(self, runs: SqliteRunStore) -> None:
+        self.runs = runs
+
+    def finalize(self, run_id: str, outcome: str, error: str | None = None) -> RunStatus:
+        from datetime import timedelta
+
+        return self.runs.finish(
+            run_id, RunStatus.ABORTED, at=datetime.now(UTC), retention=timedelta(days=7)
+        ).status
+
+
+def test_start_invokes_the_durable_function_asynchronously(tmp_path: Path) -> None:
+    fake = FakeLambda()
+    engine = LambdaTurnEngine(lambda: fake, ARN, SqliteRunStore(tmp_path / "db"), lambda: None)  # type: ignore[arg-type, return-value]
+    engine.start("run-1")
+    kind, call = fake.calls[0]
+    assert kind == "invoke"
+    assert call["FunctionName"] == ARN
+    assert call["InvocationType"] == "Event"
+    assert call["DurableExecutionName"] == "run-1"
+    assert json.loads(call["Payload"]) == {"runId": "run-1"}
+
+
+def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
+    runs = SqliteRunStore(tmp_path / "db")
+    run = Run(
+        id="run-2",
+        session_id="s",
+        chat_id="c",
+        user_id="u",
+        message_id="m",
+        assistant_message_id="a",
+        model_id="scripted/default",
+        started_at=datetime.now(UTC),
+    )
+    runs.start(run)
+    fake = FakeLambda()
+    engine = LambdaTurnEngine(
+        lambda: fake,
+        ARN,
+        runs,
+        lambda: Finalizer(runs),  # type: ignore[arg-type, return-value]
+        grace=0.4,
+        sleep=lambda _: None,
+    )
+    engine.stop("run-2")
+    assert [kind for kind, _ in fake.calls] == ["list", "stop"]
+    assert fake.calls[0][1]["DurableExecutionName"] == "run-2"
+    assert fake.calls[1][1] == {"DurableExecutionArn": "arn:exec:1"}
+    ended = runs.get("run-2")
+    assert ended is not None
+    assert ended.status is RunStatus.ABORTED
+    assert runs.active_run_id("c") is None
+    fake.calls.clear()
+    engine.stop("run-2")  # ended: nothing to stop
+    assert fake.calls == []
