@@ -163,7 +163,7 @@ describe("foldRun", () => {
     const controller = new AbortController();
     const poll: Poll = vi.fn(async () => {
       controller.abort();
-      return { runId: "r", status: "running", events: [], next: 0 };
+      return { runId: "r", status: "running" as const, events: [], next: 0 };
     });
     await foldRun({ poll, after: 0, signal: controller.signal, onMessage: () => undefined });
     expect(poll).toHaveBeenCalledTimes(1);

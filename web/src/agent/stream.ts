@@ -3,7 +3,7 @@
 // the assistant message. Nothing here interprets a chunk beyond its seq and its open/close pairs.
 import { readUIMessageStream, type UIMessage as AiUIMessage, type UIMessageChunk } from "ai";
 
-export type RunStatus = "running" | "waiting" | "completed" | "failed" | "aborted" | string;
+export type RunStatus = "running" | "waiting" | "completed" | "failed" | "aborted";
 
 export interface StreamPage {
   runId: string;
@@ -52,7 +52,7 @@ export interface ChunkStreamOptions {
   runId?: string;
 }
 
-const LIVE: ReadonlySet<RunStatus> = new Set(["running", "pending"]);
+const LIVE: ReadonlySet<string> = new Set(["running"]);
 
 /**
  * The run's chunks in seq order from `after`, each once: duplicates and events at or below the

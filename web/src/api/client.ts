@@ -1,6 +1,7 @@
 // The operations the app uses, each a typed call of the OpenAPI schema.
 import type { components } from "./schema.gen";
 import type { Call, RequestBody } from "./http";
+import type { StreamPage } from "../agent/stream";
 
 type S = components["schemas"];
 export type SessionSummary = S["SessionSummaryOut"];
@@ -13,6 +14,10 @@ export type FileEntry = S["FileEntry"];
 export type GitStatus = S["GitStatusOut"];
 export type Diff = S["DiffOut"];
 export type AuditEvent = S["EventOut"];
+export type ModelList = S["ModelListOut"];
+export type Run = S["RunOut"];
+export type RunStatus = S["RunStatus"];
+export type RespondBody = RequestBody<"/api/chat/{chat_id}/respond", "post">;
 export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
 
 /** A UI message as stored (the API keeps the whole object). */
@@ -82,6 +87,31 @@ export function createApi(call: Call) {
     diff: (id: string) => call("get", "/api/sessions/{session_id}/sandbox/diff", { params: session(id) }),
     cachedDiff: (id: string) =>
       call("get", "/api/sessions/{session_id}/sandbox/diff/cached", { params: session(id) }),
+
+    startTurn: (sessionId: string, chatId: string, message: UIMessage, modelId?: string | null) =>
+      call("post", "/api/chat", {
+        body: { sessionId, chatId, message, ...(modelId ? { modelId } : {}) } as RequestBody<
+          "/api/chat",
+          "post"
+        >,
+      }),
+    /** One long poll of the chat's latest run; null when there is nothing (204). */
+    stream: (chatId: string, after: number, wait = 20) =>
+      call("get", "/api/chat/{chat_id}/stream", {
+        params: { chat_id: chatId },
+        query: { after, wait },
+      }) as Promise<StreamPage | null>,
+    stop: (chatId: string) => call("post", "/api/chat/{chat_id}/stop", { params: { chat_id: chatId } }),
+    respond: (chatId: string, body: RespondBody) =>
+      call("post", "/api/chat/{chat_id}/respond", { params: { chat_id: chatId }, body }),
+    runs: (id: string, cursor?: string | null) =>
+      call("get", "/api/sessions/{session_id}/runs", { params: session(id), query: { cursor } }),
+    models: () => call("get", "/api/models"),
+    setChatModel: (id: string, chatId: string, modelId: string) =>
+      call("patch", "/api/sessions/{session_id}/chats/{chat_id}", {
+        params: chat(id, chatId),
+        body: { modelId },
+      }),
 
     preferences: () => call("get", "/api/user/preferences"),
   };

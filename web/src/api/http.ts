@@ -127,6 +127,7 @@ export function createCall({ base, token, onUnauthorized, fetch: doFetch = fetch
       if (response.status === 401) onUnauthorized?.();
       throw await toError(response);
     }
+    if (response.status === 204) return null; // "nothing" (the chat stream without a run)
     return response.json();
   };
 }

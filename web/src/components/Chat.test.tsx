@@ -70,7 +70,12 @@ describe("ChatPanel", () => {
     const onRead = vi.fn();
     renderWithApi(
       <ChatPanel sessionId="s1" chatId="c1" onRead={onRead} onSent={vi.fn()} />,
-      fakeApi({ messages, markRead }),
+      fakeApi({
+        messages,
+        markRead,
+        stream: vi.fn(async () => null),
+        models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+      }),
     );
     await screen.findByText(`message ${WINDOW + 4}`);
     expect(screen.queryByText("message 4")).toBeNull();
@@ -85,17 +90,19 @@ describe("ChatPanel", () => {
   });
 
   it("posts a user message on Enter and shows it", async () => {
-    const postMessage = vi.fn(async () => ({ success: true as const, status: "inserted" as const }));
+    const startTurn = vi.fn(async () => ({ runId: "r1", status: "running" as const }));
     const onSent = vi.fn();
     const api = fakeApi({
       messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
       markRead: vi.fn(async () => ({ success: true as const })),
-      postMessage,
+      stream: vi.fn(async () => null),
+      models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+      startTurn,
     });
     renderWithApi(<ChatPanel sessionId="s1" chatId="c1" onRead={vi.fn()} onSent={onSent} />, api);
     await screen.findByText("No messages yet.");
     await userEvent.type(screen.getByRole("textbox", { name: "Message" }), "Run the tests{Enter}");
-    expect(postMessage).toHaveBeenCalledWith("s1", "c1", {
+    expect(startTurn).toHaveBeenCalledWith("s1", "c1", {
       id: expect.any(String),
       role: "user",
       parts: [{ type: "text", text: "Run the tests" }],
@@ -109,7 +116,9 @@ describe("ChatPanel", () => {
     const api = fakeApi({
       messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
       markRead: vi.fn(async () => ({ success: true as const })),
-      postMessage: vi.fn(async () => Promise.reject(new Error("Message too large"))),
+      stream: vi.fn(async () => null),
+      models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+      startTurn: vi.fn(async () => Promise.reject(new Error("Message too large"))),
     });
     renderWithApi(<ChatPanel sessionId="s1" chatId="c1" onRead={vi.fn()} onSent={vi.fn()} />, api);
     await userEvent.type(screen.getByRole("textbox", { name: "Message" }), "hello");

@@ -82,7 +82,16 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
         aria-labelledby={tabId("chat", activeId)}
         className="chat-tabpanel"
       >
-        <ChatPanel key={activeId} sessionId={sessionId} chatId={activeId} onRead={read} onSent={sent} />
+        <ChatPanel
+          key={activeId}
+          sessionId={sessionId}
+          chatId={activeId}
+          modelId={list.find((chat) => chat.id === activeId)?.modelId ?? null}
+          onRead={read}
+          onSent={sent}
+          onTurn={sent}
+          onChatChanged={reloadChats}
+        />
       </div>
     </section>
   );

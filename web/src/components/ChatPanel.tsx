@@ -1,46 +1,100 @@
-import { useEffect, useLayoutEffect, useRef } from "react";
-import type { UIMessage } from "../api/client";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
+import type { RespondBody, RunStatus, UIMessage } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
+import type { AgentMessage } from "../agent/stream";
+import { useAgentRun } from "../agent/useAgentRun";
 import { useMessages } from "../hooks/useMessages";
 import { Composer } from "./Composer";
+import { MessageView, type ViewMessage } from "./agent/MessageView";
+import { ModelPicker } from "./agent/ModelPicker";
 
 interface Props {
   sessionId: string;
   chatId: string;
+  /** The chat's model (null: the default). */
+  modelId?: string | null;
   /** After the read marker is set (the sidebar's unread dot may go). */
   onRead: () => void;
   /** After a message is stored (the chat title and the sandbox's idle timer may change). */
   onSent: () => void;
-}
-
-function messageText(message: UIMessage): string {
-  return message.parts
-    .map((part) => (part.type === "text" ? (part.text ?? "") : `[${part.type}]`))
-    .join("\n")
-    .trim();
+  /** A turn started or ended (the Working indicators, the Changes tab, the runs list). */
+  onTurn?: () => void;
+  /** The chat's settings changed (its model). */
+  onChatChanged?: () => void;
 }
 
 function newId(): string {
   return crypto.randomUUID();
 }
 
-/** One chat: its messages (latest at the bottom, earlier ones on demand) and the composer. */
-export function ChatPanel({ sessionId, chatId, onRead, onSent }: Props) {
+/** The message with a call answered locally (the server records the same). */
+function answered(message: ViewMessage, body: RespondBody): ViewMessage {
+  return {
+    ...message,
+    parts: message.parts.map((part) => {
+      if (part.toolCallId !== body.toolCallId) return part;
+      if (body.answers !== undefined)
+        return { ...part, state: "output-available", output: { answers: body.answers } };
+      const approval = {
+        ...(part.approval as object),
+        approved: body.approved ?? false,
+        reason: body.reason ?? undefined,
+      };
+      return { ...part, state: body.approved ? "approval-responded" : "output-denied", approval };
+    }),
+  };
+}
+
+const ENDED_NOTICE: Partial<Record<RunStatus, string>> = {
+  aborted: "Stopped.",
+  failed: "The turn failed.",
+  waiting: "Waiting for your answer.",
+};
+
+/** One chat: its messages (the live turn streamed in), the model picker and the composer. */
+export function ChatPanel({
+  sessionId,
+  chatId,
+  modelId = null,
+  onRead,
+  onSent,
+  onTurn,
+  onChatChanged,
+}: Props) {
   const api = useApi();
-  const { messages, hidden, error, loading, append, showEarlier } = useMessages(sessionId, chatId);
+  const { messages, hidden, error, loading, append, reload, showEarlier } = useMessages(sessionId, chatId);
+  const [notice, setNotice] = useState<{ text: string; error: string | null } | null>(null);
+  const turn = useRef(onTurn);
+  useEffect(() => {
+    turn.current = onTurn;
+  }, [onTurn]);
+  const onEnd = useCallback(
+    (message: AgentMessage | null, status: RunStatus, failure: string | null) => {
+      if (message) append(message as UIMessage);
+      reload(); // the stored message carries the usage
+      turn.current?.();
+      const text = ENDED_NOTICE[status];
+      setNotice(text || failure ? { text: text ?? "The turn failed.", error: failure } : null);
+    },
+    [append, reload],
+  );
+  const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd });
+
+  const running = live !== null && (live.status === "running" || live.status === "starting");
   const scroller = useRef<HTMLDivElement>(null);
   const fromBottom = useRef<number | null>(null);
   const last = messages[messages.length - 1]?.id;
+  const liveSize = live?.message ? JSON.stringify(live.message.parts).length : 0;
 
   useEffect(() => {
-    let live = true;
+    let alive = true;
     api.markRead(sessionId, chatId).then(
-      () => live && onRead(),
+      () => alive && onRead(),
       () => undefined, // the dot stays; nothing else depends on it
     );
     return () => {
-      live = false;
+      alive = false;
     };
   }, [api, sessionId, chatId, onRead]);
 
@@ -50,7 +104,13 @@ export function ChatPanel({ sessionId, chatId, onRead, onSent }: Props) {
     // showing earlier messages keeps the view where it was; a new last message scrolls to it
     box.scrollTop = fromBottom.current === null ? box.scrollHeight : box.scrollHeight - fromBottom.current;
     fromBottom.current = null;
-  }, [last, hidden]);
+  }, [last, hidden, live?.message?.id]);
+
+  useLayoutEffect(() => {
+    // the streamed message grows: follow it while the reader is at the bottom
+    const box = scroller.current;
+    if (box && box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
+  }, [liveSize]);
 
   const earlier = () => {
     const box = scroller.current;
@@ -60,9 +120,25 @@ export function ChatPanel({ sessionId, chatId, onRead, onSent }: Props) {
 
   const send = async (text: string) => {
     const message: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
-    await api.postMessage(sessionId, chatId, message);
+    const { runId } = await api.startTurn(sessionId, chatId, message);
     append(message);
+    setNotice(null);
+    void follow({ runId });
     onSent();
+    turn.current?.();
+  };
+
+  // the stored messages with the live one streamed over its stored copy (or after them)
+  const shown: ViewMessage[] = (messages as ViewMessage[]).filter((m) => m.id !== live?.message?.id);
+  if (live?.message) shown.push(live.message as ViewMessage);
+  const lastAssistant = [...shown].reverse().find((m) => m.role === "assistant");
+  const canRespond = !running && lastAssistant !== undefined && shown[shown.length - 1] === lastAssistant;
+
+  const answer = async (message: ViewMessage, body: RespondBody) => {
+    const next = answered(message, body);
+    const result = await respond(body, next as AgentMessage);
+    append(next as UIMessage);
+    if (result.pending === 0) setNotice(null);
   };
 
   return (
@@ -75,17 +151,53 @@ export function ChatPanel({ sessionId, chatId, onRead, onSent }: Props) {
         )}
         {loading && <p className="muted">Loading messages…</p>}
         {error !== undefined && <p role="alert">Could not load messages: {errorMessage(error)}</p>}
-        {!loading && messages.length === 0 && <p className="muted">No messages yet.</p>}
+        {!loading && shown.length === 0 && <p className="muted">No messages yet.</p>}
         <ol className="message-list">
-          {messages.map((message) => (
-            <li key={message.id} className={`message message-${message.role}`}>
-              <span className="message-role">{message.role === "user" ? "You" : "Assistant"}</span>
-              <div className="message-text">{messageText(message)}</div>
-            </li>
-          ))}
+          {shown.map((message) => {
+            const streaming = live?.message?.id === message.id && running;
+            return (
+              <li
+                key={message.id}
+                className={`message message-${message.role}`}
+                aria-busy={streaming || undefined}
+              >
+                <span className="message-role">{message.role === "user" ? "You" : "Assistant"}</span>
+                <MessageView
+                  message={message}
+                  live={streaming}
+                  onRespond={
+                    canRespond && message === lastAssistant ? (body) => answer(message, body) : undefined
+                  }
+                />
+              </li>
+            );
+          })}
         </ol>
+        {running && (
+          <p className="working" role="status">
+            <span className="spinner" aria-hidden="true" />{" "}
+            {live?.reconnecting ? "Reconnecting…" : live?.status === "starting" ? "Starting…" : "Working…"}
+          </p>
+        )}
+        {!running && notice && (
+          <div
+            className={notice.error ? "run-notice run-failed" : "run-notice"}
+            role={notice.error ? "alert" : "status"}
+          >
+            {notice.text}
+            {notice.error && <pre className="run-error">{notice.error}</pre>}
+          </div>
+        )}
       </div>
-      <Composer onSend={send} />
+      <div className="chat-footer">
+        <ModelPicker
+          sessionId={sessionId}
+          chatId={chatId}
+          modelId={modelId}
+          onChanged={() => onChatChanged?.()}
+        />
+        <Composer onSend={send} running={running} onStop={stop} />
+      </div>
     </div>
   );
 }

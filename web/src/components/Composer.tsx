@@ -4,18 +4,22 @@ import { errorMessage } from "../api/errors";
 interface Props {
   /** Posts the text; a rejection keeps it in the box for a retry. */
   onSend: (text: string) => Promise<void>;
+  /** A turn runs: Send waits, Stop is offered. */
+  running?: boolean;
+  onStop?: () => Promise<void>;
 }
 
 /** The message box: Enter sends, Shift+Enter starts a new line. */
-export function Composer({ onSend }: Props) {
+export function Composer({ onSend, running = false, onStop }: Props) {
   const id = useId();
   const [text, setText] = useState("");
   const [sending, setSending] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [stopping, setStopping] = useState(false);
   const form = useRef<HTMLFormElement>(null);
   const submit = async (event: FormEvent) => {
     event.preventDefault();
-    if (!text.trim() || sending) return;
+    if (!text.trim() || sending || running) return;
     setSending(true);
     setError(null);
     try {
@@ -46,9 +50,30 @@ export function Composer({ onSend }: Props) {
         onChange={(event) => setText(event.target.value)}
         onKeyDown={onKeyDown}
       />
-      <button type="submit" className="primary" disabled={sending || !text.trim()}>
-        {sending ? "Sending…" : "Send"}
-      </button>
+      {running && onStop ? (
+        <button
+          type="button"
+          className="danger"
+          disabled={stopping}
+          onClick={async () => {
+            setStopping(true);
+            setError(null);
+            try {
+              await onStop();
+            } catch (failure) {
+              setError(`Not stopped: ${errorMessage(failure)}`);
+            } finally {
+              setStopping(false);
+            }
+          }}
+        >
+          {stopping ? "Stopping…" : "Stop"}
+        </button>
+      ) : (
+        <button type="submit" className="primary" disabled={sending || !text.trim()}>
+          {sending ? "Sending…" : "Send"}
+        </button>
+      )}
       {error && (
         <p role="alert" className="form-error">
           {error}

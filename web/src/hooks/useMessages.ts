@@ -22,7 +22,7 @@ export function useMessages(sessionId: string, chatId: string) {
     } while (cursor);
     return messages;
   }, [api, sessionId, chatId]);
-  const { data, error, loading, setData } = useLoader(load);
+  const { data, error, loading, setData, reload } = useLoader(load);
   const [shown, setShown] = useState(WINDOW);
   const all = data ?? [];
   const hidden = Math.max(0, all.length - shown);
@@ -37,6 +37,7 @@ export function useMessages(sessionId: string, chatId: string) {
     error,
     loading,
     append,
+    reload,
     showEarlier: () => setShown((count) => count + WINDOW),
   };
 }

@@ -1,0 +1,93 @@
+import { lazy, Suspense } from "react";
+import type { RespondBody } from "../../api/client";
+import { ToolCard, type ToolPart } from "./ToolCard";
+
+// react-markdown, GFM and highlight.js load on first use: the app's first screen stays small
+const Markdown = lazy(() => import("./Markdown"));
+
+export interface Part {
+  type: string;
+  text?: string;
+  state?: string;
+  data?: unknown;
+  [key: string]: unknown;
+}
+
+export interface ViewMessage {
+  id: string;
+  role: string;
+  parts: Part[];
+  metadata?: unknown;
+}
+
+function Text({ text }: { text: string }) {
+  return (
+    <Suspense fallback={<div className="markdown plain-text">{text}</div>}>
+      <Markdown text={text} />
+    </Suspense>
+  );
+}
+
+interface Usage {
+  inputTokens?: number;
+  outputTokens?: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+}
+
+const count = (n: number) => (n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : n.toLocaleString("en"));
+
+/** "1,203 in · 87 out · 900 cached" from the message's metadata (set when a step is stored). */
+export function usageLine(metadata: unknown): string | null {
+  const meta = (metadata ?? {}) as { usage?: Usage; modelId?: string; costUsd?: number };
+  const usage = meta.usage;
+  if (!usage) return null;
+  const parts = [`${count(usage.inputTokens ?? 0)} in`, `${count(usage.outputTokens ?? 0)} out`];
+  if (usage.cacheReadTokens) parts.push(`${count(usage.cacheReadTokens)} cached`);
+  if (typeof meta.costUsd === "number") parts.push(`$${meta.costUsd.toFixed(4)}`);
+  if (meta.modelId) parts.push(meta.modelId);
+  return parts.join(" · ");
+}
+
+interface Props {
+  message: ViewMessage;
+  /** The message is being streamed. */
+  live?: boolean;
+  /** Answer a waiting approval or question of this message (only the latest, once its run waits). */
+  onRespond?: (body: RespondBody) => Promise<void>;
+}
+
+/** One message: markdown text, collapsed reasoning, one card per tool call, data parts inline. */
+export function MessageView({ message, live = false, onRespond }: Props) {
+  if (message.role === "user")
+    return (
+      <div className="message-text">
+        {message.parts.map((part, i) => (part.type === "text" ? <p key={i}>{part.text}</p> : null))}
+      </div>
+    );
+  const usage = live ? null : usageLine(message.metadata);
+  return (
+    <div className="assistant-parts">
+      {message.parts.map((part, i) => {
+        if (part.type === "text") return <Text key={i} text={part.text ?? ""} />;
+        if (part.type === "reasoning")
+          return (
+            <details key={i} className="reasoning">
+              <summary>{live && part.state === "streaming" ? "Thinking…" : "Reasoning"}</summary>
+              <div className="reasoning-text">{part.text}</div>
+            </details>
+          );
+        if (part.type.startsWith("tool-") || part.type === "dynamic-tool")
+          return <ToolCard key={i} part={part as unknown as ToolPart} live={live} onRespond={onRespond} />;
+        if (part.type.startsWith("data-"))
+          return (
+            <div key={i} className="data-part">
+              <span className="badge">{part.type.slice(5)}</span> <code>{JSON.stringify(part.data)}</code>
+            </div>
+          );
+        return null; // step-start, sources, files
+      })}
+      {usage && <footer className="message-usage">{usage}</footer>}
+    </div>
+  );
+}
