@@ -968,6 +968,23 @@ def test_functions_share_one_sandbox_configuration(stages: tuple[Synth, ...]) ->
         }
 
 
+def test_no_function_puts_events_the_outbox_does(flow: Flow, dev: Synth) -> None:
+    """Every domain event of the flow went into the table's outbox (the pipe publishes them):
+    no function called EventBridge, so no function role is granted events:PutEvents (the
+    comparison above would fail on an unused grant)."""
+    assert [c for c in flow.calls if c.service == "events"] == []
+    writes = [c for c in flow.calls if c.operation == "TransactWriteItems"]
+    outboxed = {
+        put["Put"]["Item"]["sk"]["S"][:2]
+        for c in writes
+        for put in c.params["TransactItems"]
+        if "Put" in put
+    }
+    assert "O#" in outboxed
+    for function in functions(dev).values():
+        assert not [s for s in function.statements if "events:PutEvents" in s.actions]
+
+
 def test_recorder_sees_pynamodb_and_boto3_calls(flow: Flow) -> None:
     """The hook itself: if botocore or PynamoDB stop creating clients this way, fail loudly."""
     seen = {(c.service, c.operation) for c in flow.calls}
@@ -1042,7 +1059,7 @@ def test_the_sandbox_roles_allow_nothing_the_control_plane_does(
     for function in functions(synth).values():
         used |= function_requests(flow, function)
     assert {r.action.split(":")[0] for r in used} >= {
-        "dynamodb", "s3", "secretsmanager", "states", "events", "ecs", "iam",
+        "dynamodb", "s3", "secretsmanager", "states", "ecs", "iam",
     }  # fmt: skip
     resolve = Resolver(synth.data)
     for logical, kind in sandbox_roles(synth).items():
