@@ -1238,10 +1238,16 @@ def prepare_workspace(app: App, request: Request) -> JsonObject:
             git.secrets.append(spec.token)
         if spec.branch is not None:
             validate_branch_name(git, spec.branch)
-        ensure_clone(git, spec)
-        default_ref = git.default_remote_ref()
-        default_branch = default_ref.removeprefix("refs/remotes/origin/") if default_ref else None
-        branch = checkout(git, spec, default_ref)
+        if not spec.clone_url:  # no repository: a new one, so the work is bundled and diffed
+            branch = ensure_init(git, spec)
+            default_branch = None
+        else:
+            ensure_clone(git, spec)
+            default_ref = git.default_remote_ref()
+            default_branch = (
+                default_ref.removeprefix("refs/remotes/origin/") if default_ref else None
+            )
+            branch = checkout(git, spec, default_ref)
         git.output("config", "user.name", spec.git_name)
         git.output("config", "user.email", spec.git_email)
         head = git.head()
@@ -1250,7 +1256,8 @@ def prepare_workspace(app: App, request: Request) -> JsonObject:
 
 
 def parse_prepare(body: JsonObject) -> PrepareSpec:
-    clone_url = single_line(required_str(body, "cloneUrl"), "cloneUrl")
+    """``cloneUrl`` empty (or absent): initialise a repository in the empty workspace."""
+    clone_url = single_line(optional_str(body, "cloneUrl") or "", "cloneUrl")
     if clone_url.startswith("-"):
         raise bad_request("cloneUrl must not start with '-'")
     spec = PrepareSpec(
@@ -1333,6 +1340,19 @@ def ensure_clone(git: Git, spec: PrepareSpec) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     exclude_volume_leftovers(workspace)
+
+
+def ensure_init(git: Git, spec: PrepareSpec) -> str | None:
+    """A new repository with one empty commit (so HEAD, diffs and bundles exist), or the one
+    an earlier prepare made; ``branch`` names its branch (default ``main``)."""
+    workspace = git.workspace
+    if not (workspace.root / ".git").exists():
+        git.output("init", "--quiet", "--initial-branch", spec.branch or "main")
+        exclude_volume_leftovers(workspace)
+    if git.head() is None:
+        identity = ("-c", f"user.name={spec.git_name}", "-c", f"user.email={spec.git_email}")
+        git.output(*identity, "commit", "--quiet", "--allow-empty", "-m", "Initial commit")
+    return git.current_branch()
 
 
 def exclude_volume_leftovers(workspace: Workspace) -> None:

@@ -154,6 +154,38 @@ def test_archive_bundles_the_work_and_unarchive_brings_it_back(
     assert "refs/openagents" not in run(container, session.id, "git for-each-ref")
 
 
+def test_a_session_without_a_repository_keeps_its_files_through_archive(
+    runtime: Container,
+) -> None:
+    container = runtime
+    # Given a session without a repository: its workspace is a new git repository
+    created, _ = container.sessions.create(ALICE, NewSession())
+    session = wait_until(
+        container,
+        created.id,
+        lambda s: s.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED),
+    )
+    assert session.lifecycle_state is LifecycleState.ACTIVE, session.lifecycle_error
+    assert run(container, session.id, "git log --format=%s") == "Initial commit\n"
+    # with a file written, shown in its Changes
+    run(container, session.id, "mkdir -p notes && echo keep me > notes/plan.md")
+    diff = container.sandbox_tools.diff(ALICE, session.id)
+    assert [f["path"] for f in diff["files"]] == ["notes/plan.md"], diff
+    # When it is archived, then unarchived
+    container.sessions.update(ALICE, session.id, title=None, status=SessionStatus.ARCHIVED)
+    done = wait_until(container, session.id, finalized)
+    assert done.bundle is not None
+    container.sessions.update(ALICE, session.id, title=None, status=SessionStatus.RUNNING)
+    back = wait_until(
+        container,
+        session.id,
+        lambda s: s.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED),
+    )
+    # Then the file is back
+    assert back.lifecycle_state is LifecycleState.ACTIVE, back.lifecycle_error
+    assert run(container, session.id, "cat notes/plan.md") == "keep me\n"
+
+
 def test_archive_while_hibernated_and_a_failed_finalisation_is_retried(
     runtime: Container, tmp_path: Path
 ) -> None:

@@ -139,7 +139,10 @@ class ProvisioningService:
                 session.user_id,
                 session.id,
                 expect=frozenset({LifecycleState.FAILED}),
-                changes={"lifecycle_state": LifecycleState.PROVISIONING, "lifecycle_error": None},
+                changes=with_due(
+                    session,
+                    {"lifecycle_state": LifecycleState.PROVISIONING, "lifecycle_error": None},
+                ),
                 entry=self._entry(session.id, "sandbox.retry", {}),
             )
             return session, self.kick(session, session.sandbox_generation + 1)
@@ -206,7 +209,15 @@ class ProvisioningService:
             return self._verify_restore(session, handle)
         if session.bundle and self._from_bundle is not None:  # unarchived: the archive's bundle
             return {"branch": self._from_bundle(session, handle), "fromBundle": True}
-        if not session.clone_url:
+        if not session.clone_url:  # no repository: a new one (bundled and diffed like any)
+            self._workspaces(handle).prepare_workspace(
+                clone_url="",
+                branch=session.branch,
+                is_new_branch=False,
+                git_name=session.owner_name or session.user_id,
+                git_email=session.owner_email
+                or f"{session.user_id}@users.noreply.openagents.local",
+            )
             return {"branch": None}
         result = self._workspaces(handle).prepare_workspace(
             clone_url=session.clone_url,
