@@ -25,7 +25,9 @@ def activate(store: Store, session_id: str, **changes: object) -> None:
     store.transition(
         session_id,
         expect=PROVISIONING,
-        changes={"lifecycle_state": LifecycleState.ACTIVE, **changes},
+        # no due time yet: off the overdue index, where the start had put it
+        changes={"lifecycle_state": LifecycleState.ACTIVE, "due_at": None, "due_shard": None}
+        | changes,
         entry=None,
     )
 

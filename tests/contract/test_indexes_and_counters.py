@@ -24,6 +24,10 @@ def change(store: Store, session_id: str, **changes: object) -> None:
 def test_overdue_is_a_sparse_index(store: Store) -> None:
     now = datetime.now(UTC)
     due, later, none = create(store), create(store), create(store)
+    for session in (due, later, none):  # off the index (created sessions start on it)
+        change(
+            store, session.id, lifecycle_state=LifecycleState.ACTIVE, due_at=None, due_shard=None
+        )
     change(store, due.id, due_at=now - timedelta(seconds=5), due_shard="due#1")
     change(store, later.id, due_at=now + timedelta(minutes=5), due_shard="due#2")
     assert store.overdue(now) == [due.id]
@@ -31,6 +35,17 @@ def test_overdue_is_a_sparse_index(store: Store) -> None:
     change(store, due.id, due_at=None, due_shard=None)  # off the index
     assert store.overdue(now) == []
     assert none.id not in store.overdue(now + timedelta(days=1))
+
+
+def test_a_created_session_is_on_the_overdue_index_while_it_starts(store: Store) -> None:
+    # A session created provisioning is due at its creation (the reconciler re-kicks starts)
+    created = create(store)
+    assert created.lifecycle_state is LifecycleState.PROVISIONING
+    assert created.id in store.overdue(datetime.now(UTC))
+    assert created.id in store.overdue(created.created_at)
+    # and leaves the index when its start is over (no due time)
+    change(store, created.id, lifecycle_state=LifecycleState.FAILED, due_at=None, due_shard=None)
+    assert created.id not in store.overdue(datetime.now(UTC) + timedelta(days=1))
 
 
 def test_idle_is_a_sparse_index(store: Store) -> None:
@@ -120,7 +135,7 @@ def test_one_generation_claim_and_one_lease_win_a_race(store: Store) -> None:
     session = create(store)
     claims = run_at_once(THREADS, lambda i: store.claim_generation(session.id, 1))
     assert claims == {"True": 1, "False": THREADS - 1}
-    change(store, session.id, lifecycle_state=LifecycleState.ACTIVE)
+    change(store, session.id, lifecycle_state=LifecycleState.ACTIVE, due_at=None, due_shard=None)
     now = datetime.now(UTC)
     leases = run_at_once(THREADS, lambda i: store.claim_lease(session.id, f"run-{i}", now))
     assert leases == {"True": 1, "False": THREADS - 1}

@@ -142,3 +142,36 @@ def test_repeated_kick_is_a_no_op(runtime: Container, tmp_path: Path, moto_endpo
     runs = sfn.list_executions(stateMachineArn=machine)["executions"]
     assert [r["name"] for r in runs].count(f"provision-{session.id}-g1") == 1
     assert active.sandbox_generation == 1
+
+
+def test_the_reconciler_restarts_a_start_that_was_lost(runtime: Container) -> None:
+    from openagents.domain.lifecycle import with_due
+
+    container = runtime
+    # Given a session whose provisioning never started (the runtime died inside the create)
+    unkicked = build(
+        container.settings.model_copy(update={"provision_on_create": False}), Counter()
+    )
+    session, _ = unkicked.sessions.create(ALICE, NewSession())
+    assert container.sessions.get(ALICE, session.id).lifecycle_state is LifecycleState.PROVISIONING
+    # When the reconciler sweeps, it kicks the start, and the session becomes active
+    assert container.lifecycle.reconcile()["restarted"] == 1
+    active = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
+    assert active.lifecycle_state is LifecycleState.ACTIVE, active.lifecycle_error
+    assert active.sandbox_generation == 1
+    # Given a start that was under way when the runtime died (its sandbox died with it)
+    container.driver.stop(SandboxHandle.from_dict(active.sandbox or {}))
+    store = container.lifecycle._store
+    store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.ACTIVE}),
+        changes=with_due(active, {"lifecycle_state": LifecycleState.PROVISIONING}),
+        entry=None,
+    )
+    # When the restarted runtime's first sweep runs, the start restarts with a new generation
+    assert container.lifecycle.reconcile(check_all=True)["restarted"] == 1
+    again = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
+    assert again.lifecycle_state is LifecycleState.ACTIVE, again.lifecycle_error
+    assert again.sandbox_generation == 2
+    events = container.sessions.events(ALICE, session.id, 100, None).items
+    assert "sandbox.run_rescued" in [e.type for e in events]

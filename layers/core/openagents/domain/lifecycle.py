@@ -30,6 +30,7 @@ class ChipStatus(StrEnum):
 
 
 LOOPED_STATES = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
+STARTING_STATES = frozenset({LifecycleState.PROVISIONING, LifecycleState.RESTORING})
 
 
 def due_at(session: Session) -> datetime | None:
@@ -43,6 +44,27 @@ def due_at(session: Session) -> datetime | None:
     expiry = session.sandbox_expires_at - EXPIRY_BUFFER if session.sandbox_expires_at else None
     candidates = [moment for moment in (idle, expiry) if moment is not None]
     return min(candidates) if candidates else None
+
+
+def index_due(session: Session) -> datetime | None:
+    """The session's place in the sparse ``overdue`` index: its due time while a lifecycle run
+    looks after it, and — while its sandbox is being started (provisioning, restoring) — its
+    creation time, always past, so every reconciler sweep finds the start and re-kicks it (a
+    no-op while the start's workflow runs; the one way out when the runtime died under it)."""
+    due = due_at(session)
+    if (
+        due is None
+        and session.lifecycle_state in STARTING_STATES
+        and session.status is not SessionStatus.ARCHIVED
+    ):
+        return session.created_at
+    return due
+
+
+def index_fields(session: Session) -> dict[str, Any]:
+    """``due_at``/``due_shard`` of a session as written whole (a create)."""
+    due = index_due(session)
+    return {"due_at": due, "due_shard": due_shard(session.id) if due is not None else None}
 
 
 def wake_at(session: Session, now: datetime, minimum: timedelta = MIN_SLEEP) -> datetime:
@@ -86,7 +108,7 @@ def with_due(session: Session, changes: dict[str, Any]) -> dict[str, Any]:
     if not DUE_INPUTS & changes.keys():
         return changes
     after = session.model_copy(update=changes)
-    due = due_at(after)
+    due = index_due(after)
     indexed = {
         **changes,
         "due_at": due,

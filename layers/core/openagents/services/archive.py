@@ -511,6 +511,9 @@ class ArchiveService:
                 seconds=self._settings.max_lifetime_seconds
             )
             changes = with_due(session.model_copy(update={"lifecycle_state": state}), changes)
+        else:  # a start: in the overdue index, so the reconciler re-kicks it if it is lost
+            unarchived = session.model_copy(update={"status": SessionStatus.RUNNING})
+            changes = with_due(unarchived, {**changes, "lifecycle_state": state})
         entry = self._entry(
             session,
             "session.unarchived",

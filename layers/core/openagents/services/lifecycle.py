@@ -15,6 +15,7 @@ from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import (
     STALE_LEASE_GRACE,
+    STARTING_STATES,
     ChipStatus,
     chip_status,
     due_at,
@@ -417,12 +418,15 @@ class LifecycleService:
         one-machine runtime's start) also probes every running sandbox: a runtime that
         restarted lost its child sandboxes, and they are recorded as lost at once."""
         now = self._clock()
-        kicked = 0
+        kicked = restarted = 0
         horizon = now + timedelta(days=3650) if check_all else now
         overdue = self._store.overdue(horizon)
         for session_id in overdue:
             session = self._store.get_session(session_id)
             if session is None:
+                continue
+            if session.lifecycle_state in STARTING_STATES:
+                restarted += self._restart(session, runtime_restarted=check_all)
                 continue
             if check_all and not self._alive(session):
                 self.mark_lost(session, "the runtime restarted")
@@ -439,7 +443,38 @@ class LifecycleService:
                     self._rescued(session)
             except Exception as exc:  # one bad session must not stop the sweep
                 log.warning("reconciler could not kick %s: %s", session_id, exc)
-        return {"overdue": len(overdue), "kicked": kicked}
+        return {"overdue": len(overdue), "kicked": kicked, "restarted": restarted}
+
+    def _restart(self, session: Session, *, runtime_restarted: bool) -> bool:
+        """Re-kick a sandbox start (provisioning, restoring; the overdue index holds them all).
+        On a sweep, the same generation: its workflow's execution name makes that a no-op while
+        the start runs, and starts it when it never did (a kick lost with a crash). When the
+        runtime restarted, the start died with it: the next generation, on record."""
+        if self._restore is None or session.status is SessionStatus.ARCHIVED:
+            return False
+        current = max(session.sandbox_generation, 1)
+        generation = session.sandbox_generation + 1 if runtime_restarted else current
+        try:
+            self._restore(session, generation)
+        except Exception as exc:  # one bad session must not stop the sweep
+            log.warning("reconciler could not re-kick the start of %s: %s", session.id, exc)
+            return False
+        if runtime_restarted:
+            entry = AuditEntry(
+                id=self._ids(),
+                session_id=session.id,
+                at=self._clock(),
+                type="sandbox.run_rescued",
+                detail={
+                    "staleRun": f"provision-{session.id}-g{current}",
+                    "state": str(session.lifecycle_state),
+                    "generation": generation,
+                },
+            )
+            self._store.append_entry(entry)
+            self._journal.publish(session.user_id, entry)
+            self._metrics.count("LifecycleRunRescued")
+        return True
 
     def _rescued(self, session: Session) -> None:
         entry = AuditEntry(

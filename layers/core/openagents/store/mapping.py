@@ -10,6 +10,7 @@ from typing import Any
 from pynamodb.attributes import MapAttribute
 from pynamodb.expressions.update import Action
 
+from openagents.domain.lifecycle import index_fields
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -94,6 +95,7 @@ def marks(raw: Any) -> dict[str, ChatMark]:
 
 
 def session_item(session: Session) -> SessionItem:
+    index = index_fields(session)
     return SessionItem(
         session_pk(session.id),
         SESSION_SK,
@@ -133,6 +135,8 @@ def session_item(session: Session) -> SessionItem:
         snapshot=session.snapshot,
         turn_active_until=iso_or_none(session.turn_active_until),
         hibernated_at=iso_or_none(session.hibernated_at),
+        due_shard=index["due_shard"],  # a new session being provisioned is in the overdue index
+        due_at=iso_or_none(index["due_at"]),
         bundle=session.bundle,
         archive_pending=session.archive_pending,
         pr_key=pr_key(session.repo_owner, session.repo_name, session.pr_number),

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from openagents.domain.errors import Unavailable
+from openagents.domain.lifecycle import index_fields
 from openagents.domain.models import AuditEntry, Chat, Session, pr_key
 from openagents.store.keys import (
     ITEM_LIMIT_BYTES,
@@ -65,14 +66,17 @@ def with_changes(session: Session, changes: dict[str, Any]) -> tuple[Session, di
 
 
 def insert_session(db: sqlite3.Connection, session: Session) -> None:
+    index = index_fields(session)  # a new session being provisioned is in the overdue index
     db.execute(
-        "INSERT INTO sessions (id, user_id, status, created_key, hibernated_at, pr_key, data)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sessions (id, user_id, status, created_key, due_shard, due_at,"
+        " hibernated_at, pr_key, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session.id,
             session.user_id,
             session.status.value,
             created_key(session),
+            index["due_shard"],
+            iso_or_none(index["due_at"]),
             iso_or_none(session.hibernated_at),
             pr_key(session.repo_owner, session.repo_name, session.pr_number),
             session_data(session),
