@@ -206,11 +206,13 @@ def test_a_throttled_store_answers_503_and_writes_nothing(
 
 def test_throttling_reaches_the_local_server_as_503(settings: Settings) -> None:
     """Over HTTP too (the context does not follow a request into the server, so the store is
-    throttled for everyone here)."""
+    throttled for everyone here). The local server on the DynamoDB adapter (its default store is
+    SQLite, which botocore never reaches)."""
     from tests.support import HttpApi, local_server
 
-    with local_server(settings) as base_url:
-        http = HttpApi(settings, base_url)
+    dynamodb = settings.model_copy(update={"store": "dynamodb"})
+    with local_server(dynamodb) as base_url:
+        http = HttpApi(dynamodb, base_url)
         sid = http.post(SESSIONS, {"title": "x"}).body["session"]["id"]
         original = getattr(BaseClient, "_make_api_call")  # noqa: B009 - private, untyped
 
