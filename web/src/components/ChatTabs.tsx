@@ -1,3 +1,4 @@
+import { WorkingBadge } from "./Sidebar";
 import { useState, type FormEvent } from "react";
 import type { Chat } from "../api/client";
 import { ConfirmDialog } from "./ConfirmDialog";
@@ -54,11 +55,15 @@ export function ChatTabs({ chats, activeId, onSelect, onCreate, onRename, onDele
   const active = chats.find((chat) => chat.id === activeId);
   const tabs = chats.map((chat) => ({
     id: chat.id,
-    name: chat.hasUnread ? `${chat.title}, unread` : undefined,
+    name:
+      chat.isStreaming || chat.hasUnread
+        ? [chat.title, chat.isStreaming && "working", chat.hasUnread && "unread"].filter(Boolean).join(", ")
+        : undefined,
     label: (
       <>
         {chat.hasUnread && <UnreadDot />}
         {chat.title}
+        {chat.isStreaming && <WorkingBadge />}
       </>
     ),
   }));

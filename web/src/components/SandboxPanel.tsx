@@ -3,6 +3,7 @@ import type { ChipLabel } from "../lifecycle/status";
 import { Changes } from "./Changes";
 import { FileBrowser } from "./FileBrowser";
 import { TabList, panelId, tabId } from "./TabList";
+import { RunList } from "./agent/RunList";
 import { Timeline } from "./Timeline";
 
 type View = "files" | "changes" | "activity";
@@ -13,7 +14,16 @@ const TABS = [
 ];
 
 /** Files, git status and diff, and the audit log; reloaded whenever the chip changes. */
-export function SandboxPanel({ sessionId, chip }: { sessionId: string; chip: ChipLabel | null }) {
+export function SandboxPanel({
+  sessionId,
+  chip,
+  version = 0,
+}: {
+  sessionId: string;
+  chip: ChipLabel | null;
+  /** Bumped after each agent turn starts or ends (the Changes and the runs reload). */
+  version?: number;
+}) {
   const [view, setView] = useState<View>("files");
   const running = chip === "Active";
   const diff = running ? "live" : chip === "Paused" || chip === "Archived" ? "cached" : "none";
@@ -32,11 +42,17 @@ export function SandboxPanel({ sessionId, chip }: { sessionId: string; chip: Chi
         id={panelId("sandbox")}
         aria-labelledby={tabId("sandbox", view)}
         className="sandbox-view"
-        key={`${view}-${chip}`}
+        key={`${view}-${chip}-${view === "files" ? 0 : version}`}
       >
         {view === "files" && <FileBrowser sessionId={sessionId} running={running} />}
         {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
-        {view === "activity" && <Timeline sessionId={sessionId} />}
+        {view === "activity" && (
+          <>
+            <RunList sessionId={sessionId} />
+            <h3>Audit log</h3>
+            <Timeline sessionId={sessionId} />
+          </>
+        )}
       </div>
     </section>
   );

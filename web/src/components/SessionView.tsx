@@ -29,7 +29,9 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
   const { reading, error: statusError, refresh } = useSandboxStatus(sessionId);
   const [busy, setBusy] = useState<string | null>(null);
   const reloadSession = session.reload;
+  const [turns, setTurns] = useState(0); // each turn start and end reloads the sandbox panel
   const resync = useCallback(() => {
+    setTurns((n) => n + 1);
     refresh();
     reloadSession();
     onSessionsChanged();
@@ -100,7 +102,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
           onRead={onSessionsChanged}
           onSent={resync}
         />
-        <SandboxPanel sessionId={sessionId} chip={label} />
+        <SandboxPanel sessionId={sessionId} chip={label} version={turns} />
       </div>
     </article>
   );

@@ -23,9 +23,24 @@ function repoLabel(session: SessionSummary): string {
   return [repo, session.branch].filter(Boolean).join(" · ");
 }
 
+/** A turn runs in the session (or chat). */
+export function WorkingBadge() {
+  return (
+    <span className="working-badge" aria-hidden="true">
+      <span className="spinner" /> Working
+    </span>
+  );
+}
+
 function SessionLink({ session, selected }: { session: SessionSummary; selected: boolean }) {
   const badge = stateBadge(session.lifecycleState, session.status === "archived");
-  const name = [session.title, session.hasUnread && "unread", repoLabel(session), badge]
+  const name = [
+    session.title,
+    session.hasStreaming && "working",
+    session.hasUnread && "unread",
+    repoLabel(session),
+    badge,
+  ]
     .filter(Boolean)
     .join(", ");
   return (
@@ -39,6 +54,7 @@ function SessionLink({ session, selected }: { session: SessionSummary; selected:
         <span className="session-title">
           {session.hasUnread && <UnreadDot />}
           {session.title}
+          {session.hasStreaming && <WorkingBadge />}
         </span>
         <span className="session-meta">{repoLabel(session)}</span>
         <StatusChip label={badge} />
