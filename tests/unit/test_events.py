@@ -193,3 +193,12 @@ def test_a_failed_publish_is_counted_not_raised() -> None:
     entry = AuditEntry(id="e", session_id="s", at=AT, type="session.created")
     Journal(Broken(), metrics).publish("alice", entry, None)
     assert metrics.counts == {"EventPublishFailed": 1}
+
+
+def test_on_aws_nothing_in_process_publishes() -> None:
+    """AWS: the table's outbox items reach the bus through Streams and the pipe; the functions
+    have no bus (their roles have no events:PutEvents, tests/infra/test_outbox.py)."""
+    from openagents import composition
+    from openagents.settings import Mode, Settings
+
+    assert composition._bus(Settings(mode=Mode.AWS, event_bus_name="openagents-bus")) is None
