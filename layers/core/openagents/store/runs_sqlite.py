@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -29,10 +27,9 @@ from openagents.store.runs import (
     run_to_json,
     started_key,
 )
-from openagents.store.sqlite_schema import guard
+from openagents.store.sqlite_schema import Database, guard
 
 __all__ = ["SqliteRunStore"]
-BUSY_TIMEOUT_SECONDS = 30.0
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS agent_runs (
         id TEXT PRIMARY KEY,
@@ -66,48 +63,6 @@ SCHEMA = (
 )
 
 
-class _Connections:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self.transaction() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
-
-    def connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def close(self) -> None:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-
 def _run(row: tuple[str] | None) -> Run | None:
     return run_from_json(json.loads(row[0])) if row is not None else None
 
@@ -125,7 +80,10 @@ def _write(db: sqlite3.Connection, run: Run) -> None:
 
 class SqliteRunStore:
     def __init__(self, path: Path) -> None:
-        self.db = _Connections(path)
+        self.db = Database(path)  # the store's own connections (WAL, FULL, BEGIN IMMEDIATE)
+        with self.db.transaction() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
 
     @guard
     def start(self, run: Run) -> Started:
