@@ -357,7 +357,8 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             + (f"; {_met(goals['errors'])}, lost {_met(goals['lost'])}" if goals else ""),
         ]
     ]
-    for op, s in result["milliseconds"].items():
+    for op in ("status", "message"):
+        s = result["milliseconds"].get(op, {})
         goal = goals.get("statusP99Ms" if op == "status" else "postP99Ms")
         table.append(
             [
