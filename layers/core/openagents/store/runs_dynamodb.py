@@ -241,7 +241,8 @@ class DynamoRunStore:
                         )
             except TransactWriteError as exc:
                 if tx.failed(exc, 0) or conflicted(exc):
-                    time.sleep(0.005 * (attempt + 1) * (1 + random.random()))  # noqa: S311
+                    # full jitter, growing: two losers must not collide again and again
+                    time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311
                     continue  # another append won: number after it
                 raise
             return last
