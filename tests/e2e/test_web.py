@@ -22,7 +22,8 @@ WEB = ROOT / "web"
 FLOW = Path(__file__).with_name("web_flow.mjs")
 ARTIFACTS = ROOT / "test-artifacts" / "e2e"
 CHROMIUM = Path(os.environ.get("OPENAGENTS_E2E_CHROMIUM", "/usr/bin/chromium"))
-FLOW_TIMEOUT_SECONDS = 110
+SCRIPT = Path(__file__).with_name("agent-script.json")  # the scripted model's first turn
+FLOW_TIMEOUT_SECONDS = 150
 
 
 def _missing() -> str | None:
@@ -48,7 +49,15 @@ def prerequisites() -> None:
 
 
 @pytest.fixture
-def server(tmp_path: Path, prerequisites: None) -> Iterator[str]:
+def script(tmp_path: Path) -> Path:
+    """The scripted model's answers: a copy the flow rewrites between turns (read at every call)."""
+    path = tmp_path / "agent-script.json"
+    shutil.copyfile(SCRIPT, path)
+    return path
+
+
+@pytest.fixture
+def server(tmp_path: Path, prerequisites: None, script: Path) -> Iterator[str]:
     """`openagents dev` on a free port with its own state folder; stopped with its children."""
     port = free_port()
     env = {
@@ -59,6 +68,8 @@ def server(tmp_path: Path, prerequisites: None) -> Iterator[str]:
         "OPENAGENTS_PORT": str(port),
         "OPENAGENTS_IDLE_TIMEOUT_SECONDS": "6",
         "OPENAGENTS_LIFECYCLE_MIN_SLEEP_SECONDS": "1",
+        "OPENAGENTS_SCRIPTED_MODEL_FILE": str(script),
+        "OPENAGENTS_MODELS": "scripted/default",
     }
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:
@@ -124,7 +135,7 @@ def repository(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_web_app_end_to_end(server: str, repository: Path) -> None:
+def test_web_app_end_to_end(server: str, repository: Path, script: Path) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -132,6 +143,7 @@ def test_web_app_end_to_end(server: str, repository: Path) -> None:
         "E2E_REPO": str(repository),
         "E2E_ARTIFACTS": str(ARTIFACTS),
         "E2E_CHROMIUM": str(CHROMIUM),
+        "E2E_SCRIPT": str(script),
     }
     started = time.monotonic()
     result = subprocess.run(

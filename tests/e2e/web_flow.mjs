@@ -1,9 +1,11 @@
 // The web app's end-to-end flow in Debian's Chromium (playwright-core, no downloaded browser).
 // Run by tests/e2e/test_web.py, which starts `openagents dev` and creates the repository:
-//   E2E_BASE_URL, E2E_REPO (a bare repository with a commit on main), E2E_ARTIFACTS, E2E_CHROMIUM
-// Sign in locally, create a session on the repository, send a message, watch Active → Paused after
-// the idle timeout, Resume → Active, Archive → the session is under "Archived". One screenshot a step.
-import { mkdirSync } from "node:fs";
+//   E2E_BASE_URL, E2E_REPO (a bare repository with a commit on main), E2E_ARTIFACTS, E2E_CHROMIUM,
+//   E2E_SCRIPT (the scripted model's file, rewritten here for the turn that is stopped)
+// Sign in locally, create a session on the repository, send a message: the agent's answer streams
+// in with a `write` tool card; a long turn is stopped with Stop; watch Active → Paused after the
+// idle timeout, Resume → Active, Archive → the session is under "Archived". One screenshot a step.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -14,6 +16,18 @@ const BASE = process.env.E2E_BASE_URL;
 const REPO = process.env.E2E_REPO;
 const ARTIFACTS = process.env.E2E_ARTIFACTS ?? "test-artifacts/e2e";
 const CHROMIUM = process.env.E2E_CHROMIUM ?? "/usr/bin/chromium";
+const SCRIPT = process.env.E2E_SCRIPT;
+// A turn that runs until stopped: slow words, then a command that sleeps.
+const LONG_TURN = {
+  responses: [
+    {
+      text: "Starting a long job that takes a while to finish, word by word, so that Stop can end it.",
+      toolCalls: [{ name: "bash", input: { command: "sleep 60" } }],
+      chunkDelayMs: 150,
+    },
+    { text: "This answer is never reached." },
+  ],
+};
 // The server's bot check refuses "HeadlessChrome" on session create: a plain desktop browser's.
 const USER_AGENT =
   "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36";
@@ -74,9 +88,22 @@ async function run(page) {
   await composer.fill("Hello from the e2e test");
   await composer.press("Enter");
   await page.locator(".message-user").filter({ hasText: "Hello from the e2e test" }).waitFor();
-  await page.getByRole("tab", { name: "Hello from the e2e test" }).waitFor(); // the chat is named
+  await page.getByRole("tab", { name: /Hello from the e2e test/ }).waitFor(); // the chat is named
   log("message sent");
+  // the agent's turn streams in: text (markdown), the write tool card, the final text
+  const answer = page.locator(".message-assistant").last();
+  await answer.locator(".markdown strong", { hasText: "greeting" }).waitFor({ timeout: 30_000 });
+  log("streamed text visible");
+  const card = answer.getByRole("article", { name: "Tool write" });
+  await card.waitFor();
+  await card.locator(".tool-summary", { hasText: "greeting.txt" }).waitFor();
+  await card.locator(".diff-added", { hasText: "Hello from the agent" }).waitFor();
+  await answer.getByText("holds the greeting").waitFor({ timeout: 30_000 });
+  await card.getByText("Done", { exact: true }).waitFor();
+  await page.getByRole("button", { name: "Send" }).waitFor(); // the turn ended
+  log("turn finished: text, tool card, final text");
   await screenshot(page, "active-with-message");
+
 
   await page.getByRole("button", { name: "README.md" }).click();
   await page.getByLabel("Contents of README.md").getByText("Hello from the e2e repository.").waitFor();
@@ -85,11 +112,31 @@ async function run(page) {
   await waitForChip(page, "Paused", 40_000);
   await page.getByRole("tab", { name: "Activity" }).click();
   await page.getByText("Sandbox hibernated").waitFor();
+  await page.getByRole("heading", { name: "Agent runs" }).waitFor();
+  await page.locator(".runs li").filter({ hasText: "Completed" }).waitFor();
   await screenshot(page, "paused");
 
   await page.getByRole("button", { name: "Resume" }).click();
   await waitForChip(page, "Active", 30_000);
   await screenshot(page, "resumed");
+
+  // a long turn, stopped (last before Archive: a stopped turn's hold on hibernation only lapses)
+  if (SCRIPT) {
+    writeFileSync(SCRIPT, JSON.stringify(LONG_TURN));
+    await composer.fill("Run the long job");
+    await composer.press("Enter");
+    const stop = page.getByRole("button", { name: "Stop" });
+    await stop.waitFor({ timeout: 20_000 });
+    await page.getByText("Working…").waitFor();
+    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
+    await screenshot(page, "agent-working");
+    await stop.click();
+    await page.getByText("Stopped.").waitFor({ timeout: 15_000 });
+    await page.getByRole("button", { name: "Send" }).waitFor();
+    await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor(); // the Activity tab
+    log("long turn stopped");
+    await screenshot(page, "agent-stopped");
+  }
 
   await page.getByRole("button", { name: "Archive" }).click();
   const confirm = page.getByRole("dialog", { name: "Archive session" });

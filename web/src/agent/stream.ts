@@ -1,7 +1,7 @@
 // An agent turn's stream, folded by the AI SDK: the long-poll endpoint's numbered events become a
 // ReadableStream of UI message chunks, and `readUIMessageStream` (the `ai` package) turns it into
 // the assistant message. Nothing here interprets a chunk beyond its seq and its open/close pairs.
-import { readUIMessageStream, type UIMessage as AiUIMessage, type UIMessageChunk } from "ai";
+import type { UIMessage as AiUIMessage, UIMessageChunk } from "ai";
 
 export type RunStatus = "running" | "waiting" | "completed" | "failed" | "aborted";
 
@@ -124,6 +124,8 @@ export interface FoldOptions extends ChunkStreamOptions {
 
 /** Fold a run's stream into its assistant message with the AI SDK; resolves when the stream ends. */
 export async function foldRun({ message, onMessage, onError, ...options }: FoldOptions): Promise<void> {
+  // the AI SDK (and the schemas it brings) loads with the first turn, not with the app
+  const { readUIMessageStream } = await import("ai");
   const stream = chunkStream(options);
   for await (const state of readUIMessageStream<AgentMessage>({ message, stream, onError })) {
     onMessage(state, markerSeq(state));
