@@ -58,14 +58,6 @@ def test_the_wake_up_is_never_before_the_due_time(settings: Settings) -> None:
     assert wake >= due, (wake, due)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run that wakes shortly before the due time sleeps the whole minimum wait again: "
-    "domain.lifecycle.wake_at = max(due, now + lifecycle_min_sleep_seconds) (5 s), so a session "
-    "due in 2 s is woken 3+ s late. moto's Wait truncates the remaining seconds "
-    "(int(delta.total_seconds())), so on one machine every run wakes up to 1 s early and "
-    "hibernation stays ~5 s late even with the rounded-up wakeAt (bench: lifecycle p50 4.9 s)",
-)
 def test_a_session_due_sooner_than_the_minimum_wait_is_woken_when_due(
     settings: Settings,
 ) -> None:

@@ -16,6 +16,7 @@ from openagents.domain.models import LifecycleState, Session, SessionStatus
 
 EXPIRY_BUFFER = timedelta(seconds=10)
 MIN_SLEEP = timedelta(seconds=5)
+SHORTEST_WAIT = timedelta(seconds=1)  # a due time sooner than this is waited for this long
 STALE_LEASE_GRACE = timedelta(minutes=2)
 DUE_SHARDS = 8  # the sparse "overdue" index is spread over this many partitions
 RUNNING_STATES = frozenset(
@@ -68,9 +69,13 @@ def index_fields(session: Session) -> dict[str, Any]:
 
 
 def wake_at(session: Session, now: datetime, minimum: timedelta = MIN_SLEEP) -> datetime:
-    """The loop's next wake-up: the due time, at least ``minimum`` ahead."""
+    """The loop's next wake-up: the due time when it is ahead, however soon (the minimum wait
+    must not push a due session a whole period late; only a floor of ``SHORTEST_WAIT`` keeps a
+    Wait that wakes a little early from spinning), else ``minimum`` ahead."""
     due = due_at(session)
-    return max(due or now, now + minimum)
+    if due is not None and due > now:
+        return max(due, now + min(minimum, SHORTEST_WAIT))
+    return now + minimum
 
 
 def due_shard(session_id: str) -> str:
