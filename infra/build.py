@@ -9,11 +9,17 @@ is the import path the tests use):
 - ``layers/deps/python/**``: the runtime dependencies from ``uv.lock`` (no dev, infra or
   ``local`` extra), installed for Lambda's arm64 Python 3.12 with
   ``pip --platform manylinux2014_aarch64 --only-binary=:all:``. Rebuilt only when the exported
-  requirements change (``.build/deps-requirements.txt`` remembers the last ones).
+  requirements change (``.build/deps-requirements.txt`` remembers the last ones);
+- ``layers/deps-py313/python/**``: the same requirements for Python 3.13, the runtime of the
+  durable agent function (``functions/agent``: Lambda durable functions need 3.13). Compiled
+  wheels (pydantic-core and the like) are built per CPython minor version, so the 3.12 layer
+  cannot serve it (``.build/deps-py313-requirements.txt`` remembers its requirements).
 
 Everything is precompiled with a Python 3.12 interpreter into unchecked-hash ``.pyc`` files:
 ``/var/task`` and ``/opt`` are read-only, and the asset zips carry fixed timestamps, so
-timestamp-checked bytecode would be recompiled in memory on every cold start.
+timestamp-checked bytecode would be recompiled in memory on every cold start. The agent
+function, the core layer (which it shares) and the 3.13 deps layer are compiled by a Python 3.13
+as well (``cpython-313`` files next to the ``cpython-312`` ones; ``AGENT_PYTHON`` names it).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BUILD_DIR = ROOT / ".build"
 LAMBDA_PYTHON = "3.12"
+AGENT_PYTHON = "3.13"  # the durable agent function's runtime (infra/constructs/agent.py)
+AGENT_FUNCTION = "agent"
 PLATFORM = "manylinux2014_aarch64"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
 CORE_EXCLUDED = ("local",)  # openagents.local: moto, typer, uvicorn; never in a layer
@@ -116,9 +124,17 @@ def _pip() -> list[str]:
     raise SystemExit("pip is needed to build the deps layer (python3 -m pip)")
 
 
-def stage_deps(build_dir: Path, root: Path = ROOT, force: bool = False) -> Path:
-    asset = build_dir / "layers" / "deps"
-    stamp = build_dir / "deps-requirements.txt"
+def deps_layer_name(python: str = LAMBDA_PYTHON) -> str:
+    """``deps`` for the functions' Python 3.12, ``deps-py313`` for the agent's 3.13."""
+    return "deps" if python == LAMBDA_PYTHON else f"deps-py{python.replace('.', '')}"
+
+
+def stage_deps(
+    build_dir: Path, root: Path = ROOT, force: bool = False, python: str = LAMBDA_PYTHON
+) -> Path:
+    name = deps_layer_name(python)
+    asset = build_dir / "layers" / name
+    stamp = build_dir / f"{name}-requirements.txt"
     requirements = export_requirements(root)
     if (
         not force
@@ -126,14 +142,14 @@ def stage_deps(build_dir: Path, root: Path = ROOT, force: bool = False) -> Path:
         and stamp.exists()
         and stamp.read_text() == requirements
     ):
-        print("deps layer: up to date", flush=True)
+        print(f"{name} layer: up to date", flush=True)
         return asset
     shutil.rmtree(asset, ignore_errors=True)
     stamp.unlink(missing_ok=True)
     (asset / "python").mkdir(parents=True)
-    pending = build_dir / "deps-requirements.pending.txt"
+    pending = build_dir / f"{name}-requirements.pending.txt"
     pending.write_text(requirements)
-    print(f"deps layer: pip install for {PLATFORM} / cp{LAMBDA_PYTHON}", flush=True)
+    print(f"{name} layer: pip install for {PLATFORM} / cp{python}", flush=True)
     installed = subprocess.run(  # noqa: S603 - fixed arguments
         [
             *_pip(),
@@ -148,7 +164,7 @@ def stage_deps(build_dir: Path, root: Path = ROOT, force: bool = False) -> Path:
             "--implementation",
             "cp",
             "--python-version",
-            LAMBDA_PYTHON,
+            python,
             "--only-binary=:all:",
             "--target",
             str(asset / "python"),
@@ -164,28 +180,32 @@ def stage_deps(build_dir: Path, root: Path = ROOT, force: bool = False) -> Path:
         if line.strip() and not line.startswith(noise):
             print(line, file=sys.stderr)
     if installed.returncode != 0:
-        raise SystemExit(f"pip install for the deps layer failed ({installed.returncode})")
+        raise SystemExit(f"pip install for the {name} layer failed ({installed.returncode})")
     for junk in (asset / "python").glob("bin"):
         shutil.rmtree(junk)
-    compile_bytecode(asset)
+    compile_bytecode(asset, python)
     pending.rename(stamp)
     return asset
 
 
-def lambda_python() -> str | None:
-    """A CPython 3.12 to compile bytecode the Lambda runtime will load (tags must match)."""
+def lambda_python(version: str = LAMBDA_PYTHON) -> str | None:
+    """A CPython of ``version`` to compile bytecode the Lambda runtime will load (tags must
+    match). ``LAMBDA_PYTHON`` (3.12) and ``AGENT_PYTHON`` (3.13) name one explicitly."""
+    major, minor = (int(part) for part in version.split("."))
+    variable = "LAMBDA_PYTHON" if version == LAMBDA_PYTHON else "AGENT_PYTHON"
     candidates: list[str] = []
-    if os.environ.get("LAMBDA_PYTHON"):
-        candidates.append(os.environ["LAMBDA_PYTHON"])
-    if sys.version_info[:2] == (3, 12):
+    if os.environ.get(variable):
+        candidates.append(os.environ[variable])
+    if sys.version_info[:2] == (major, minor):
         candidates.append(sys.executable)
-    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))]
-    which = shutil.which("python3.12")
+    pattern = f".pyenv/versions/{version}*/bin/python{version}"
+    candidates += [str(p) for p in sorted(Path.home().glob(pattern))]
+    which = shutil.which(f"python{version}")
     if which:
         candidates.append(which)
     for candidate in candidates:
         probe = subprocess.run(  # noqa: S603
-            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+            [candidate, "-c", f"import sys; print(sys.version_info[:2] == ({major}, {minor}))"],
             capture_output=True,
             text=True,
             check=False,
@@ -195,12 +215,13 @@ def lambda_python() -> str | None:
     return None
 
 
-def compile_bytecode(asset: Path) -> None:
-    python = lambda_python()
+def compile_bytecode(asset: Path, version: str = LAMBDA_PYTHON) -> None:
+    python = lambda_python(version)
     if python is None:
+        variable = "LAMBDA_PYTHON" if version == LAMBDA_PYTHON else "AGENT_PYTHON"
         print(
-            f"warning: no Python {LAMBDA_PYTHON} found (set LAMBDA_PYTHON): {asset} ships "
-            "without bytecode and each cold start compiles it",
+            f"warning: no Python {version} found (set {variable}): {asset} ships "
+            f"without {version} bytecode and each cold start compiles it",
             file=sys.stderr,
         )
         return
@@ -246,8 +267,15 @@ def build(build_dir: Path, *, with_deps: bool = True, force_deps: bool = False) 
     assets["layer:core"] = stage_core(build_dir)
     for asset in list(assets.values()):
         compile_bytecode(asset)
+    # the agent function runs on 3.13 (durable functions): its code and the core layer it
+    # shares get 3.13 bytecode too
+    for key in (f"function:{AGENT_FUNCTION}", "layer:core"):
+        if key in assets:
+            compile_bytecode(assets[key], AGENT_PYTHON)
     if with_deps:
         assets["layer:deps"] = stage_deps(build_dir, force=force_deps)
+        agent_deps = stage_deps(build_dir, force=force_deps, python=AGENT_PYTHON)
+        assets[f"layer:{deps_layer_name(AGENT_PYTHON)}"] = agent_deps
     return assets
 
 

@@ -20,8 +20,13 @@
 | ``sandboxEgressProxy`` | - | ``http://host:port`` of an allow-listing proxy (``proxy``) |
 | ``sandboxEgressProxyCidr`` | the VPC's | where the proxy is, for the security group |
 | ``containerInsights`` | ``false`` (prod: ``true``) | Container Insights on the sandbox cluster |
+| ``agentModels`` | - | Bedrock model or inference-profile ids the agent may call (comma-separated,
+  ``bedrock/`` prefix optional); the first is the default model; none: no model offered |
+| ``agentTurnTimeoutSeconds`` | ``86400`` | a durable agent turn's execution timeout |
 | ``buildDir`` | ``.build`` | where ``make build`` staged the assets |
 | ``depsLayerDir`` | ``<buildDir>/layers/deps`` | the deps layer (tests: a tiny placeholder) |
+| ``agentDepsLayerDir`` | ``<buildDir>/layers/deps-py313`` (with ``depsLayerDir``: that one) |
+  the agent function's Python 3.13 deps layer |
 | ``account`` / ``region`` | ``CDK_DEFAULT_*`` | the target; unset: env-agnostic |
 """
 
@@ -44,6 +49,11 @@ SANDBOX_EGRESS = ("open", "none", "proxy")
 PROXY_URL = re.compile(r"^http://(?P<host>[A-Za-z0-9.-]+):(?P<port>\d{1,5})/?$")
 CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
 IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+# a Bedrock foundation-model id (``anthropic.claude-...-v1:0``) or a system inference profile's
+# (``us.anthropic.claude-...``): the profile's is the model id behind a geography prefix
+BEDROCK_MODEL_ID = re.compile(r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$")
+INFERENCE_PROFILE_PREFIXES = ("us", "eu", "apac", "us-gov", "jp", "au", "ca", "global")
+MAX_TURN_TIMEOUT = 31_622_400  # a durable execution's longest timeout (366 days)
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
 
 
@@ -88,8 +98,11 @@ class StageConfig:
     sandbox_egress: str = "open"
     sandbox_egress_proxy: str | None = None
     sandbox_egress_proxy_cidr: str | None = None
+    agent_models: tuple[str, ...] = ()  # Bedrock model / inference-profile ids, no prefix
+    agent_turn_timeout_seconds: int = 86_400
     build_dir: Path = ROOT / ".build"
     deps_layer_dir: Path | None = None
+    agent_deps_layer_dir: Path | None = None
     account: str | None = None
     region: str | None = None
 
@@ -109,6 +122,7 @@ class StageConfig:
                 "(docs/deploy.md, 'Protection')"
             )
         self._check_sandbox()
+        self._check_agent()
         for key, arn in (
             ("githubWebhookSecretArn", self.github_webhook_secret_arn),
             ("githubTokenSecretArn", self.github_token_secret_arn),
@@ -136,6 +150,16 @@ class StageConfig:
                 f"natGateways {self.nat_gateways}: 1-{MAX_AZS} (sandboxes need egress)"
             )
         self._check_egress()
+
+    def _check_agent(self) -> None:
+        for model in self.agent_models:
+            if not BEDROCK_MODEL_ID.match(model):
+                raise ValueError(
+                    f"agentModels: {model!r} is not a Bedrock model or inference-profile id "
+                    "(e.g. anthropic.claude-sonnet-4-5-20250929-v1:0, or us.anthropic...)"
+                )
+        if not 60 <= self.agent_turn_timeout_seconds <= MAX_TURN_TIMEOUT:
+            raise ValueError(f"agentTurnTimeoutSeconds: 60-{MAX_TURN_TIMEOUT}")
 
     def _check_egress(self) -> None:
         if self.sandbox_egress not in SANDBOX_EGRESS:
@@ -197,6 +221,21 @@ class StageConfig:
     def deps_layer(self) -> Path:
         return self.deps_layer_dir or self.build_dir / "layers" / "deps"
 
+    @property
+    def agent_deps_layer(self) -> Path:
+        """The agent's Python 3.13 deps layer; a ``depsLayerDir`` stand-in serves both."""
+        if self.agent_deps_layer_dir is not None:
+            return self.agent_deps_layer_dir
+        if self.deps_layer_dir is not None:
+            return self.deps_layer_dir
+        return self.build_dir / "layers" / "deps-py313"
+
+    @staticmethod
+    def inference_profile_model(model: str) -> str | None:
+        """The foundation model behind a system inference-profile id, else ``None``."""
+        prefix, _, rest = model.partition(".")
+        return rest if prefix in INFERENCE_PROFILE_PREFIXES and "." in rest else None
+
     def function_asset(self, name: str) -> Path:
         return self.build_dir / "functions" / name
 
@@ -211,6 +250,7 @@ class StageConfig:
 
         build_dir = Path(get("buildDir") or ROOT / ".build")
         deps = get("depsLayerDir")
+        agent_deps = get("agentDepsLayerDir")
         return cls(
             stage=str(get("stage") or "dev"),
             prod=_bool(get("prod") or False),
@@ -232,9 +272,16 @@ class StageConfig:
             sandbox_egress=str(get("sandboxEgress") or "open").lower(),
             sandbox_egress_proxy=_optional(get("sandboxEgressProxy")),
             sandbox_egress_proxy_cidr=_optional(get("sandboxEgressProxyCidr")),
+            agent_models=tuple(m.removeprefix("bedrock/") for m in _list(get("agentModels"))),
+            agent_turn_timeout_seconds=_int(get("agentTurnTimeoutSeconds"), 86_400),
             build_dir=build_dir if build_dir.is_absolute() else ROOT / build_dir,
             deps_layer_dir=(Path(deps) if Path(deps).is_absolute() else ROOT / deps)
             if deps
+            else None,
+            agent_deps_layer_dir=(
+                Path(agent_deps) if Path(agent_deps).is_absolute() else ROOT / agent_deps
+            )
+            if agent_deps
             else None,
             account=_optional(get("account")) or os.environ.get("CDK_DEFAULT_ACCOUNT"),
             region=_optional(get("region")) or os.environ.get("CDK_DEFAULT_REGION"),

@@ -7,6 +7,7 @@ from aws_cdk import CfnOutput, Environment, Stack, Tags
 from constructs import Construct
 
 from infra.config import StageConfig
+from infra.constructs.agent import Agent
 from infra.constructs.api import Api
 from infra.constructs.buckets import AccessLogs
 from infra.constructs.control_plane import ControlPlane, SecretSetting
@@ -109,6 +110,8 @@ class OpenAgentsStack(Stack):
             authorizer=self.identity.authorizer,
             control_plane=control_plane,
         )
+        self.agent = Agent(self, "Agent", config=config, control_plane=control_plane)
+        self.agent.grant_turns(self.api.function)
         self.events.add_schedules(self.workflows.functions)
         self.events.add_rules(self.workflows.functions)
         self.web.add_api(self.api.domain_name)

@@ -178,14 +178,15 @@ def test_api_reads_the_origin_and_github_secrets(dev: Synth, ext: Synth) -> None
     assert not any("GitHub token" in d for d in descriptions)
     assert any("GitHub webhook" in d for d in descriptions)
     # the workflow functions read none of them, but the GitHub token: the archiver (archiving
-    # refreshes the PR, the auto-archive schedule included) and the provisioner (private clones)
+    # refreshes the PR, the auto-archive schedule included), the provisioner (private clones)
+    # and the agent turn (auto-commit / auto-PR after a natural finish)
     for synth in (dev, ext):
         for logical, function in synth.resources("AWS::Lambda::Function").items():
             handler = function["Properties"].get("Handler", "")
             if handler.startswith("functions.api."):
                 continue
             variables = function["Properties"].get("Environment", {}).get("Variables", {})
-            reads_token = "archiver" in handler or "provisioner" in handler
+            reads_token = any(name in handler for name in ("archiver", "provisioner", "agent"))
             allowed = {"OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"} if reads_token else set()
             read = {k for k in variables if "GITHUB" in k or "ORIGIN_SECRET" in k}
             assert read == allowed, logical

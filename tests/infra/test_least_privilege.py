@@ -90,6 +90,9 @@ S3_ACTIONS = {
 }
 # What the Lambda runtime needs, whatever the code does: checked on their own
 RUNTIME_SIDS = {"WriteOwnLogs", "LambdaVpcEni"}
+# The API's grants on the durable agent function (infra/constructs/agent.py): the flow runs no
+# agent turn on AWS (no durable runtime in moto), so tests/infra/test_agent.py pins them exactly
+AGENT_TURN_SIDS = {"StartAgentTurns", "StopAgentTurns"}
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 # Actions that support no resource-level permissions (the only ones allowed on "*")
 NO_RESOURCE_LEVEL = {
@@ -872,7 +875,9 @@ def declared_driver_methods(name: str) -> set[str]:
 
 def check_function(synth: Synth, function: Function, used: set[Request], methods: set[str]) -> None:
     code = [
-        s for s in function.statements if s.sid not in RUNTIME_SIDS and not set(s.actions) <= XRAY
+        s
+        for s in function.statements
+        if s.sid not in RUNTIME_SIDS | AGENT_TURN_SIDS and not set(s.actions) <= XRAY
     ]
     label = f"{synth.stack.stack_name}/{function.name}"
     # every request is allowed by a statement, and no resource policy denies it

@@ -11,6 +11,7 @@ import pytest
 from openagents.sandbox.fargate import FargateConfig
 
 from infra.config import StageConfig
+from infra.constructs.agent import HANDLER as AGENT_HANDLER
 from infra.constructs.sandbox import (
     CONTAINER_NAME,
     INIT_CONTAINER,
@@ -209,14 +210,21 @@ def test_only_the_control_plane_reaches_sandboxd(stages: tuple[Synth, ...]) -> N
     for synth in stages:
         sandbox = synth.stack.sandbox
         control = synth.logical_id(sandbox.control_plane_sg)
-        (rule,) = _ingress(synth, sandbox.sandbox_sg)
-        assert rule["IpProtocol"] == "tcp"
-        assert (rule["FromPort"], rule["ToPort"]) == (8080, 8080)
-        assert rule["SourceSecurityGroupId"] == {"Fn::GetAtt": [control, "GroupId"]}
-        assert "CidrIp" not in rule
-        # not even another sandbox (the group does not admit itself)
+        # the control-plane Lambdas and the agent turns (their own group, test_agent.py)
+        agent = synth.logical_id(synth.stack.agent.security_group)
+        rules = sorted(_ingress(synth, sandbox.sandbox_sg), key=json.dumps)
+        sources = [r["SourceSecurityGroupId"] for r in rules]
+        assert sorted(sources, key=json.dumps) == sorted(
+            ({"Fn::GetAtt": [control, "GroupId"]}, {"Fn::GetAtt": [agent, "GroupId"]}),
+            key=json.dumps,
+        )
         own = {"Fn::GetAtt": [synth.logical_id(sandbox.sandbox_sg), "GroupId"]}
-        assert rule["SourceSecurityGroupId"] != own
+        for rule in rules:
+            assert rule["IpProtocol"] == "tcp"
+            assert (rule["FromPort"], rule["ToPort"]) == (8080, 8080)
+            assert "CidrIp" not in rule
+            # not even another sandbox (the group does not admit itself)
+            assert rule["SourceSecurityGroupId"] != own
         # the control plane accepts nothing, and sends HTTPS out and sandboxd's port in
         assert _ingress(synth, sandbox.control_plane_sg) == []
         egress = {
@@ -443,10 +451,14 @@ def test_every_function_runs_in_the_private_subnets_with_the_control_plane_group
         group = {"Fn::GetAtt": [synth.logical_id(sandbox.control_plane_sg), "GroupId"]}
         functions = synth.resources("AWS::Lambda::Function")
         assert len(functions) >= 3
+        agent_sg = synth.logical_id(synth.stack.agent.security_group)
+        agent_group = {"Fn::GetAtt": [agent_sg, "GroupId"]}
         for logical, function in functions.items():
             vpc = function["Properties"]["VpcConfig"]
             assert vpc["SubnetIds"] == private, logical
-            assert vpc["SecurityGroupIds"] == [group], logical
+            # the agent turns have a group of their own (tests/infra/test_agent.py)
+            durable = function["Properties"]["Handler"] == AGENT_HANDLER
+            assert vpc["SecurityGroupIds"] == [agent_group if durable else group], logical
         for subnet in sandbox.vpc.public_subnets:
             props = _props(synth, subnet)
             assert props["MapPublicIpOnLaunch"] is False
