@@ -21,7 +21,10 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
   const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
   const chats = useLoader(load);
   const [failure, setFailure] = useState<string | null>(null);
-  const list = chats.data ?? [];
+  const [working, setWorking] = useState<string | null>(null); // the chat whose turn runs here
+  const fetched = chats.data ?? [];
+  // the server's isStreaming, or a turn this client follows
+  const list = fetched.map((chat) => (chat.id === working ? { ...chat, isStreaming: true } : chat));
   const activeId = [chatId, latestChatId, list[0]?.id].find(
     (id) => id && list.some((chat) => chat.id === id),
   );
@@ -45,6 +48,12 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
     reloadChats(); // the first message names the chat
     onSent();
   }, [reloadChats, onSent]);
+
+  const markWorking = useCallback(
+    (running: boolean) =>
+      setWorking((current) => (running ? (activeId ?? null) : current === activeId ? null : current)),
+    [activeId],
+  );
 
   if (chats.error !== undefined) return <p role="alert">Could not load chats: {errorMessage(chats.error)}</p>;
   if (!activeId) return <p className="muted">Loading chats…</p>;
@@ -91,6 +100,7 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
           onSent={sent}
           onTurn={sent}
           onChatChanged={reloadChats}
+          onRunning={markWorking}
         />
       </div>
     </section>

@@ -22,6 +22,8 @@ interface Props {
   onTurn?: () => void;
   /** The chat's settings changed (its model). */
   onChatChanged?: () => void;
+  /** A turn started or stopped running in this client (the tab's Working badge). */
+  onRunning?: (running: boolean) => void;
 }
 
 function newId(): string {
@@ -61,6 +63,7 @@ export function ChatPanel({
   onSent,
   onTurn,
   onChatChanged,
+  onRunning,
 }: Props) {
   const api = useApi();
   const { messages, hidden, error, loading, append, reload, showEarlier } = useMessages(sessionId, chatId);
@@ -82,6 +85,9 @@ export function ChatPanel({
   const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd });
 
   const running = live !== null && (live.status === "running" || live.status === "starting");
+  useEffect(() => {
+    onRunning?.(running);
+  }, [onRunning, running]);
   const scroller = useRef<HTMLDivElement>(null);
   const fromBottom = useRef<number | null>(null);
   const last = messages[messages.length - 1]?.id;

@@ -6,9 +6,11 @@ import { saveCheckpoint } from "../../agent/checkpoint";
 import approvalRun from "../../agent/fixtures/approval-question.json";
 import scriptedRun from "../../agent/fixtures/scripted-turn.json";
 import type { StreamPage } from "../../agent/stream";
-import { fakeApi, renderWithApi } from "../../test/fakes";
+import { chat, fakeApi, renderWithApi } from "../../test/fakes";
+import { ChatTabs } from "../ChatTabs";
 import { ChatPanel } from "../ChatPanel";
 import { ModelPicker } from "./ModelPicker";
+import { RunList } from "./RunList";
 import { ToolCard } from "./ToolCard";
 
 const models = { models: [], defaultModelId: null, message: null };
@@ -276,5 +278,50 @@ describe("ModelPicker", () => {
     await userEvent.selectOptions(select, "openai/qwen3");
     expect(setChatModel).toHaveBeenCalledWith("s1", "c1", "openai/qwen3");
     await waitFor(() => expect(onChanged).toHaveBeenCalled());
+  });
+});
+
+describe("RunList", () => {
+  it("lists the session's runs with their status, usage and error", async () => {
+    const run = (overrides: object) => ({
+      runId: "r1",
+      chatId: "c1",
+      modelId: "scripted/default",
+      status: "completed" as const,
+      steps: 3,
+      usage: { inputTokens: 530, outputTokens: 15, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      startedAt: "2026-12-01T10:00:00Z",
+      finishedAt: "2026-12-01T10:00:03.400Z",
+      ...overrides,
+    });
+    const runs = vi.fn(async () => ({
+      runs: [
+        run({ runId: "r2", status: "failed", error: "scripted model has no response for step 1" }),
+        run({}),
+      ],
+      nextCursor: null,
+    }));
+    renderWithApi(<RunList sessionId="s1" />, fakeApi({ runs }));
+    expect(await screen.findByText("Completed")).toBeInTheDocument();
+    expect(screen.getAllByText("in 3.4 s")).toHaveLength(2);
+    expect(screen.getAllByText(/3 steps · 530 in · 15 out/)).toHaveLength(2);
+    expect(screen.getByText("scripted model has no response for step 1")).toBeInTheDocument();
+    expect(runs).toHaveBeenCalledWith("s1");
+  });
+});
+
+describe("Working badges", () => {
+  it("shows Working on a streaming chat tab", () => {
+    render(
+      <ChatTabs
+        chats={[chat({ isStreaming: true, title: "Agent" })]}
+        activeId="c1"
+        onSelect={vi.fn()}
+        onCreate={vi.fn()}
+        onRename={vi.fn()}
+        onDelete={vi.fn()}
+      />,
+    );
+    expect(screen.getByRole("tab", { name: "Agent, working" })).toHaveTextContent("Working");
   });
 });
