@@ -372,7 +372,7 @@ def sandboxd_pid(handle: dict[str, Any]) -> int:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"python" in command[0] and any(b"sandboxd.py" in part for part in command):
+        if b"python" in command[0] and any(b"sandboxd" in part for part in command[1:]):
             return pid
         pending += _children_of(pid)
     raise AssertionError(f"no sandboxd below {handle['ref']} (looked at {seen})")
