@@ -131,6 +131,17 @@ describe("foldRun", () => {
     expect(visible(resumed.last.message)).toEqual(visible(whole.last.message));
   });
 
+  it("resumes identically from every state that carries a seq", async () => {
+    const whole = await fold(scriptedRun as StreamPage, { size: 3 });
+    const final = visible(whole.last.message);
+    const marked = whole.states.filter((s) => s.seq !== null);
+    expect(marked.length).toBeGreaterThan(10);
+    for (const point of marked) {
+      const resumed = await fold(scriptedRun as StreamPage, { after: point.seq!, message: point.message });
+      expect(visible(resumed.last?.message ?? point.message)).toEqual(final);
+    }
+  });
+
   it("only marks safe seqs: never inside an open text or reasoning part", async () => {
     const { states } = await fold(scriptedRun as StreamPage, { size: 1 });
     const unsafe = new Set([4, 5, 6, 7, 10, 11, 20, 27, 34, 35]); // deltas and starts of open parts

@@ -116,7 +116,7 @@ export function chunkStream({
 export interface FoldOptions extends ChunkStreamOptions {
   /** The message the run continues (a stored or checkpointed assistant message), if any. */
   message?: AgentMessage;
-  /** Every new state of the message; `seq` is its last safe resume point, when it has one. */
+  /** Every new state of the message; `seq` is set when the state is exactly the events up to seq. */
   onMessage: (message: AgentMessage, seq: number | null) => void;
   /** An `error` chunk (the run failed) or a malformed chunk. */
   onError?: (error: unknown) => void;
@@ -127,7 +127,12 @@ export async function foldRun({ message, onMessage, onError, ...options }: FoldO
   // the AI SDK (and the schemas it brings) loads with the first turn, not with the app
   const { readUIMessageStream } = await import("ai");
   const stream = chunkStream(options);
+  let marked = markerSeq(message ?? { id: "", role: "assistant", parts: [] });
   for await (const state of readUIMessageStream<AgentMessage>({ message, stream, onError })) {
-    onMessage(state, markerSeq(state));
+    // only the state the marker itself produced holds exactly the events up to its seq (later
+    // states carry the same marker with more parts)
+    const seq = markerSeq(state);
+    onMessage(state, seq !== marked ? seq : null);
+    marked = seq;
   }
 }
