@@ -130,10 +130,21 @@ async function run(page) {
     await page.getByText("Working…").waitFor();
     await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
     await screenshot(page, "agent-working");
+    // a reload mid-turn continues from the chat's checkpoint: the streamed text is there once
+    await page.reload();
+    await stop.waitFor({ timeout: 20_000 });
+    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(1_500); // a few more events folded in
+    const copies = await page.locator(".message-assistant", { hasText: "Starting a long job" }).count();
+    if (copies !== 1) throw new Error(`after the reload the streamed message shows ${copies} times`);
+    const texts = await page.locator(".message-assistant").last().locator(".markdown").count();
+    if (texts !== 1) throw new Error(`after the reload the streamed message has ${texts} text parts`);
+    log("reload mid-turn resumed without duplicates");
     await stop.click();
     await page.getByText("Stopped.").waitFor({ timeout: 15_000 });
     await page.getByRole("button", { name: "Send" }).waitFor();
-    await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor(); // the Activity tab
+    await page.getByRole("tab", { name: "Activity" }).click(); // the reload opened Files
+    await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor();
     log("long turn stopped");
     await screenshot(page, "agent-stopped");
   }
