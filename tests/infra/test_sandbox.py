@@ -366,7 +366,7 @@ def test_egress_none_and_proxy_keep_sandboxes_off_the_nat(ext: Synth, closed: Sy
         assert len(isolated) == 2, name
         assert _driver_subnets(synth) == _subnet_refs(synth, isolated), name
         # the control plane stays where it was (NAT for the AWS APIs)
-        for function in synth.resources("AWS::Lambda::Function").values():
+        for function in control_plane_functions(synth).values():
             subnets = function["Properties"]["VpcConfig"]["SubnetIds"]
             assert subnets == _subnet_refs(synth, sandbox.vpc.private_subnets)
         # no route out: no NAT gateway, internet gateway, peering or transit gateway target
@@ -442,6 +442,19 @@ def test_egress_none_and_proxy_keep_sandboxes_off_the_nat(ext: Synth, closed: Sy
     assert ext.stack.config.sandbox_egress == "proxy"
 
 
+OUTBOX_HANDLER = "functions.outbox.handler.lambda_handler"
+
+
+def control_plane_functions(synth: Synth) -> dict[str, Any]:
+    """The functions that drive sandboxes: all but the outbox pipe's enrichment, which only
+    reshapes stream records (no VPC, no sandbox, no token; tests/infra/test_outbox.py)."""
+    return {
+        logical: function
+        for logical, function in synth.resources("AWS::Lambda::Function").items()
+        if function["Properties"]["Handler"] != OUTBOX_HANDLER
+    }
+
+
 def test_every_function_runs_in_the_private_subnets_with_the_control_plane_group(
     stages: tuple[Synth, ...],
 ) -> None:
@@ -449,7 +462,7 @@ def test_every_function_runs_in_the_private_subnets_with_the_control_plane_group
         sandbox = synth.stack.sandbox
         private = [{"Ref": synth.logical_id(s)} for s in sandbox.vpc.private_subnets]
         group = {"Fn::GetAtt": [synth.logical_id(sandbox.control_plane_sg), "GroupId"]}
-        functions = synth.resources("AWS::Lambda::Function")
+        functions = control_plane_functions(synth)
         assert len(functions) >= 3
         agent_sg = synth.logical_id(synth.stack.agent.security_group)
         agent_group = {"Fn::GetAtt": [agent_sg, "GroupId"]}
@@ -494,7 +507,7 @@ def test_token_key_is_generated_and_readable_by_the_control_plane_only(
         secret = synth.logical_id(sandbox.token_secret)
         generated = synth.data["Resources"][secret]["Properties"]["GenerateSecretString"]
         assert generated == {"ExcludePunctuation": True, "PasswordLength": 64}
-        functions = synth.resources("AWS::Lambda::Function").values()
+        functions = control_plane_functions(synth).values()
         control_plane = {json.dumps(f["Properties"]["Role"]) for f in functions}
         # the identity policies that read it are exactly the functions' roles ...
         readers = {
@@ -558,7 +571,7 @@ def test_ebs_is_the_default_and_efs_the_toggle(dev: Synth, ext: Synth) -> None:
 
 def test_the_functions_get_the_driver_settings(dev: Synth, ext: Synth) -> None:
     for synth, storage in ((dev, "ebs"), (ext, "efs")):
-        for function in synth.resources("AWS::Lambda::Function").values():
+        for function in control_plane_functions(synth).values():
             env = function["Properties"]["Environment"]["Variables"]
             assert env["OPENAGENTS_SANDBOX_DRIVER"] == "fargate"
             assert env["OPENAGENTS_FARGATE_STORAGE"] == storage
