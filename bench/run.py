@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "lifecycle": "bench.lifecycle",
     "load": "bench.load",
     "memory": "bench.memory",
+    "agent": "bench.agent",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -51,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument("--memory-sessions", type=int, help="memory: sessions (500; quick 200)")
     cli.add_argument("--sandboxes", type=int, help="memory: idle sandboxes (4; quick 2)")
+    cli.add_argument("--steps", type=int, help="agent: todo_write steps in one turn (50; quick 10)")
     cli.add_argument("--output", type=Path, default=RESULTS, help="results file")
     cli.add_argument("--show", action="store_true", help="print the stored results; run nothing")
     return cli
@@ -70,6 +72,7 @@ def defaults(args: argparse.Namespace) -> argparse.Namespace:
         ("duration", 60.0, 10.0),
         ("memory_sessions", 500, 200),
         ("sandboxes", 4, 2),
+        ("steps", 50, 10),
     ):
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
