@@ -38,3 +38,23 @@ def test_no_hibernation_while_a_turn_runs(
     run = wait_run(agent_api, session_id, "completed", "failed", timeout=30)
     assert run["status"] == "completed", run
     wait_state(agent_api, session_id, "hibernated")
+
+
+def test_a_stopped_turn_releases_the_hold_at_once(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(
+        [
+            {"toolCalls": [{"name": "bash", "input": {"command": "sleep 60"}}]},
+            {"text": "never reached"},
+        ]
+    )
+    assert agent_api.turn(session_id, chat_id, "sleep a minute").status == 202
+    time.sleep(2)
+    assert agent_api.post(f"/api/chat/{chat_id}/stop").status == 200
+    run = wait_run(agent_api, session_id, "aborted", "completed", "failed", timeout=30)
+    assert run["status"] == "aborted", run
+    # no heartbeat left holding it: the idle timeout (2 s) hibernates it well before the
+    # turn's heartbeat would have lapsed (OPENAGENTS_TURN_HEARTBEAT_SECONDS, 600 s)
+    wait_state(agent_api, session_id, "hibernated")

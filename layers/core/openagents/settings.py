@@ -140,6 +140,22 @@ class Settings(BaseSettings):
     def _comma_list(cls, value: object) -> object:
         return _listed(value)
 
+    @property
+    def offered_models(self) -> tuple[str, ...]:
+        """The model ids chats may use: OPENAGENTS_MODELS, plus ``scripted/default`` in local
+        mode when a scripted file is set."""
+        scripted = self.mode is Mode.LOCAL and self.scripted_model_file is not None
+        extra = ("scripted/default",) if scripted and "scripted/default" not in self.models else ()
+        return (*self.models, *extra)
+
+    @property
+    def new_chat_model(self) -> str:
+        """A new chat's model without a user preference: OPENAGENTS_DEFAULT_MODEL_ID when set,
+        else the first offered model (never an unconfigured default)."""
+        if "default_model_id" in self.model_fields_set or not self.offered_models:
+            return self.default_model_id
+        return self.offered_models[0]
+
     # --- end of models ---
 
     # --- agent turns (openagents/agent, services/agent_turns.py; docs/agent.md) ---

@@ -449,5 +449,5 @@ class AgentHost(TurnHost):
                     self._refresh_diff(self._identity(run), run.session_id)
                 except Exception:
                     log.exception("refreshing the diff after run %s", run.id)
-        else:  # activity only: no follow-ups; the turn's heartbeat lapses on its own
-            self._lifecycle.activity(self._identity(run), run.session_id, None)
+        else:  # stopped, waiting or failed: the hold is released, with no auto-commit
+            self._lifecycle.activity(self._identity(run), run.session_id, "release")

@@ -315,6 +315,9 @@ class LifecycleService:
         return StatusView(session=session, status=chip_status(session), server_time=now)
 
     def activity(self, identity: Identity, session_id: str, turn: str | None) -> dict[str, Any]:
+        """Activity moves ``hibernateAfter``; ``turn`` "start" holds hibernation off for a
+        heartbeat, "end" releases it after a natural finish (auto-commit / auto-PR follow), and
+        "release" (a stopped or failed agent turn) releases it with no follow-up."""
         session = owned(self._store.get_session(session_id), identity)
         if session.lifecycle_state is not LifecycleState.ACTIVE:
             return {"success": False, "reason": "not-active"}
@@ -327,7 +330,7 @@ class LifecycleService:
             changes["turn_active_until"] = now + timedelta(
                 seconds=self._settings.turn_heartbeat_seconds
             )
-        elif turn == "end":
+        elif turn in ("end", "release"):
             changes["turn_active_until"] = None
         try:
             updated = self._store.transition(
@@ -335,9 +338,10 @@ class LifecycleService:
             )
         except StaleState:
             return {"success": False, "reason": "not-active"}
-        if turn != "end":
+        if turn not in ("end", "release"):
             return {"success": True}
-        outcome = self._after_turn(updated) if self._after_turn else None  # auto-commit / PR
+        auto = turn == "end" and self._after_turn is not None
+        outcome = self._after_turn(updated) if auto and self._after_turn else None  # commit / PR
         self.kick(updated, "turn-ended", force=True)  # due moved earlier than the run's wake-up
         return {"success": True, "autoCommit": outcome}
 

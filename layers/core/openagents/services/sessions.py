@@ -146,7 +146,7 @@ class SessionService:
             id=self._ids(),
             session_id=session_id,
             title=FIRST_CHAT_TITLE,
-            model_id=prefs.default_model_id or self._settings.default_model_id,
+            model_id=prefs.default_model_id or self._settings.new_chat_model,
             created_at=now,
             updated_at=now,
         )

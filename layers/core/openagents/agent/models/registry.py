@@ -134,10 +134,7 @@ def build_registry(
     ``openai.OpenAI`` on the configured base URL and key."""
     bedrock = _once(bedrock_client or (lambda: _bedrock_client(settings)))
     openai = _once(openai_client or (lambda: _openai_client(settings)))
-    wanted = list(settings.models)
-    scripted_ok = settings.mode is Mode.LOCAL and settings.scripted_model_file is not None
-    if scripted_ok and SCRIPTED_MODEL_ID not in wanted:
-        wanted.append(SCRIPTED_MODEL_ID)
+    wanted = list(settings.offered_models)
 
     models: dict[str, tuple[ModelInfo, ModelFactory]] = {}
     unconfigured: dict[str, str] = {}
