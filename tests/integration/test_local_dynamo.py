@@ -129,7 +129,7 @@ def test_dump_is_a_json_list_written_atomically(
     path = home / DUMP_FILE
     rows = json.loads(path.read_text())
     assert isinstance(rows, list)
-    assert len(rows) == count == 6  # session, chat, chat claim, audit, title, rate counter
+    assert len(rows) == count == 7  # session, chat, chat claim, audit, outbox, title, rate counter
     assert all({"pk", "sk"} <= set(row) for row in rows)
     assert {row["sk"]["S"] for row in rows} >= {"SESSION", "CID"}
     assert not [p for p in home.iterdir() if p.name.startswith(".dump-")]
@@ -146,9 +146,10 @@ def test_dump_is_a_json_list_written_atomically(
     assert path.read_bytes() == good  # a failed dump never leaves a half-written file
     monkeypatch.undo()
 
-    # one more session: session, chat, chat claim, audit entry, title (same rate counter)
-    assert dynamo.dump() == 11
-    assert len(json.loads(path.read_text())) == 11
+    # one more session: session, chat, chat claim, audit entry, outbox item, title (same rate
+    # counter)
+    assert dynamo.dump() == 13
+    assert len(json.loads(path.read_text())) == 13
 
 
 def fill(app: composition.Container) -> tuple[str, str, str]:

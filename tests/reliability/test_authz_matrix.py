@@ -85,6 +85,12 @@ def body_for(method: str, path: str, alice: Alice) -> Any:
         ("POST", "/api/sandbox/extend"): {"sessionId": sid},
         ("POST", "/api/sandbox/snapshot"): {"sessionId": sid},
         ("PUT", "/api/sandbox/snapshot"): {"sessionId": sid},
+        ("POST", "/api/chat"): {
+            "sessionId": sid,
+            "chatId": alice.chat_id,
+            "message": {"id": "mallory-turn", "role": "user", "parts": []},
+        },
+        ("POST", "/api/chat/{chat_id}/respond"): {"toolCallId": "call-1", "approved": True},
     }
     if (method, path) in bodies:
         return bodies[(method, path)]
@@ -232,7 +238,8 @@ def test_bad_tokens_are_401_on_every_route(
 
 def expect_for_other_user(method: str, path: str) -> set[int]:
     """Routes on a session answer 404; the caller's own collections answer for the caller."""
-    if "{session_id}" in path or path.startswith("/api/sandbox"):
+    on_a_session = "{session_id}" in path or "{chat_id}" in path or path == "/api/chat"
+    if on_a_session or path.startswith("/api/sandbox"):
         return {404} if body_for(method, path, _DUMMY) != {} else {404, 422}
     if (method, path) == ("POST", "/api/sessions"):
         return {201}

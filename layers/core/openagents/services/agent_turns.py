@@ -246,10 +246,17 @@ class AgentTurns:
     # ------------------------------------------------------------------ stream, stop, runs
 
     def _latest(self, identity: Identity, chat_id: str) -> Run | None:
+        """The chat's latest run; another user's chat (with or without runs) is 404."""
         run = self._runs.latest(chat_id)
-        if run is not None and run.user_id != identity.user_id:
+        if run is not None:
+            if run.user_id != identity.user_id:
+                raise NotFound("Chat not found")
+            return run
+        session_id = self._store.chat_session(chat_id)
+        session = self._store.get_session(session_id) if session_id is not None else None
+        if session is None or session.user_id != identity.user_id:
             raise NotFound("Chat not found")
-        return run
+        return None
 
     def stream(
         self, identity: Identity, chat_id: str, after: int, wait: float | None

@@ -537,6 +537,13 @@ class DynamoStore:
             return None
 
     @guard
+    def chat_session(self, chat_id: str) -> str | None:
+        try:
+            return str(ChatClaimItem.get(f"CID#{chat_id}", "CID").session_id)
+        except ChatClaimItem.DoesNotExist:
+            return None
+
+    @guard
     def list_chats(self, session_id: str) -> list[Chat]:
         items = ChatItem.query(session_pk(session_id), ChatItem.sk.startswith("C#"))
         return sorted((to_chat(item) for item in items), key=lambda c: (c.created_at, c.id))

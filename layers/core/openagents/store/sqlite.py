@@ -444,6 +444,15 @@ class SqliteStore:
         return chat if chat is not None and chat.session_id == session_id else None
 
     @guard
+    def chat_session(self, chat_id: str) -> str | None:
+        row = (
+            self.db.connection()
+            .execute("SELECT session_id FROM chats WHERE id = ?", (chat_id,))
+            .fetchone()
+        )
+        return str(row[0]) if row is not None else None
+
+    @guard
     def list_chats(self, session_id: str) -> list[Chat]:
         rows = self.db.connection().execute(
             "SELECT data FROM chats WHERE session_id = ?", (session_id,)
