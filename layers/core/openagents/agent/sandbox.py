@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from openagents.sandbox.port import SandboxError
+from openagents.sandbox.port import SandboxError, SandboxExec
 
 __all__ = ["ExecResult", "FileText", "SandboxError", "Workspace", "WorkspaceClient"]
 
@@ -51,19 +51,9 @@ class Workspace(Protocol):
     def write_text(self, path: str, content: str) -> None: ...
 
 
-class SandboxdClient(Protocol):
-    """The part of ``openagents.sandbox.client.SandboxClient`` the adapter calls."""
-
-    def exec(
-        self,
-        command: str | None = None,
-        *,
-        argv: list[str] | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        timeout_seconds: float = 60,
-        max_output_bytes: int = 1 << 20,
-    ) -> dict[str, Any]: ...
+class SandboxdClient(SandboxExec, Protocol):
+    """The part of ``openagents.sandbox.client.SandboxClient`` the adapter calls: the services'
+    exec protocol, plus files."""
 
     def read_file(self, path: str, max_bytes: int = 1 << 20) -> dict[str, Any]: ...
 
