@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol, TypeAlias
 
+from openagents.agent.models.port import Usage
 from openagents.domain.models import Page
 
 JsonValue: TypeAlias = (
@@ -41,41 +42,7 @@ class RunStatus(StrEnum):
         return self is not RunStatus.RUNNING
 
 
-@dataclass(frozen=True)
-class RunUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __add__(self, other: RunUsage) -> RunUsage:
-        return RunUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-        )
-
-    def to_json(self) -> dict[str, int]:
-        return {
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "cacheReadTokens": self.cache_read_tokens,
-            "cacheWriteTokens": self.cache_write_tokens,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> RunUsage:
-        def number(key: str) -> int:
-            value = data.get(key, 0)
-            return int(value) if isinstance(value, int | float | str) else 0
-
-        return cls(
-            number("inputTokens"),
-            number("outputTokens"),
-            number("cacheReadTokens"),
-            number("cacheWriteTokens"),
-        )
+RunUsage = Usage  # a run's usage is the sum of its model calls' (one type, not two)
 
 
 @dataclass(frozen=True)

@@ -259,12 +259,16 @@ class Usage:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, int]) -> Usage:
+    def from_json(cls, data: Mapping[str, object]) -> Usage:
+        def number(key: str) -> int:
+            value = data.get(key, 0)
+            return int(value) if isinstance(value, int | float | str) else 0
+
         return cls(
-            int(data.get("inputTokens", 0)),
-            int(data.get("outputTokens", 0)),
-            int(data.get("cacheReadTokens", 0)),
-            int(data.get("cacheWriteTokens", 0)),
+            number("inputTokens"),
+            number("outputTokens"),
+            number("cacheReadTokens"),
+            number("cacheWriteTokens"),
         )
 
 
