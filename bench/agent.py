@@ -81,9 +81,9 @@ class Probe:
 
         start, append, finish = SqliteRunStore.start, SqliteRunStore.append, SqliteRunStore.finish
 
-        def started(store: Any, run: Any) -> Any:
+        def started(store: Any, run: Any, message: Any = None) -> Any:
             self.started.setdefault(run.id, time.monotonic())
-            return start(store, run)
+            return start(store, run, message)
 
         def appended(store: Any, run_id: str, chunks: Sequence[Any]) -> int:
             last = append(store, run_id, chunks)

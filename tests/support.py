@@ -382,3 +382,16 @@ def sandbox_workspace(ref: str | int) -> Path:
     """A live sandbox's /workspace as the host (root) sees it: through its sandboxd's root. The
     workspace volume is mounted only in the sandbox's own mount namespace."""
     return Path(f"/proc/{sandboxd_pid({'ref': ref})}/root/workspace")
+
+
+def sqlite_runs(folder: Path) -> tuple[Any, str, str]:
+    """A run store on a fresh SQLite store holding one session: (runs, session id, chat id)."""
+    from openagents.artifacts.folder import FolderArtifactStore
+    from openagents.store.runs_sqlite import SqliteRunStore
+    from openagents.store.sqlite import SqliteStore
+
+    from tests.contract.helpers import create
+
+    store = SqliteStore(folder / "openagents.db", FolderArtifactStore(folder / "artifacts"), 4096)
+    session = create(store)
+    return SqliteRunStore(store), session.id, next(iter(session.chats))

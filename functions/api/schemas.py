@@ -157,7 +157,8 @@ class ChatOut(Out):
     session_id: str
     title: str
     model_id: str | None
-    active_stream_id: str | None
+    active_run_id: str | None = Field(description="The chat's live agent run, if a turn runs")
+    active_stream_id: str | None = Field(description="The reference's name for `activeRunId`")
     last_assistant_message_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -167,7 +168,8 @@ class ChatOut(Out):
     @classmethod
     def of(cls, chat: Chat, has_unread: bool = False) -> ChatOut:
         data = chat.model_dump(exclude={"message_count"})
-        return cls(**data, has_unread=has_unread, is_streaming=chat.active_stream_id is not None)
+        live = chat.active_stream_id
+        return cls(**data, active_run_id=live, has_unread=has_unread, is_streaming=live is not None)
 
     @classmethod
     def view(cls, view: ChatView) -> ChatOut:

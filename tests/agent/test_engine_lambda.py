@@ -12,6 +12,8 @@ from openagents.agent.engine_lambda import LambdaTurnEngine
 from openagents.store.runs import Run, RunStatus
 from openagents.store.runs_sqlite import SqliteRunStore
 
+from tests.support import sqlite_runs
+
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-turn:live"
 
 
@@ -46,7 +48,8 @@ class Finalizer:
 
 def test_start_invokes_the_durable_function_asynchronously(tmp_path: Path) -> None:
     fake = FakeLambda()
-    engine = LambdaTurnEngine(lambda: fake, ARN, SqliteRunStore(tmp_path / "db"), lambda: None)  # type: ignore[arg-type, return-value]
+    runs, _, _ = sqlite_runs(tmp_path)
+    engine = LambdaTurnEngine(lambda: fake, ARN, runs, lambda: None)  # type: ignore[arg-type, return-value]
     engine.start("run-1")
     kind, call = fake.calls[0]
     assert kind == "invoke"
@@ -57,11 +60,11 @@ def test_start_invokes_the_durable_function_asynchronously(tmp_path: Path) -> No
 
 
 def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
-    runs = SqliteRunStore(tmp_path / "db")
+    runs, session_id, chat_id = sqlite_runs(tmp_path)
     run = Run(
         id="run-2",
-        session_id="s",
-        chat_id="c",
+        session_id=session_id,
+        chat_id=chat_id,
         user_id="u",
         message_id="m",
         assistant_message_id="a",
@@ -85,7 +88,7 @@ def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
     ended = runs.get("run-2")
     assert ended is not None
     assert ended.status is RunStatus.ABORTED
-    assert runs.active_run_id("c") is None
+    assert runs.active_run_id(chat_id) is None
     fake.calls.clear()
     engine.stop("run-2")  # ended: nothing to stop
     assert fake.calls == []

@@ -50,11 +50,25 @@ def test_a_stopped_turn_releases_the_hold_at_once(
             {"text": "never reached"},
         ]
     )
-    assert agent_api.turn(session_id, chat_id, "sleep a minute").status == 202
+    started = agent_api.turn(session_id, chat_id, "sleep a minute")
+    assert started.status == 202
     time.sleep(2)
+    # the live turn shows in the chat summaries and the sidebar's list (from the chat marks)
+    assert live_marks(agent_api, session_id, chat_id) == (started.body["runId"], True, True)
     assert agent_api.post(f"/api/chat/{chat_id}/stop").status == 200
     run = wait_run(agent_api, session_id, "aborted", "completed", "failed", timeout=30)
     assert run["status"] == "aborted", run
+    assert live_marks(agent_api, session_id, chat_id) == (None, False, False)
     # no heartbeat left holding it: the idle timeout (2 s) hibernates it well before the
     # turn's heartbeat would have lapsed (OPENAGENTS_TURN_HEARTBEAT_SECONDS, 600 s)
     wait_state(agent_api, session_id, "hibernated")
+
+
+def live_marks(api: AgentApi, session_id: str, chat_id: str) -> tuple[str | None, bool, bool]:
+    """(the chat's activeRunId, its isStreaming, the session list's hasStreaming)."""
+    chats = api.get(f"/api/sessions/{session_id}/chats").body["chats"]
+    (chat,) = [c for c in chats if c["id"] == chat_id]
+    assert chat["activeStreamId"] == chat["activeRunId"]
+    listed = api.get("/api/sessions").body["sessions"]
+    (summary,) = [s for s in listed if s["id"] == session_id]
+    return chat["activeRunId"], chat["isStreaming"], summary["hasStreaming"]

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from openagents.artifacts.folder import FolderArtifactStore
 from openagents.store.runs import Run, RunStatus
 from openagents.store.runs_sqlite import SqliteRunStore
+from openagents.store.sqlite import SqliteStore
 
 from tests.agent.conftest import AgentApi
 
 
 def test_runs_left_running_are_marked_failed(agent_api: AgentApi) -> None:
-    runs = SqliteRunStore(agent_api.settings.sqlite_path)
+    created = agent_api.post("/api/sessions", {})
+    assert created.status == 201, created.body
+    settings = agent_api.settings
+    store = SqliteStore(
+        settings.sqlite_path,
+        FolderArtifactStore(settings.artifacts_dir),
+        settings.inline_message_bytes,
+    )
+    runs = SqliteRunStore(store)  # the server's database, on connections of its own
     left = Run(
         id="left-running",
-        session_id="gone-session",
-        chat_id="gone-chat",
+        session_id=created.body["session"]["id"],
+        chat_id=created.body["chat"]["id"],
         user_id="alice",
         message_id="m",
         assistant_message_id="a",

@@ -19,6 +19,7 @@ CHAT_KEYS = {
     "title",
     "modelId",
     "activeStreamId",
+    "activeRunId",
     "lastAssistantMessageAt",
     "createdAt",
     "updatedAt",

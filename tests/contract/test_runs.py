@@ -6,17 +6,30 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import botocore.session
 import pynamodb.connection.base as pynamodb_base
 import pytest
-from openagents.settings import Settings
-from openagents.store import items
-from openagents.store.port import BadCursor
-from openagents.store.runs import Run, RunStatus, RunStore, RunUsage, TurnInProgress
+from openagents.domain.models import Chat, ChatMark, ListFilter, Message, Role, Session
+from openagents.store.dynamodb import DynamoStore
+from openagents.store.port import Activity, BadCursor, Gone, MessageIdTaken, Store
+from openagents.store.runs import (
+    Run,
+    RunStatus,
+    RunStore,
+    RunUsage,
+    Started,
+    TurnInProgress,
+    TurnMessage,
+)
 from openagents.store.runs_dynamodb import DynamoRunStore
 from openagents.store.runs_sqlite import SqliteRunStore
+from openagents.store.sqlite import SqliteStore
+
+from tests.contract.conftest import Backend
+from tests.contract.helpers import new_objects
 
 WEEK = timedelta(days=7)
 
@@ -27,15 +40,78 @@ def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pynamodb_base, "get_session", lambda: shared)
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
-def runs(request: pytest.FixtureRequest, settings: Settings) -> Iterator[RunStore]:
-    if request.param == "dynamodb":
-        items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-        yield DynamoRunStore()
+@dataclass
+class Runs:
+    """The run store under test on the store it shares its writes with."""
+
+    runs: RunStore
+    store: Store
+    chats: dict[str, Chat]
+
+    def chat(self, chat_id: str, session_id: str = "sess-1") -> Chat:
+        """A real chat with this id (and its session), made on first use."""
+        if chat_id not in self.chats:
+            session = self.store.get_session(session_id) or self._session(session_id)
+            now = datetime.now(UTC)
+            chat = Chat(
+                id=chat_id, session_id=session.id, title="New chat", created_at=now, updated_at=now
+            )
+            self.store.create_chat(session, chat, 100)
+            self.chats[chat_id] = chat
+        return self.chats[chat_id]
+
+    def _session(self, session_id: str) -> Session:
+        session, _, entry, rate = new_objects("alice", f"T {uuid.uuid4().hex[:6]}")
+        session = session.model_copy(update={"id": session_id, "chats": {}})
+        first = Chat(
+            id=f"first-{session_id}-{uuid.uuid4().hex[:6]}",
+            session_id=session_id,
+            title="New chat",
+            created_at=session.created_at,
+            updated_at=session.created_at,
+        )
+        session = session.model_copy(
+            update={
+                "chats": {
+                    first.id: ChatMark(created_at=first.created_at, updated_at=first.created_at)
+                }
+            }
+        )
+        entry = entry.model_copy(update={"session_id": session_id})
+        self.store.create_session(session, first, entry, claim_title=True, rate=rate)
+        return session
+
+    def start(self, run: Run, message: TurnMessage | None = None) -> Started:
+        self.chat(run.chat_id, run.session_id)
+        return self.runs.start(run, message)
+
+
+@pytest.fixture
+def both(backend: Backend) -> Iterator[Runs]:
+    store = backend.store
+    if isinstance(store, SqliteStore):
+        yield Runs(SqliteRunStore(store), store, {})
     else:
-        store = SqliteRunStore(settings.sqlite_path)
-        yield store
-        store.db.close()
+        assert isinstance(store, DynamoStore)
+        yield Runs(DynamoRunStore(store), store, {})
+
+
+class _WithChats:
+    """The run store whose ``start`` makes the run's chat (and session) first."""
+
+    def __init__(self, both: Runs) -> None:
+        self._both = both
+
+    def start(self, run: Run, message: TurnMessage | None = None) -> Started:
+        return self._both.start(run, message)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._both.runs, name)
+
+
+@pytest.fixture
+def runs(both: Runs) -> RunStore:
+    return _WithChats(both)  # type: ignore[return-value]
 
 
 def new_run(
@@ -184,3 +260,105 @@ def test_runs_of_a_session_newest_first_with_a_cursor(runs: RunStore) -> None:
         runs.list_for_session("sess-1", 2, "not-a-cursor")
     assert runs.get("nope") is None
     assert runs.latest("nope") is None
+
+
+# --- a turn's start is one write with its user message and the chat's live-run marks ---------
+
+
+def user_message(chat: Chat, message_id: str, text: str = "hello") -> Message:
+    return Message(
+        id=message_id,
+        chat_id=chat.id,
+        role=Role.USER,
+        parts={"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]},
+        created_at=datetime.now(UTC),
+    )
+
+
+def turn(both: Runs, chat: Chat, message_id: str, text: str = "hello") -> TurnMessage:
+    session = both.store.get_session(chat.session_id)
+    assert session is not None
+    now = datetime.now(UTC)
+    activity = Activity(at=now, hibernate_after=now + timedelta(minutes=30))
+    return TurnMessage(session, chat, user_message(chat, message_id, text), activity)
+
+
+def live_marks(both: Runs, chat: Chat) -> tuple[str | None, bool, bool]:
+    """(the chat's activeStreamId, its session mark's streaming, the listed session's)."""
+    stored = both.store.get_chat(chat.session_id, chat.id)
+    session = both.store.get_session(chat.session_id)
+    assert stored is not None
+    assert session is not None
+    listed = both.store.list_sessions("alice", ListFilter.ALL, 100, None).items
+    (summary,) = [s for s in listed if s.id == session.id]
+    return stored.active_stream_id, session.chats[chat.id].streaming, summary.has_streaming
+
+
+def test_start_stores_the_message_and_marks_the_chat_live_until_finish(both: Runs) -> None:
+    chat = both.chat("chat-m")
+    run = new_run("chat-m", message_id="u-1")
+    started = both.runs.start(run, turn(both, chat, "u-1", "add a multiply function"))
+    assert started.created
+    (message,) = both.store.list_messages(chat.id, 10, None).items
+    assert message.id == "u-1"
+    assert message.parts["parts"][0]["text"] == "add a multiply function"
+    stored_chat = both.store.get_chat(chat.session_id, chat.id)
+    assert stored_chat is not None
+    assert stored_chat.title == "add a multiply function"  # the first message names the chat
+    session = both.store.get_session(chat.session_id)
+    assert session is not None
+    assert session.last_activity_at is not None  # the activity the message refreshes
+    assert live_marks(both, chat) == (run.id, True, True)
+    both.runs.finish(run.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
+    assert live_marks(both, chat) == (None, False, False)
+
+
+def test_a_refused_start_writes_no_message(both: Runs) -> None:
+    chat = both.chat("chat-r")
+    first = new_run("chat-r", message_id="u-1")
+    both.runs.start(first, turn(both, chat, "u-1"))
+    with pytest.raises(TurnInProgress):
+        both.runs.start(new_run("chat-r", message_id="u-2"), turn(both, chat, "u-2"))
+    assert [m.id for m in both.store.list_messages(chat.id, 10, None).items] == ["u-1"]
+    assert live_marks(both, chat)[0] == first.id
+
+
+def test_the_same_message_again_writes_nothing_and_returns_its_run(both: Runs) -> None:
+    chat = both.chat("chat-s")
+    run = new_run("chat-s", message_id="u-1")
+    both.runs.start(run, turn(both, chat, "u-1"))
+    both.runs.finish(run.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
+    again = both.runs.start(new_run("chat-s", message_id="u-1"), turn(both, chat, "u-1"))
+    assert not again.created
+    assert again.run.id == run.id
+    assert len(both.store.list_messages(chat.id, 10, None).items) == 1
+    assert live_marks(both, chat)[0] is None  # the ended run is not live again
+
+
+def test_a_message_id_of_another_chat_is_refused_whole(both: Runs) -> None:
+    chat = both.chat("chat-a")
+    other = both.chat("chat-b")
+    both.runs.start(new_run("chat-a", message_id="shared"), turn(both, chat, "shared"))
+    with pytest.raises(MessageIdTaken):
+        both.runs.start(new_run("chat-b", message_id="shared"), turn(both, other, "shared"))
+    assert both.runs.active_run_id("chat-b") is None
+    assert both.store.list_messages(other.id, 10, None).items == []
+    assert live_marks(both, other) == (None, False, True)  # chat-a of the same session is live
+
+
+def test_a_start_on_a_gone_chat_is_refused(both: Runs) -> None:
+    both.chat("chat-keep")  # the session exists; the chat does not
+    with pytest.raises(Gone):
+        both.runs.start(new_run("chat-gone"))
+    assert both.runs.active_run_id("chat-gone") is None
+
+
+def test_a_message_stored_before_without_a_run_starts_one(both: Runs) -> None:
+    chat = both.chat("chat-p")
+    session = both.store.get_session(chat.session_id)
+    assert session is not None
+    both.store.put_message(session, chat, user_message(chat, "u-1"), activity=None)
+    started = both.runs.start(new_run("chat-p", message_id="u-1"), turn(both, chat, "u-1"))
+    assert started.created
+    assert len(both.store.list_messages(chat.id, 10, None).items) == 1
+    assert live_marks(both, chat)[0] == started.run.id

@@ -359,15 +359,19 @@ def _agent(
     from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
     from openagents.store.runs import RunStore
 
-    runs: RunStore
+    runs: RunStore  # on the store's own adapter: a turn's start is one write with its message
     if settings.store_adapter == "sqlite":
         from openagents.store.runs_sqlite import SqliteRunStore
+        from openagents.store.sqlite import SqliteStore
 
-        runs = SqliteRunStore(settings.sqlite_path)
+        assert isinstance(store, SqliteStore)
+        runs = SqliteRunStore(store)
     else:
+        from openagents.store.dynamodb import DynamoStore
         from openagents.store.runs_dynamodb import DynamoRunStore
 
-        runs = DynamoRunStore()
+        assert isinstance(store, DynamoStore)
+        runs = DynamoRunStore(store)
     retention = timedelta(days=settings.agent_events_retention_days)
     registry = build_registry(settings)
     config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)

@@ -41,7 +41,9 @@ from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.prompt import Project, project_instructions, system_prompt
 from openagents.agent.sandbox import SandboxError, Workspace
 from openagents.agent.stream import EventWriter
+from openagents.agent.subagent import Progress, Subagent
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure, specs
+from openagents.agent.tools.base import SubagentRunner
 from openagents.agent.ui import (
     AssistantMessage,
     Part,
@@ -147,10 +149,11 @@ class AgentLoop:
         others = [m for m in messages if m.get("id") != run.assistant_message_id]
         return others, AssistantMessage.load(own, run.assistant_message_id)
 
-    def _count(self, run: Run, *, model_call: bool, usage: RunUsage | None = None) -> Run:
+    def _count(self, run: Run, *, model_calls: int, usage: RunUsage | None = None) -> Run:
+        """One more step, with the model calls (and usage) it made."""
         updated = run.progressed(
             steps=run.steps + 1,
-            model_calls=run.model_calls + (1 if model_call else 0),
+            model_calls=run.model_calls + model_calls,
             usage=run.usage + usage if usage else run.usage,
         )
         self._runs.progress(
@@ -187,7 +190,7 @@ class AgentLoop:
             finish.stop_reason.value,
         ]
         message.metadata["modelId"] = run.model_id
-        run = self._count(run, model_call=True, usage=_usage(finish))
+        run = self._count(run, model_calls=1, usage=_usage(finish))
         message.metadata["usage"] = run.usage.to_json()
         calls = tuple(call.id for call in finish.message.tool_calls)
         if finish.stop_reason is StopReason.CANCELLED:
@@ -237,7 +240,7 @@ class AgentLoop:
         message.finish_streaming()
         writer.add({"type": "error", "errorText": error})
         writer.add({"type": "finish-step"})
-        self._count(run, model_call=True)
+        self._count(run, model_calls=1)
         return self._saved(run, message, writer, StepResult("failed", error=error))
 
     def _request(
@@ -313,13 +316,56 @@ class AgentLoop:
         writer = EventWriter(self._runs, run_id)
         if run.last_seq == 0:
             writer.add({"type": "start", "messageId": message.id})
-        result = self._tool(run, part, writer)
+        subagents: list[Subagent] = []  # the task tool's (its model calls are the run's)
+        result = self._tool(run, part, writer, subagents)
         if last:
             writer.add({"type": "finish-step"})
-        self._count(run, model_call=False)
+        self._count(
+            run,
+            model_calls=sum(agent.result.model_calls for agent in subagents),
+            usage=sum((agent.result.usage for agent in subagents), RunUsage()),
+        )
         return self._saved(run, message, writer, result)
 
-    def _tool(self, run: Run, part: Part, writer: EventWriter) -> StepResult:
+    def _subagent_runner(
+        self, run: Run, context: ToolContext, writer: EventWriter, made: list[Subagent]
+    ) -> SubagentRunner:
+        def start(kind: str, task: str, instructions: str) -> JsonValue:
+            agent = Subagent(
+                self._models.model(run.model_id),
+                TOOLS,
+                context.workspace,
+                cancelled=context.cancelled,
+                bash_timeout_seconds=context.bash_timeout_seconds,
+            )
+            made.append(agent)
+
+            def progress(done: Progress) -> None:  # the tool's preliminary output
+                self._host.heartbeat(run)
+                output: JsonValue = {
+                    "status": "running",
+                    "task": task,
+                    "steps": done.steps,
+                    "toolCalls": list(done.tool_calls),
+                }
+                writer.add(
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": context.call_id,
+                        "output": output,
+                        "preliminary": True,
+                    }
+                )
+
+            return agent.run(
+                kind, task, instructions, first_step=run.model_calls, progress=progress
+            ).to_json()
+
+        return start
+
+    def _tool(
+        self, run: Run, part: Part, writer: EventWriter, subagents: list[Subagent]
+    ) -> StepResult:
         call_id = str(part.get("toolCallId"))
         name = str(part.get("type", "")).removeprefix("tool-")
         arguments = part.get("input")
@@ -358,6 +404,7 @@ class AgentLoop:
             call_id=call_id,
             bash_timeout_seconds=self._config.bash_timeout_seconds,
         )
+        context = replace(context, subagent=self._subagent_runner(run, context, writer, subagents))
         try:
             output = tool.run(arguments, context)
         except Cancelled:

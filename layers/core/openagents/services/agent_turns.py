@@ -38,10 +38,10 @@ from openagents.domain.models import (
 )
 from openagents.sandbox.port import SandboxHandle
 from openagents.services import Clock, IdFactory
-from openagents.services.chats import ChatService
+from openagents.services.chats import ChatService, message_error
 from openagents.services.journal import Journal
 from openagents.services.sessions import owned
-from openagents.store.port import BadCursor, Store
+from openagents.store.port import BadCursor, Gone, MessageIdTaken, Store
 from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInProgress
 
 log = logging.getLogger(__name__)
@@ -211,23 +211,21 @@ class AgentTurns:
             model_id=model.id,
             started_at=now,
         )
+        turn = self._chats.new_message(
+            identity, session.id, chat.id, run.message_id, Role.USER, dict(message)
+        )
         try:
-            started = self._runs.start(run)
+            started = self._runs.start(run, turn)  # the message and the claim: one write
         except TurnInProgress as busy:
             raise TurnConflict(
                 f"Another turn is running in this chat (run {busy.run_id})", field="chatId"
             ) from None
+        except (MessageIdTaken, Gone) as error:
+            raise message_error(error) from None
         if not started.created:
             return started.run  # the same message again: the run it started
+        self._chats.count(Role.USER)
         try:
-            self._chats.post_message(
-                identity,
-                session.id,
-                chat.id,
-                message_id=run.message_id,
-                role=Role.USER,
-                ui_message=dict(message),
-            )
             if session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
             engine.start(run.id)

@@ -8,7 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from openagents.domain import validation
-from openagents.domain.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from openagents.domain.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+)
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import Chat, Message, Page, Role, Session
@@ -26,6 +32,7 @@ from openagents.store.port import (
     TooManyChats,
     UpsertResult,
 )
+from openagents.store.runs import TurnMessage
 
 MESSAGES_DEFAULT_LIMIT = 100
 MESSAGES_MAX_LIMIT = 500
@@ -35,6 +42,15 @@ MESSAGES_MAX_LIMIT = 500
 class ChatView:
     chat: Chat
     has_unread: bool
+
+
+def message_error(error: MessageIdTaken | Gone) -> DomainError:
+    """The API's answer to a message the store refused."""
+    if isinstance(error, MessageIdTaken):
+        return Conflict(
+            "Message ID already belongs to a different chat or role", field="message.id"
+        )
+    return NotFound("Chat not found")
 
 
 class ChatService:
@@ -141,6 +157,28 @@ class ChatService:
         role: Role,
         ui_message: dict[str, Any],
     ) -> UpsertResult:
+        turn = self.new_message(identity, session_id, chat_id, message_id, role, ui_message)
+        try:
+            result = self._store.put_message(
+                turn.session, turn.chat, turn.message, activity=turn.activity
+            )
+        except (MessageIdTaken, Gone) as error:
+            raise message_error(error) from None
+        if result == "inserted":
+            self.count(role)
+        return result
+
+    def new_message(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        message_id: str,
+        role: Role,
+        ui_message: dict[str, Any],
+    ) -> TurnMessage:
+        """A checked message of the caller's chat, with the activity a user message refreshes
+        (polls never do), ready to store."""
         try:
             size = len(json.dumps(ui_message, separators=(",", ":"), ensure_ascii=False).encode())
         except UnicodeEncodeError:  # a lone surrogate: valid JSON, not storable text
@@ -153,7 +191,7 @@ class ChatService:
         session, chat = self._chat(identity, session_id, chat_id)
         now = self._clock()
         activity = None
-        if role is Role.USER:  # user messages keep the sandbox awake; polls never do
+        if role is Role.USER:  # user messages keep the sandbox awake
             hibernate_after = now + timedelta(seconds=self._settings.idle_timeout_seconds)
             due = with_due(session, {"hibernate_after": hibernate_after})
             activity = Activity(
@@ -165,17 +203,11 @@ class ChatService:
         message = Message(
             id=message_id, chat_id=chat.id, role=role, parts=ui_message, created_at=now
         )
-        try:
-            result = self._store.put_message(session, chat, message, activity=activity)
-        except MessageIdTaken:
-            raise Conflict(
-                "Message ID already belongs to a different chat or role", field="message.id"
-            ) from None
-        except Gone:
-            raise NotFound("Chat not found") from None
-        if result == "inserted":
-            self._metrics.count("UserMessage" if role is Role.USER else "AssistantMessage")
-        return result
+        return TurnMessage(session, chat, message, activity)
+
+    def count(self, role: Role) -> None:
+        """The business metric of a stored message."""
+        self._metrics.count("UserMessage" if role is Role.USER else "AssistantMessage")
 
     def messages(
         self,

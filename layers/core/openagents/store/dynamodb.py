@@ -16,6 +16,7 @@ import contextlib
 import json
 import re
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -95,6 +96,18 @@ from openagents.store.transaction import Transaction, guard
 __all__ = ["CREATED_KEY", "EVENT_SK", "MESSAGE_SK", "DynamoStore"]
 
 OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
+
+
+@dataclass(frozen=True)
+class MessageWrites:
+    """The items and actions that insert one message (``DynamoStore.message_writes``)."""
+
+    claim: MessageClaimItem
+    item: MessageItem
+    chat_actions: list[Action]
+    chat_condition: Condition
+    session_actions: list[Action]
+    titled: bool  # the chat's first message: the chat's condition expects no messages yet
 
 
 class DynamoStore:
@@ -685,7 +698,7 @@ class DynamoStore:
         self._drop_body(old.body_ref)
         return "updated"
 
-    def _insert_message(
+    def message_writes(
         self,
         session: Session,
         chat: Chat,
@@ -693,7 +706,8 @@ class DynamoStore:
         body: str | None,
         body_ref: str | None,
         activity: Activity | None,
-    ) -> UpsertResult:
+    ) -> MessageWrites:
+        """What inserting ``message`` writes (a run's start adds its own items and actions)."""
         now = iso(message.created_at)
         message_sk = f"M#{int(message.created_at.timestamp() * 1000):013d}#{message.id}"
         chat_actions: list[Action] = [ChatItem.updated_at.set(now), ChatItem.message_count.add(1)]
@@ -714,50 +728,74 @@ class DynamoStore:
         if title is not None:  # only the chat's first message names it
             chat_actions.append(ChatItem.title.set(title))
             chat_condition &= ChatItem.message_count == 0
+        claim = MessageClaimItem(
+            f"MID#{message.id}",
+            "MID",
+            chat_id=chat.id,
+            role=message.role.value,
+            message_sk=message_sk,
+        )
+        item = MessageItem(
+            f"C#{chat.id}",
+            message_sk,
+            id=message.id,
+            chat_id=chat.id,
+            role=message.role.value,
+            body=body,
+            body_ref=body_ref,
+            created_at=now,
+        )
+        return MessageWrites(
+            claim, item, chat_actions, chat_condition, session_actions, titled=title is not None
+        )
+
+    def _insert_message(
+        self,
+        session: Session,
+        chat: Chat,
+        message: Message,
+        body: str | None,
+        body_ref: str | None,
+        activity: Activity | None,
+    ) -> UpsertResult:
+        writes = self.message_writes(session, chat, message, body, body_ref, activity)
         try:
             with self._transaction() as tx:
-                tx.save(
-                    MessageClaimItem(
-                        f"MID#{message.id}",
-                        "MID",
-                        chat_id=chat.id,
-                        role=message.role.value,
-                        message_sk=message_sk,
-                    ),
-                    condition=MessageClaimItem.pk.does_not_exist(),
-                )
-                tx.save(
-                    MessageItem(
-                        f"C#{chat.id}",
-                        message_sk,
-                        id=message.id,
-                        chat_id=chat.id,
-                        role=message.role.value,
-                        body=body,
-                        body_ref=body_ref,
-                        created_at=now,
-                    )
-                )
+                tx.save(writes.claim, condition=MessageClaimItem.pk.does_not_exist())
+                tx.save(writes.item)
                 tx.update(
                     ChatItem(session_pk(session.id), chat_sk(chat.id)),
-                    actions=chat_actions,
-                    condition=chat_condition,
+                    actions=writes.chat_actions,
+                    condition=writes.chat_condition,
                 )
                 tx.update(
                     SessionItem(session_pk(session.id), SESSION_SK),
-                    actions=session_actions,
-                    condition=mark.exists(),
+                    actions=writes.session_actions,
+                    condition=SessionItem.chats[chat.id].exists(),
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, 0):
                 raise MessageIdTaken from exc
-            if tx.failed(exc, 2) and title is not None:  # another first message won the race
+            if tx.failed(exc, 2) and writes.titled:  # another first message won the race
                 fresh = chat.model_copy(update={"message_count": chat.message_count + 1})
                 return self._insert_message(session, fresh, message, body, body_ref, activity)
             if tx.failed(exc, 2) or tx.failed(exc, 3):
                 raise Gone from exc
             raise
         return "inserted"
+
+    def message_claim(self, message_id: str) -> MessageClaimItem | None:
+        try:
+            return MessageClaimItem.get(f"MID#{message_id}", "MID", consistent_read=True)
+        except MessageClaimItem.DoesNotExist:
+            return None
+
+    def stage_body(self, message: Message) -> tuple[str | None, str | None]:
+        """A message body inline, or its artifact key (written before the transaction)."""
+        return self._store_body(message)
+
+    def drop_body(self, body_ref: str | None) -> None:
+        self._drop_body(body_ref)
 
     @guard
     def list_messages(self, chat_id: str, limit: int, cursor_: str | None) -> Page[Message]:

@@ -91,6 +91,7 @@ def mark_map(mark: ChatMark) -> dict[str, Any]:
             "updatedAt": iso(mark.updated_at),
             "lastAssistantMessageAt": iso_or_none(mark.last_assistant_message_at),
             "lastReadAt": iso_or_none(mark.last_read_at),
+            "streaming": True if mark.streaming else None,
         }.items()
         if value is not None
     }

@@ -2,12 +2,15 @@
 per-chat claim that allows one live turn at a time. Adapters: ``runs_sqlite`` (one machine)
 and ``runs_dynamodb`` (AWS); ``tests/contract/test_runs.py`` proves them alike.
 
-- ``start`` is one conditional write: the run, the chat's active-run claim and the "this user
-  message started this run" marker. A second live run on the chat raises ``TurnInProgress``;
-  the same user message id again returns the run it started (``Started.created`` is False).
+- ``start`` is one conditional write: the run, the chat's active-run claim, the "this user
+  message started this run" marker, the user message itself (``TurnMessage``, with the
+  activity it refreshes) and the chat's live-run marks (``Chat.active_stream_id`` and the
+  session's chat mark ``streaming``, which the lists read). A second live run on the chat raises
+  ``TurnInProgress``; the same user message id again returns the run it started
+  (``Started.created`` is False) and writes nothing.
 - Events are numbered per run from 1 (``seq``) by ``append``, in order, without gaps.
-- ``finish`` ends the run (and releases the chat's claim when it still holds it); its events
-  are kept ``retention`` after that (TTL).
+- ``finish`` ends the run (and releases the chat's claim and marks when it still holds them);
+  its events are kept ``retention`` after that (TTL).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from enum import StrEnum
 from typing import Protocol, TypeAlias
 
 from openagents.agent.models.port import Usage
-from openagents.domain.models import Page
+from openagents.domain.models import Chat, Message, Page, Session
+from openagents.store.port import Activity
 
 JsonValue: TypeAlias = (
     bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
@@ -81,6 +85,16 @@ class Started:
     created: bool  # False: the same user message already started ``run``
 
 
+@dataclass(frozen=True)
+class TurnMessage:
+    """The user message a run starts from, written in the run's own conditional write."""
+
+    session: Session
+    chat: Chat
+    message: Message
+    activity: Activity | None
+
+
 class TurnInProgress(Exception):
     """The chat already has a live run."""
 
@@ -94,8 +108,10 @@ class RunNotFound(Exception):
 
 
 class RunStore(Protocol):
-    def start(self, run: Run) -> Started:
-        """Insert ``run`` and claim its chat, in one conditional write (see the module)."""
+    def start(self, run: Run, message: TurnMessage | None = None) -> Started:
+        """Insert ``run``, claim its chat and store ``message``, in one conditional write (see
+        the module). ``MessageIdTaken``: the message id belongs to another chat or role;
+        ``Gone``: the chat or session is gone."""
         ...
 
     def get(self, run_id: str) -> Run | None: ...

@@ -9,6 +9,10 @@
 | live runs | ``RLIVE`` | ``<runId>`` (removed when the run ends) |
 | stream event | ``REV#<runId>`` | ``<seq, 10 digits>`` (``expiresAt``: the table's TTL) |
 
+A run's start is one transaction with the store's items: the user message (its claim and
+item), the chat item's ``activeStreamId`` and the session item's chat mark ``streaming`` (what
+the lists read); its end clears them with the claim while they still name the run.
+
 The models follow the store's binding (``items.bind``): table, endpoint and region are read
 from ``items.SessionItem`` when the adapter is built.
 """
@@ -27,9 +31,13 @@ from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 
-from openagents.domain.models import Page
+from openagents.domain.models import Page, Role
 from openagents.store import cursor as cursors
 from openagents.store import items
+from openagents.store.dynamodb import DynamoStore, MessageWrites
+from openagents.store.items import ChatItem, MessageClaimItem, SessionItem
+from openagents.store.mapping import SESSION_SK, chat_sk, session_pk
+from openagents.store.port import Gone, MessageIdTaken
 from openagents.store.runs import (
     STARTED_KEY,
     Chunk,
@@ -40,6 +48,7 @@ from openagents.store.runs import (
     Started,
     StreamEvent,
     TurnInProgress,
+    TurnMessage,
     run_from_json,
     run_to_json,
     started_key,
@@ -124,9 +133,10 @@ class Conflicted(Exception):
 
 
 class DynamoRunStore:
-    def __init__(self) -> None:
+    def __init__(self, store: DynamoStore) -> None:
         _bind()
         meta = items.SessionItem.Meta
+        self._store = store
         self._connection = Connection(region=meta.region, host=getattr(meta, "host", None))
 
     def _transaction(self) -> Transaction:
@@ -139,8 +149,30 @@ class DynamoRunStore:
             return None
 
     @guard
-    def start(self, run: Run) -> Started:
+    def start(self, run: Run, message: TurnMessage | None = None) -> Started:
+        body, body_ref = self._store.stage_body(message.message) if message else (None, None)
+        try:
+            started = self._start(run, message, body, body_ref)
+        except BaseException:
+            self._store.drop_body(body_ref)
+            raise
+        if not started.created:
+            self._store.drop_body(body_ref)
+        return started
+
+    def _start(
+        self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
+    ) -> Started:
         marker_pk = f"RMSG#{run.chat_id}#{run.message_id}"
+        chat_key = ChatItem(session_pk(run.session_id), chat_sk(run.chat_id))
+        mark = SessionItem.chats[run.chat_id]
+        writes = (
+            self._store.message_writes(
+                turn.session, turn.chat, turn.message, body, body_ref, turn.activity
+            )
+            if turn is not None
+            else None
+        )
         try:
             with self._transaction() as tx:
                 tx.save(
@@ -161,20 +193,79 @@ class DynamoRunStore:
                     ],
                     condition=ChatRunClaimItem.active_run_id.does_not_exist(),
                 )
+                tx.update(  # 5: the chat's live-run mark (and the message's chat actions)
+                    chat_key,
+                    actions=[ChatItem.active_stream_id.set(run.id)]
+                    + (writes.chat_actions if writes else []),
+                    condition=writes.chat_condition if writes else ChatItem.pk.exists(),
+                )
+                tx.update(  # 6: the session's chat mark (and the message's activity)
+                    SessionItem(session_pk(run.session_id), SESSION_SK),
+                    actions=[mark["streaming"].set(True)]
+                    + (writes.session_actions if writes else []),
+                    condition=mark.exists(),
+                )
+                if writes is not None:
+                    tx.save(writes.claim, condition=MessageClaimItem.pk.does_not_exist())  # 7
+                    tx.save(writes.item)
         except TransactWriteError as exc:
-            if tx.failed(exc, 1):
-                try:
-                    marker = MessageRunItem.get(marker_pk, MESSAGE_SK, consistent_read=True)
-                except MessageRunItem.DoesNotExist:
-                    raise exc from None
-                existing = self.get(marker.run_id)
-                if existing is not None:
-                    return Started(existing, created=False)
-            if tx.failed(exc, 4):
-                active = self.active_run_id(run.chat_id)
-                raise TurnInProgress(active or "unknown") from exc
-            raise
+            return self._refused(exc, tx, run, turn, writes, (body, body_ref))
         return Started(run, created=True)
+
+    def _refused(
+        self,
+        exc: TransactWriteError,
+        tx: Transaction,
+        run: Run,
+        turn: TurnMessage | None,
+        writes: MessageWrites | None,
+        body: tuple[str | None, str | None],
+    ) -> Started:
+        """Why the start's transaction was refused: the run this message started, a live
+        turn, a message id taken, a lost first-message race (retried), or a gone chat."""
+        if tx.failed(exc, 1):
+            try:
+                marker = MessageRunItem.get(
+                    f"RMSG#{run.chat_id}#{run.message_id}", MESSAGE_SK, consistent_read=True
+                )
+            except MessageRunItem.DoesNotExist:
+                raise exc from None
+            existing = self.get(marker.run_id)
+            if existing is not None:
+                return Started(existing, created=False)
+        if tx.failed(exc, 4):
+            active = self.active_run_id(run.chat_id)
+            raise TurnInProgress(active or "unknown") from exc
+        if turn is not None and tx.failed(exc, 7):
+            claim = self._store.message_claim(turn.message.id)
+            if claim is None or claim.chat_id != run.chat_id or claim.role != Role.USER:
+                raise MessageIdTaken from exc
+            return self._start(run, None, None, None)  # stored before, without a run
+        if turn is not None and writes is not None and writes.titled and tx.failed(exc, 5):
+            counted = turn.chat.model_copy(update={"message_count": turn.chat.message_count + 1})
+            return self._start(run, replace(turn, chat=counted), *body)
+        if tx.failed(exc, 5) or tx.failed(exc, 6):
+            raise Gone from exc
+        raise exc
+
+    def _unmark(self, run: Run) -> None:
+        """Clear the chat's live-run marks while they still name ``run`` (a deleted chat has
+        none to clear)."""
+        try:
+            with self._transaction() as tx:
+                tx.update(
+                    ChatItem(session_pk(run.session_id), chat_sk(run.chat_id)),
+                    actions=[ChatItem.active_stream_id.remove()],
+                    condition=ChatItem.active_stream_id == run.id,
+                )
+                tx.update(
+                    SessionItem(session_pk(run.session_id), SESSION_SK),
+                    actions=[SessionItem.chats[run.chat_id]["streaming"].remove()],
+                    condition=SessionItem.chats[run.chat_id].exists(),
+                )
+        except TransactWriteError as exc:
+            if not (tx.failed(exc, 0) or tx.failed(exc, 1)):
+                raise
 
     @guard
     def get(self, run_id: str) -> Run | None:
@@ -345,6 +436,7 @@ class DynamoRunStore:
         except Exception as exc:
             if "ConditionalCheckFailed" not in str(exc):
                 raise
+        self._unmark(run)
         LiveRunItem(LIVE_PK, run_id).delete()
         expires = int((at + retention).timestamp())
         events = list(EventItem.query(event_pk(run_id), consistent_read=True))

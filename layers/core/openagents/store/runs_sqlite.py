@@ -1,6 +1,7 @@
-"""The run store on SQLite: its own tables in the store's database file (``settings.sqlite_path``),
-WAL with durable commits, every write one ``BEGIN IMMEDIATE`` transaction, a connection per
-thread."""
+"""The run store on SQLite: its own tables in the store's database (``settings.sqlite_path``),
+on the store's own connections, so a run's start (the run, the claim, the user message, the
+chat's live-run marks) and its end are each one ``BEGIN IMMEDIATE`` transaction with the
+store's rows."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from openagents.domain.models import Page
 from openagents.store import cursor as cursors
@@ -23,11 +23,13 @@ from openagents.store.runs import (
     Started,
     StreamEvent,
     TurnInProgress,
+    TurnMessage,
     run_from_json,
     run_to_json,
     started_key,
 )
-from openagents.store.sqlite_schema import Database, guard
+from openagents.store.sqlite import SqliteStore
+from openagents.store.sqlite_schema import guard
 
 __all__ = ["SqliteRunStore"]
 SCHEMA = (
@@ -79,14 +81,28 @@ def _write(db: sqlite3.Connection, run: Run) -> None:
 
 
 class SqliteRunStore:
-    def __init__(self, path: Path) -> None:
-        self.db = Database(path)  # the store's own connections (WAL, FULL, BEGIN IMMEDIATE)
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self.db = store.db  # one database, one transaction for a run and the store's rows
         with self.db.transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
 
     @guard
-    def start(self, run: Run) -> Started:
+    def start(self, run: Run, message: TurnMessage | None = None) -> Started:
+        body, body_ref = self._store.stage_body(message.message) if message else (None, None)
+        try:
+            started = self._start(run, message, body, body_ref)
+        except BaseException:
+            self._store.drop_body(body_ref)
+            raise
+        if not started.created:
+            self._store.drop_body(body_ref)
+        return started
+
+    def _start(
+        self, run: Run, message: TurnMessage | None, body: str | None, body_ref: str | None
+    ) -> Started:
         with self.db.transaction() as db:
             row = db.execute(
                 "SELECT run_id FROM agent_run_messages WHERE chat_id = ? AND message_id = ?",
@@ -101,6 +117,8 @@ class SqliteRunStore:
             ).fetchone()
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
+            if message is not None:
+                self._store.insert_turn_message(db, message, body, body_ref)
             db.execute(
                 "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -122,6 +140,7 @@ class SqliteRunStore:
                 "INSERT INTO agent_run_messages (chat_id, message_id, run_id) VALUES (?, ?, ?)",
                 (run.chat_id, run.message_id, run.id),
             )
+            self._store.mark_turn(db, run.session_id, run.chat_id, run.id, live=True)
         return Started(run, created=True)
 
     @guard
@@ -248,6 +267,7 @@ class SqliteRunStore:
                 " WHERE chat_id = ? AND active_run_id = ?",
                 (run.chat_id, run_id),
             )
+            self._store.mark_turn(db, run.session_id, run.chat_id, run_id, live=False)
             expires = (at + retention).timestamp()
             db.execute(
                 "UPDATE agent_run_events SET expires_at = ? WHERE run_id = ?", (expires, run_id)

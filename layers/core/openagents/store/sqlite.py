@@ -57,6 +57,7 @@ from openagents.store.port import (
     UpsertResult,
     UserRecord,
 )
+from openagents.store.runs import TurnMessage
 from openagents.store.sqlite_outbox import Outbox, Publish
 from openagents.store.sqlite_rows import (
     chat_data,
@@ -532,6 +533,49 @@ class SqliteStore:
             self._drop_body(body_ref)
         self._drop_body(old_ref)
         return result
+
+    # ------------------------------------------------ the run store's share of a turn's write
+
+    def stage_body(self, message: Message) -> tuple[str | None, str | None]:
+        """A message body inline, or its artifact key (written before the transaction)."""
+        return self._store_body(message)
+
+    def drop_body(self, body_ref: str | None) -> None:
+        self._drop_body(body_ref)
+
+    def insert_turn_message(
+        self,
+        db: sqlite3.Connection,
+        turn: TurnMessage,
+        body: str | None,
+        body_ref: str | None,
+    ) -> UpsertResult:
+        """The user message of a starting run, inside the run store's transaction."""
+        result, _ = self._upsert(
+            db, turn.session, turn.chat, turn.message, body, body_ref, turn.activity
+        )
+        return result
+
+    @staticmethod
+    def mark_turn(
+        db: sqlite3.Connection, session_id: str, chat_id: str, run_id: str, *, live: bool
+    ) -> None:
+        """Mirror a chat's live run onto the chat (``active_stream_id``) and its session's
+        chat mark (``streaming``), inside the run store's transaction (``Gone`` without the
+        chat); ending (``live`` False) clears them only while they still name ``run_id``."""
+        chat = read_chat(db, chat_id)
+        stored = read_session(db, session_id)
+        found = chat is not None and chat.session_id == session_id
+        if not found or stored is None or chat_id not in stored.chats:
+            if live:
+                raise Gone
+            return
+        assert chat is not None
+        if not live and chat.active_stream_id != run_id:
+            return
+        write_chat(db, chat.model_copy(update={"active_stream_id": run_id if live else None}))
+        mark = stored.chats[chat_id].model_copy(update={"streaming": live})
+        update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
 
     def _upsert(
         self,

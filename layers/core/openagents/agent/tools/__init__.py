@@ -14,6 +14,7 @@ from openagents.agent.tools.base import (
 from openagents.agent.tools.files import EditTool, ReadTool, WriteTool
 from openagents.agent.tools.misc import AskUserQuestionTool, SkillTool, TodoWriteTool, WebFetchTool
 from openagents.agent.tools.shell import BashTool, GlobTool, GrepTool
+from openagents.agent.tools.task import TaskTool
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
@@ -39,6 +40,7 @@ TOOLS: dict[str, Tool] = {
         AskUserQuestionTool(),
         WebFetchTool(),
         SkillTool(),
+        TaskTool(),
     )
 }
 

@@ -9,9 +9,9 @@ A tool's failure is ``ToolFailure`` (its message is what the model sees as the
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, TypeAlias
 
 from openagents.agent.models.port import CancelCheck, JsonObject, JsonValue, never
 from openagents.agent.sandbox import Workspace
@@ -31,12 +31,17 @@ class Cancelled(Exception):
     """Stop was requested while the tool ran (its sandbox command was killed)."""
 
 
+SubagentRunner: TypeAlias = Callable[[str, str, str], JsonValue]
+"""Runs a subagent: (subagentType, task, instructions) → the task tool's output."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     workspace: Workspace
     cancelled: CancelCheck = never
     call_id: str = "call"
     bash_timeout_seconds: int = 120
+    subagent: SubagentRunner | None = None  # the turn's, for the task tool (not in subagents)
 
 
 class Tool(Protocol):
