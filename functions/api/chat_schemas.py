@@ -9,14 +9,14 @@ from openagents.agent.models.registry import ModelInfo
 from openagents.store.runs import Run, RunStatus
 from pydantic import Field
 
-from functions.api.schemas import Body, ClientId, Out, UIMessage
+from functions.api.schemas import Body, ClientId, ModelId, Out, UIMessage
 
 
 class ChatTurnIn(Body):
     session_id: ClientId
     chat_id: ClientId
     message: UIMessage = Field(description="The user's UI message ({id, role: user, parts})")
-    model_id: str | None = Field(default=None, max_length=300)
+    model_id: ModelId | None = Field(default=None, max_length=300)
 
 
 class RunStartedOut(Out):

@@ -68,6 +68,8 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
     field = ".".join(loc) or None
     message = f"{field}: {first['msg']}" if field else str(first["msg"])
+    if first.get("type") == "invalid_input":  # a value no route accepts (schemas.REFUSED)
+        return error_response(400, "invalid_input", message, field)
     return error_response(422, "validation_error", message, field)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,11 +16,24 @@ from openagents.domain.models import (
     SessionStatus,
 )
 from openagents.services.chats import ChatView
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 ClientId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\w-]+$")]
 MessageId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^\S+$")]
+# A refusal the API answers 400 ``invalid_input`` (not 422): the input is well-formed JSON of
+# the right type, but not a value any route accepts (functions/api/errors.py).
+REFUSED = "invalid_input"
+
+
+def _no_controls(value: str) -> str:
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise PydanticCustomError(REFUSED, "must not contain control characters")
+    return value
+
+
+ModelId = Annotated[str, AfterValidator(_no_controls)]
 
 
 class Body(BaseModel):
@@ -198,7 +213,7 @@ class EventListOut(Out):
 
 
 class PreferencesBody(Body):
-    default_model_id: str | None = Field(default=None, min_length=1, max_length=200)
+    default_model_id: ModelId | None = Field(default=None, min_length=1, max_length=200)
     auto_commit_push: StrictBool = False
     auto_create_pr: StrictBool = False
 
@@ -212,7 +227,7 @@ class CreateChatIn(Body):
 
 class UpdateChatIn(Body):
     title: str | None = Field(default=None, max_length=1000)
-    model_id: str | None = Field(default=None, max_length=200)
+    model_id: ModelId | None = Field(default=None, max_length=200)
 
 
 class ChatListOut(Out):
@@ -233,6 +248,15 @@ class UIMessage(BaseModel):
     role: Literal["user", "assistant"]
     parts: list[Any]
     metadata: Any = None
+
+    @model_validator(mode="after")
+    def _finite(self) -> UIMessage:
+        """NaN and Infinity parse (Python's JSON allows them) but are no JSON: refused."""
+        try:
+            json.dumps(self.model_dump(), allow_nan=False)
+        except ValueError:
+            raise PydanticCustomError(REFUSED, "must not contain NaN or Infinity") from None
+        return self
 
 
 class PostMessageIn(Body):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from openagents.settings import Settings
 
-from tests.support import HttpApi, local_server, make_origin, provisioning_runtime
+from tests.support import HttpApi, git, local_server, make_origin, provisioning_runtime
 
 
 @pytest.fixture
@@ -116,14 +116,13 @@ def test_no_running_sandbox_answers_409_and_resume_hint(http_api: HttpApi) -> No
 
 
 def test_ensure_sandbox_retries_a_failed_provisioning(live_api: HttpApi, tmp_path: Path) -> None:
-    missing = tmp_path / "missing.git"
-    created = live_api.post("/api/sessions", {"repoUrl": f"file://{missing}"})
+    origin = make_origin(tmp_path)
+    created = live_api.post("/api/sessions", {"repoUrl": f"file://{origin}", "branch": "later"})
     session_id = created.body["session"]["id"]
     failed = wait_state(live_api, session_id, "failed")
     assert "Provisioning failed" in failed["lifecycleError"]
-    # When the user retries after creating the repository
-    make_origin(tmp_path)
-    (tmp_path / "origin.git").rename(missing)
+    # When the user retries after pushing the branch
+    git(tmp_path / "seed", "push", "-q", "origin", "feature:later")
     retry = live_api.post("/api/sandbox", {"sessionId": session_id})
     assert retry.status == 200
     assert (retry.body["provisioningStarted"], retry.body["generation"]) == (True, 2)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from openagents.domain.naming import CITIES
 
-from tests.support import Api, HttpApi, Reply
+from tests.support import Api, HttpApi, Reply, make_origin
 
 SESSIONS = "/api/sessions"
 NEW_BRANCH = re.compile(r"^[a-z]{1,2}/[0-9a-f]{8}$")
@@ -320,11 +321,20 @@ def test_malformed_bodies_are_refused_and_write_nothing(api: Api) -> None:
     assert_nothing_written(api)
 
 
-def test_local_repositories_are_accepted_only_on_one_machine(api: Api) -> None:
+def test_local_repositories_are_accepted_only_on_one_machine(api: Api, tmp_path: Path) -> None:
+    for folder in ("some", "x", "y"):
+        (tmp_path / folder).mkdir()
+        make_origin(tmp_path / folder)
+    (tmp_path / "x" / "origin.git").rename(tmp_path / "x" / "repo.git")
+    (tmp_path / "y" / "origin.git").rename(tmp_path / "y" / "proj")
     local = [
-        ({"repoUrl": "/tmp/some/repo"}, "file:///tmp/some/repo", "repoUrl"),
-        ({"repoUrl": "file:///tmp/x/repo.git"}, "file:///tmp/x/repo.git", "repoUrl"),
-        ({"cloneUrl": "file:///tmp/y/proj"}, "file:///tmp/y/proj", "cloneUrl"),
+        (
+            {"repoUrl": f"{tmp_path}/some/origin.git"},
+            f"file://{tmp_path}/some/origin.git",
+            "repoUrl",
+        ),
+        ({"repoUrl": f"file://{tmp_path}/x/repo.git"}, f"file://{tmp_path}/x/repo.git", "repoUrl"),
+        ({"cloneUrl": f"file://{tmp_path}/y/proj"}, f"file://{tmp_path}/y/proj", "cloneUrl"),
     ]
     if api.transport == "lambda":
         for body, _, field in local:

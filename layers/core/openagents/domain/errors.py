@@ -32,6 +32,12 @@ class SandboxNotRunning(Conflict):
     code = "sandbox_not_running"
 
 
+class SessionArchived(Conflict):
+    """The session is archived: nothing new is written to it until it is unarchived."""
+
+    code = "session_archived"
+
+
 class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 

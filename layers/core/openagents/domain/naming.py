@@ -5,6 +5,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator, Set
 
+from openagents.domain import validation
+
 CITIES: tuple[str, ...] = (
     # Africa (22)
     "Abidjan", "Accra", "Addis Ababa", "Algiers", "Antananarivo", "Cairo", "Cape Town",
@@ -74,8 +76,9 @@ def branch_name(username: str | None, display_name: str | None) -> str:
 
 
 def chat_title_from_text(text: str) -> str | None:
-    """Reference §6.4: the first user message names a chat (80 chars, then "...")."""
-    text = text.strip()
+    """Reference §6.4: the first user message names a chat (80 chars, then "..."), with the
+    characters a given title may not hold turned into spaces."""
+    text = validation.without_controls(text)
     if not text:
         return None
     return text if len(text) <= 80 else text[:80] + "..."

@@ -12,6 +12,8 @@ from openagents.domain.models import Repo
 
 REPO_PART = re.compile(r"^[.\w-]+$")
 SAFE_BRANCH = re.compile(r"^[\w\-/.]+$")
+# names git gives its own meaning to: a branch called HEAD makes every later command ambiguous
+RESERVED_BRANCHES = frozenset({"HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD"})
 MAX_TITLE_LENGTH = 200
 MAX_BRANCH_LENGTH = 200
 
@@ -33,6 +35,7 @@ def branch(value: str, *, field: str = "branch") -> str:
         or ".." in value
         or "//" in value
         or "/." in value
+        or value.split("/")[-1] in RESERVED_BRANCHES
     )
     if bad:
         raise InvalidInput("Invalid branch name", field=field)
@@ -42,13 +45,24 @@ def branch(value: str, *, field: str = "branch") -> str:
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
+def _garbles(c: str) -> bool:
+    """A control character, a lone surrogate or a bidi override."""
+    return unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS
+
+
+def without_controls(text: str) -> str:
+    """``text`` with what ``title`` refuses turned into spaces, then trimmed: for titles
+    derived from a message, which cannot be refused."""
+    return "".join(" " if _garbles(c) else c for c in text).strip()
+
+
 def title(value: str, *, field: str = "title") -> str:
     """Trimmed, not blank, bounded, and free of control characters and bidi overrides (which
     would garble or disguise a title in every list that shows it)."""
     value = value.strip()
     if not value:
         raise InvalidInput("Title must not be blank", field=field)
-    if any(unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS for c in value):
+    if any(_garbles(c) for c in value):
         raise InvalidInput("Title must not contain control characters", field=field)
     if len(value) > MAX_TITLE_LENGTH:
         raise InvalidInput(f"Title must be at most {MAX_TITLE_LENGTH} characters", field=field)
@@ -93,12 +107,14 @@ def repository(
 
 
 def _parse_url(url: str, *, field: str, allowed_hosts: tuple[str, ...], allow_local: bool) -> Repo:
+    if any(unicodedata.category(c) == "Cc" for c in url):  # NUL, newline: before any strip
+        raise InvalidInput("Repository URL must not contain control characters", field=field)
     url = url.strip()
     if allow_local and (url.startswith("/") or url.startswith("file://")):
         path = PurePosixPath(url.removeprefix("file://"))
         if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
             raise InvalidInput("A local repository must be an absolute path", field=field)
-        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url) or path.name.startswith("-"):
+        if path.name.startswith("-"):
             raise InvalidInput("A local repository path must be plain characters", field=field)
         return Repo(owner=None, name=path.name.removesuffix(".git"), clone_url=f"file://{path}")
     try:

@@ -68,6 +68,32 @@ class LocalRepoRoots:
             )
         return real
 
+    def repository(self, clone_url: str) -> Path:
+        """``resolve``, and the folder must exist and be a git repository (bare or not): a
+        session is refused up front rather than failing at its first clone."""
+        real = self.resolve(clone_url)
+        if not real.is_dir():
+            raise LocalRepoRefused(f"No local repository at {real}: the folder does not exist")
+        if not is_git_repository(real):
+            raise LocalRepoRefused(f"{real} is not a git repository")
+        return real
+
+
+def is_git_repository(folder: Path) -> bool:
+    """A bare repository (``HEAD``, ``objects/``, ``refs/``) or a work tree with ``.git``
+    (a folder like that, or a ``gitdir:`` file). Read from the layout: no git command runs,
+    so nothing in the folder's config is trusted."""
+    dot_git = folder / ".git"
+    if dot_git.is_file():
+        with dot_git.open("rb") as link:
+            return link.read(7) == b"gitdir:"
+    candidate = dot_git if dot_git.is_dir() else folder
+    return (
+        (candidate / "HEAD").is_file()
+        and (candidate / "objects").is_dir()
+        and (candidate / "refs").is_dir()
+    )
+
 
 def local_repo_roots(roots: Iterable[Path], state_dir: Path) -> LocalRepoRoots:
     """The policy for these roots: the state folder and the server's checkout are refused."""

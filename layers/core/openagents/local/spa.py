@@ -14,13 +14,16 @@ WEB_DIST = Path(__file__).resolve().parents[4] / "web" / "dist"
 
 
 class SpaFiles(StaticFiles):
-    """Static files; an unknown path that is not under /api gets index.html (client routes)."""
+    """Static files; an unknown path that is not under /api gets index.html (client routes).
+    A path under /api that no route matched is the API's JSON 404, whatever the method."""
 
     async def get_response(self, path: str, scope: Scope) -> Response:
+        if path == "api" or path.startswith("api/"):
+            raise HTTPException(404)
         try:
             return await super().get_response(path, scope)
         except HTTPException as exc:
-            if exc.status_code != 404 or path.startswith("api"):
+            if exc.status_code != 404:
                 raise
             return await super().get_response("index.html", scope)
 

@@ -23,6 +23,7 @@ from openagents.domain.errors import (
     DomainError,
     InvalidInput,
     NotFound,
+    SessionArchived,
     Unavailable,
 )
 from openagents.domain.identity import Identity
@@ -59,10 +60,6 @@ WAITING = frozenset(
         LifecycleState.HIBERNATED,
     }
 )
-
-
-class SessionArchived(Conflict):
-    code = "session_archived"
 
 
 class SandboxUnavailable(Conflict):

@@ -14,10 +14,11 @@ from openagents.domain.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    SessionArchived,
 )
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
-from openagents.domain.models import Chat, Message, Page, Role, Session
+from openagents.domain.models import Chat, Message, Page, Role, Session, SessionStatus
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import FIRST_CHAT_TITLE, owned
 from openagents.settings import Settings
@@ -189,6 +190,8 @@ class ChatService:
                 field="message",
             )
         session, chat = self._chat(identity, session_id, chat_id)
+        if session.status is SessionStatus.ARCHIVED:
+            raise SessionArchived("Session is archived; unarchive it first", field="sessionId")
         now = self._clock()
         activity = None
         if role is Role.USER:  # user messages keep the sandbox awake

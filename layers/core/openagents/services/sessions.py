@@ -196,9 +196,9 @@ class SessionService:
         raise AssertionError("title candidates never run out")  # pragma: no cover
 
     def _local_repo(self, repo: Repo, *, field: str) -> Repo:
-        """A local repository only under the allowed roots, saved by its real path."""
+        """A local git repository only under the allowed roots, saved by its real path."""
         try:
-            real = self._local_roots.resolve(repo.clone_url or "")
+            real = self._local_roots.repository(repo.clone_url or "")
         except LocalRepoRefused as exc:
             raise InvalidInput(str(exc), field=field) from None
         return repo.model_copy(update={"clone_url": f"file://{real}"})
