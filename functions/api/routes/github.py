@@ -4,22 +4,91 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from functions.api.deps import App
 from functions.api.errors import error_response
 from functions.api.schemas import ErrorOut
 
 router = APIRouter(prefix="/api/github", tags=["github"])
+MAX_JSON_DEPTH = 64  # GitHub's payloads nest about 6 deep
+MAX_DELIVERY_ID = 200
+
+
+class _Payload(BaseModel):
+    """GitHub sends far more than this; only what is read is checked (strict types)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Owner(_Payload):
+    login: StrictStr
+
+
+class Repository(_Payload):
+    name: StrictStr
+    owner: Owner
+
+
+class PullRequest(_Payload):
+    number: StrictInt | None = None
+    merged: StrictBool | None = None
+
+
+class PullRequestEvent(_Payload):
+    action: StrictStr
+    number: StrictInt | None = None
+    pull_request: PullRequest
+    repository: Repository
 
 
 def signature_ok(secret: str, body: bytes, header: str) -> bool:
     expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected.encode(), header.strip().encode())
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether ``body`` nests arrays/objects deeper than ``limit`` (strings skipped): checked
+    before any parser recurses into it."""
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
+
+
+def parse_pull_request(body: bytes) -> PullRequestEvent | JSONResponse:
+    """The payload, or the 400 that says why not (depth bounded before parsing)."""
+    if json_depth_exceeds(body, MAX_JSON_DEPTH):
+        return error_response(400, "invalid_json", "Invalid JSON body", "body")
+    try:
+        return PullRequestEvent.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            return error_response(400, "invalid_json", "Invalid JSON body", "body")
+        field = ".".join(str(part) for part in first["loc"]) or None
+        return error_response(
+            400, "invalid_payload", f"pull_request payload: {field}: {first['msg']}", field
+        )
 
 
 @router.post(
@@ -29,7 +98,9 @@ def signature_ok(secret: str, body: bytes, header: str) -> bool:
 )
 async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
     """GitHub's ``pull_request`` events: closed archives the matching sessions with the PR's
-    status (merged or closed); reopened sets ``prStatus: open``; ``ping`` answers ok."""
+    status (merged or closed); reopened sets ``prStatus: open``; ``ping`` answers ok. A
+    delivery whose ``X-GitHub-Delivery`` was seen before is acknowledged (``duplicate``) and
+    does nothing."""
     secret = app.webhook_secret()
     if not secret:
         return error_response(
@@ -44,23 +115,27 @@ async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
         return error_response(401, "invalid_signature", "Invalid webhook signature")
     if event == "ping":
         return {"ok": True, "event": "ping"}
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return error_response(400, "invalid_json", "Invalid JSON body")
-    action = payload.get("action") if isinstance(payload, dict) else None
-    if event != "pull_request" or action not in ("closed", "reopened"):
+    if event != "pull_request":
+        return {"ok": True, "event": event, "action": None, "ignored": True}
+    delivery = request.headers.get("x-github-delivery") or None
+    if delivery is not None and len(delivery) > MAX_DELIVERY_ID:
+        return error_response(400, "invalid_payload", "X-GitHub-Delivery is too long")
+    payload = parse_pull_request(body)
+    if isinstance(payload, JSONResponse):
+        return payload
+    action = payload.action
+    if action not in ("closed", "reopened"):
         return {"ok": True, "event": event, "action": action, "ignored": True}
-    pull = payload.get("pull_request") or {}
-    repository = payload.get("repository") or {}
-    owner = (repository.get("owner") or {}).get("login")
-    name = repository.get("name")
-    number = pull.get("number") or payload.get("number")
-    if not isinstance(owner, str) or not isinstance(name, str) or not isinstance(number, int):
-        return error_response(
-            400, "invalid_payload", "pull_request payload lacks repository or number"
-        )
+    number = payload.pull_request.number or payload.number
+    if number is None:
+        return error_response(400, "invalid_payload", "pull_request payload lacks a number")
+    repository = payload.repository
     result = app.archive.pull_request_event(
-        action, owner, name, number, merged=bool(pull.get("merged"))
+        action,
+        repository.owner.login,
+        repository.name,
+        number,
+        merged=bool(payload.pull_request.merged),
+        delivery=delivery,
     )
     return {"ok": True, "event": event, "action": action, **result}

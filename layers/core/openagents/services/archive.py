@@ -44,6 +44,7 @@ ARCHIVED = frozenset({LifecycleState.ARCHIVED})
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 BUNDLE_FILE = ".git/openagents/archive.bundle"
 RESTORE_DIR = ".openagents-restore"
+DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
 READ_CHUNK_BYTES = 6 << 20  # base64 of it stays under sandboxd's 16 MiB exec output cap
 WRITE_CHUNK_BYTES = 24 << 20  # base64 of it stays under sandboxd's 64 MiB JSON body cap
 GIT_TIMEOUT_SECONDS = 600.0
@@ -543,9 +544,33 @@ class ArchiveService:
     # -------------------------------------------------------------------- webhook
 
     def pull_request_event(
+        self,
+        action: str,
+        owner: str,
+        name: str,
+        number: int,
+        merged: bool,
+        *,
+        delivery: str | None = None,
+    ) -> dict[str, Any]:
+        """``pull_request`` closed/reopened: update prStatus; closed also archives. A delivery
+        id seen before (GitHub's ``X-GitHub-Delivery``, kept ``DELIVERY_TTL``) is a replay:
+        acknowledged, nothing done. A delivery whose handling fails is forgotten, so GitHub's
+        redelivery (the same id) runs it again."""
+        if delivery is not None:
+            now = self._clock()
+            if not self._store.claim_delivery(delivery, now, now + DELIVERY_TTL):
+                return {"duplicate": True}
+        try:
+            return self._pull_request_event(action, owner, name, number, merged)
+        except BaseException:
+            if delivery is not None:
+                self._store.forget_delivery(delivery)
+            raise
+
+    def _pull_request_event(
         self, action: str, owner: str, name: str, number: int, merged: bool
     ) -> dict[str, Any]:
-        """``pull_request`` closed/reopened: update prStatus; closed also archives."""
         status = (
             PrStatus.OPEN
             if action == "reopened"

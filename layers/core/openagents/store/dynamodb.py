@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pynamodb.connection import Connection
-from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -47,6 +47,7 @@ from openagents.store.items import (
     ChatClaimItem,
     ChatItem,
     CounterItem,
+    DeliveryItem,
     MessageClaimItem,
     MessageItem,
     ProfileItem,
@@ -810,6 +811,26 @@ class DynamoStore:
         items = list(results)
         page = page_of(items, limit, lambda item: item.sk)
         return Page[Message](items=[self._message(item) for item in page.items], cursor=page.cursor)
+
+    # ------------------------------------------------------------- deliveries
+
+    @guard
+    def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
+        item = DeliveryItem(f"D#{delivery_id}", "DELIVERY", expires_at=int(expires_at.timestamp()))
+        try:  # an expired record may linger until the TTL sweep: it counts as gone
+            item.save(
+                condition=DeliveryItem.pk.does_not_exist()
+                | (DeliveryItem.expires_at <= int(at.timestamp()))
+            )
+        except PutError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    @guard
+    def forget_delivery(self, delivery_id: str) -> None:
+        DeliveryItem(f"D#{delivery_id}", "DELIVERY").delete()
 
     # ---------------------------------------------------------------- helpers
 

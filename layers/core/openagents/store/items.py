@@ -14,6 +14,7 @@ Key design (one table, ``pk``/``sk`` strings):
 | title registry | ``U#<userId>`` | ``T#<title>`` |
 | rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
 | outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
+| webhook delivery | ``D#<delivery id>`` | ``DELIVERY`` (TTL) |
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
 project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
@@ -224,9 +225,15 @@ class CounterItem(_Base):
     expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
 
 
+class DeliveryItem(_Base):
+    """A GitHub webhook delivery already handled (its id, until it expires)."""
+
+    expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
+
+
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
-    ProfileItem, TitleItem, CounterItem, OutboxItem,
+    ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
 OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)

@@ -193,3 +193,13 @@ class Store(Protocol):
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
     def list_messages(self, chat_id: str, limit: int, cursor: str | None) -> Page[Message]: ...
+
+    # webhook deliveries (replays are acknowledged and ignored)
+    def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
+        """Record a delivery id until ``expires_at``; False when it is recorded and not expired
+        at ``at`` (a replay). Two concurrent claims of one id: exactly one wins."""
+        ...
+
+    def forget_delivery(self, delivery_id: str) -> None:
+        """Drop a delivery's record (its handling failed: a redelivery must run again)."""
+        ...

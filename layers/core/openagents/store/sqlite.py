@@ -674,6 +674,23 @@ class SqliteStore:
             items=[self._message(chat_id, row) for row in page.items], cursor=page.cursor
         )
 
+    # ------------------------------------------------------------- deliveries
+
+    @guard
+    def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
+        with self.db.transaction() as db:
+            db.execute("DELETE FROM deliveries WHERE expires_at <= ?", (int(at.timestamp()),))
+            claimed = db.execute(
+                "INSERT OR IGNORE INTO deliveries (id, expires_at) VALUES (?, ?)",
+                (delivery_id, int(expires_at.timestamp())),
+            )
+            return claimed.rowcount == 1
+
+    @guard
+    def forget_delivery(self, delivery_id: str) -> None:
+        with self.db.transaction() as db:
+            db.execute("DELETE FROM deliveries WHERE id = ?", (delivery_id,))
+
     # ---------------------------------------------------------------- helpers
 
     @staticmethod

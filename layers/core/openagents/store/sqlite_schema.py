@@ -21,7 +21,7 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 2  # 2: the events outbox
+SCHEMA_VERSION = 3  # 2: the events outbox; 3: webhook deliveries
 BUSY_TIMEOUT_SECONDS = 30.0
 
 # One table per kind of item; the domain object as JSON in ``data``, and as columns only what
@@ -95,6 +95,11 @@ SCHEMA = (
         user_id TEXT NOT NULL,
         entry TEXT NOT NULL
     )""",
+    # GitHub webhook deliveries already handled (a replay is acknowledged and ignored)
+    """CREATE TABLE IF NOT EXISTS deliveries (
+        id TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID""",
 )
 
 
