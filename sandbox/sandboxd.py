@@ -1389,6 +1389,176 @@ def fetch_branch(git: Git, branch: str) -> None:
         raise ApiError(422, "branch_not_found", f"cannot fetch branch {branch!r}: {detail}")
 
 
+# ---------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_REF = re.compile(r"^refs/openagents/checkpoints/[A-Za-z0-9_-]{1,80}$")
+CHECKPOINT_TITLE = "OpenAgents checkpoint"
+# commit-tree needs an identity; a checkpoint's is fixed (the user's config is not needed).
+CHECKPOINT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "OpenAgents",
+    "GIT_AUTHOR_EMAIL": "checkpoints@openagents.invalid",
+    "GIT_COMMITTER_NAME": "OpenAgents",
+    "GIT_COMMITTER_EMAIL": "checkpoints@openagents.invalid",
+}
+
+
+@dataclass(frozen=True)
+class WorkspaceState:
+    """What a checkpoint keeps: every file that is not ignored (tracked, staged, unstaged,
+    untracked) as one tree, the staging area's tree, and where HEAD was."""
+
+    worktree: str
+    index: str | None  # None: the staging area had conflicts (it comes back as HEAD's tree)
+    head: str | None  # None: no commit yet
+    branch: str | None  # refs/heads/<name>; None: a detached HEAD
+    files: int
+
+    def message(self) -> str:
+        """The commit message: the facts a revert puts back, one ``Key: value`` line each."""
+        return (
+            f"{CHECKPOINT_TITLE}\n\n"
+            f"Head: {self.head or 'none'}\n"
+            f"Branch: {self.branch or 'detached'}\n"
+            f"Index: {self.index or 'none'}\n"
+        )
+
+
+def checkpoint_ref(body: JsonObject, name: str) -> str:
+    ref = required_str(body, name)
+    if not CHECKPOINT_REF.match(ref):
+        raise bad_request(f"{name} must be refs/openagents/checkpoints/<id>", "invalid_ref")
+    return ref
+
+
+@contextmanager
+def scratch_index(git: Git) -> Iterator[Git]:
+    """git with a private copy of the index, outside the workspace: the real index is never
+    written, and the copy's stat data lets ``git add -A`` hash only what changed."""
+    directory = Path(tempfile.mkdtemp(prefix="sandboxd-index-"))  # mode 0700
+    try:
+        if directory.resolve().is_relative_to(git.workspace.root):
+            raise ApiError(500, "internal", "the temporary directory is inside the workspace")
+        real = git.workspace.root / git.output("rev-parse", "--git-path", "index").decode().strip()
+        scratch = directory / "index"
+        if real.is_file():
+            shutil.copyfile(real, scratch)
+        yield Git(git.workspace, {**CHECKPOINT_IDENTITY, "GIT_INDEX_FILE": str(scratch)})
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def capture(git: Git, scratch: Git) -> WorkspaceState:
+    """The workspace as it is now, through ``scratch`` (its index then matches the files)."""
+    index = scratch.maybe("write-tree")  # the staging area, before the working tree joins it
+    scratch.output("add", "--all", "--", ".")
+    worktree = scratch.output("write-tree").decode().strip()
+    return WorkspaceState(
+        worktree=worktree,
+        index=index,
+        head=git.head(),
+        branch=git.maybe("symbolic-ref", "--quiet", "HEAD"),
+        files=index_entries(Path(scratch.env["GIT_INDEX_FILE"])),
+    )
+
+
+def index_entries(index: Path) -> int:
+    """The entry count in an index file's header (``DIRC``, version, count)."""
+    with open(index, "rb") as handle:
+        header = handle.read(12)
+    return int.from_bytes(header[8:12], "big") if header[:4] == b"DIRC" else 0
+
+
+def save_checkpoint(git: Git, scratch: Git, state: WorkspaceState, ref: str) -> JsonObject:
+    """One commit of ``state`` (its parent: HEAD, when there is one) on ``ref``."""
+    parent = ("-p", state.head) if state.head else ()
+    commit = scratch.output("commit-tree", state.worktree, *parent, "-m", state.message())
+    sha = commit.decode().strip()
+    git.output("update-ref", "-m", CHECKPOINT_TITLE, ref, sha)
+    return {"ref": ref, "commit": sha, "files": state.files}
+
+
+def read_checkpoint(git: Git, ref: str) -> WorkspaceState:
+    commit = git.maybe("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit is None:
+        raise ApiError(404, "checkpoint_not_found", f"no checkpoint {ref}")
+    raw = git.output("cat-file", "commit", commit).decode("utf-8", "replace")
+    headers, _, message = raw.partition("\n\n")
+    tree = next(line.split()[1] for line in headers.splitlines() if line.startswith("tree "))
+    facts = dict(
+        line.split(": ", 1) for line in message.splitlines()[1:] if ": " in line
+    )  # the lines after the title
+    if not message.startswith(CHECKPOINT_TITLE) or "Head" not in facts:
+        raise ApiError(422, "not_a_checkpoint", f"{ref} is not a checkpoint commit")
+    return WorkspaceState(
+        worktree=tree,
+        index=None if facts.get("Index", "none") == "none" else facts["Index"],
+        head=None if facts["Head"] == "none" else facts["Head"],
+        branch=None if facts.get("Branch", "detached") == "detached" else facts["Branch"],
+        files=0,
+    )
+
+
+def tree_changes(git: Git, current: str, target: str) -> tuple[list[str], list[str]]:
+    """(paths the target tree writes back, paths it removes) going from ``current``."""
+    raw = git.output("diff-tree", "-r", "-z", "--no-renames", "--name-status", current, target)
+    fields = raw.decode("utf-8", "surrogateescape").split("\x00")
+    restored: list[str] = []
+    removed: list[str] = []
+    for status, path in zip(fields[0::2], fields[1::2], strict=False):
+        (removed if status == "D" else restored).append(path)
+    return sorted(restored), sorted(removed)
+
+
+def restore_head(git: Git, state: WorkspaceState) -> None:
+    """HEAD, the branch and the staging area as the checkpoint recorded them."""
+    if state.branch is None:
+        if state.head is not None:
+            git.output("update-ref", "--no-deref", "-m", "openagents revert", "HEAD", state.head)
+    else:
+        if state.head is not None:
+            git.output("update-ref", "-m", "openagents revert", state.branch, state.head)
+        else:
+            git.run("update-ref", "-d", state.branch)
+        git.output("symbolic-ref", "HEAD", state.branch)
+    staged = state.index or state.head
+    git.output("read-tree", *((staged,) if staged else ("--empty",)))
+    git.run("update-index", "-q", "--refresh")  # stat data: unchanged files read as unchanged
+
+
+def git_checkpoint(app: App, request: Request) -> JsonObject:
+    ref = checkpoint_ref(request.json(), "ref")
+    git = Git(app.workspace)
+    git.require_repository()
+    with app.exclusive("checkpoint"), scratch_index(git) as scratch:
+        state = capture(git, scratch)
+        saved = save_checkpoint(git, scratch, state, ref)
+    return {**saved, "head": state.head, "branch": state.branch}
+
+
+def git_revert(app: App, request: Request) -> JsonObject:
+    """Put the workspace back as checkpoint ``ref`` recorded it; a real revert first saves the
+    current state on ``saveRef`` (so it can be undone). Ignored files are never touched."""
+    body = request.json()
+    ref = checkpoint_ref(body, "ref")
+    dry_run = optional_bool(body, "dryRun", False)
+    save_ref = None if dry_run else checkpoint_ref(body, "saveRef")
+    git = Git(app.workspace)
+    git.require_repository()
+    with app.exclusive("revert"):
+        target = read_checkpoint(git, ref)
+        with scratch_index(git) as scratch:
+            current = capture(git, scratch)
+            restored, removed = tree_changes(git, current.worktree, target.worktree)
+            if save_ref is None:
+                return {"dryRun": True, "restored": restored, "removed": removed, "saved": None}
+            saved = save_checkpoint(git, scratch, current, save_ref)
+            # the scratch index matches the files: --reset -u rewrites exactly the difference
+            scratch.output("read-tree", "--reset", "-u", target.worktree)
+        restore_head(git, target)
+    log("info", "workspace.reverted", ref=ref, restored=len(restored), removed=len(removed))
+    return {"dryRun": False, "restored": restored, "removed": removed, "saved": saved}
+
+
 # ---------------------------------------------------------------------------- snapshot
 
 
@@ -1615,6 +1785,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/git/branch"): git_branch,
     ("GET", "/git/status"): git_status,
     ("GET", "/git/diff"): git_diff,
+    ("POST", "/git/checkpoint"): git_checkpoint,
+    ("POST", "/git/revert"): git_revert,
     ("POST", "/snapshot"): snapshot,
     ("POST", "/restore"): restore,
     ("POST", "/sync"): sync,

@@ -29,6 +29,7 @@ from openagents.sandbox.port import SandboxError
 CHUNK_BYTES = 1 << 20
 NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
 EXEC_MARGIN_SECONDS = 15.0
+CHECKPOINT_TIMEOUT = 120.0  # git add -A of a large workspace (sandboxd's own git limit: 60 s)
 
 JsonObject = dict[str, Any]
 UNIX_SCHEME = "http+unix"
@@ -199,6 +200,17 @@ class SandboxClient:
 
     def git_diff(self) -> JsonObject:
         return self._json("GET", "/git/diff")
+
+    def checkpoint(self, ref: str) -> JsonObject:
+        """Save the workspace (every file git does not ignore, the staging area, HEAD) as a
+        commit on ``ref`` (``refs/openagents/checkpoints/<id>``): ``{ref, commit, files, …}``."""
+        return self._json("POST", "/git/checkpoint", {"ref": ref}, timeout=CHECKPOINT_TIMEOUT)
+
+    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> JsonObject:
+        """Put the workspace back as checkpoint ``ref`` holds it, first saving the current state
+        on ``save_ref`` (none for a dry run): ``{dryRun, restored, removed, saved}``."""
+        body = {"ref": ref, "saveRef": save_ref, "dryRun": dry_run}
+        return self._json("POST", "/git/revert", body, timeout=CHECKPOINT_TIMEOUT)
 
     # ------------------------------------------------------------------ snapshot, restore
 
