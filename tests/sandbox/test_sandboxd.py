@@ -43,6 +43,8 @@ ENDPOINTS = [
     ("GET", "/git/branch"),
     ("GET", "/git/status"),
     ("GET", "/git/diff"),
+    ("POST", "/git/checkpoint"),
+    ("POST", "/git/revert"),
     ("POST", "/snapshot"),
     ("GET", "/snapshots/snap-1/manifest"),
     ("POST", "/restore"),
