@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import botocore.session
 import pynamodb.connection.base as pynamodb_base
 import pytest
+from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, ChatMark, ListFilter, Message, Role, Session
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.port import Activity, BadCursor, Gone, MessageIdTaken, Store
@@ -362,3 +363,35 @@ def test_a_message_stored_before_without_a_run_starts_one(both: Runs) -> None:
     assert started.created
     assert len(both.store.list_messages(chat.id, 10, None).items) == 1
     assert live_marks(both, chat)[0] == started.run.id
+
+
+def test_a_checkpoint_is_recorded_once_and_reverts_mark_runs(runs: RunStore) -> None:
+    run = runs.start(new_run()).run
+    first = Checkpoint(f"refs/openagents/checkpoints/{run.id}", "a" * 40, 12)
+    recorded = runs.record_checkpoint(run.id, first)
+    assert recorded is not None
+    assert recorded.checkpoint == first
+    replayed = runs.record_checkpoint(run.id, Checkpoint(first.ref, "b" * 40, 13))
+    assert replayed is not None
+    assert replayed.checkpoint == first
+    runs.append(run.id, [{"type": "start"}])
+    runs.finish(run.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
+    later = runs.start(new_run("chat-2")).run
+    saved = Checkpoint("refs/openagents/checkpoints/revert-1", "c" * 40, 14)
+    record = RevertRecord("revert-1", datetime(2026, 1, 2, tzinfo=UTC), "alice", 3, 2, saved)
+    runs.mark_reverted(run.id, record)
+    runs.mark_reverted(later.id)
+    target, other = runs.get(run.id), runs.get(later.id)
+    assert target is not None
+    assert other is not None
+    assert (target.reverted, target.revert, target.checkpoint) == (True, record, first)
+    assert (target.status, target.last_seq) == (RunStatus.COMPLETED, 1)  # nothing else moved
+    assert (other.reverted, other.revert, other.checkpoint) == (True, None, None)
+    runs.mark_reverted(run.id)  # a later revert to an earlier run keeps this record
+    again = runs.get(run.id)
+    assert again is not None
+    assert again.revert == record
+    listed = runs.list_for_session("sess-1", 10, None).items
+    assert {r.id: r.reverted for r in listed} == {run.id: True, later.id: True}
+    assert runs.record_checkpoint("nope", first) is None
+    assert runs.mark_reverted("nope") is None

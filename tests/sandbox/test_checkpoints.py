@@ -72,7 +72,8 @@ def test_a_checkpoint_leaves_the_branch_index_and_stash_alone(
     assert (saved["head"], saved["branch"]) == (head["head"], "refs/heads/agent/work")
     tree = git(client, f"git ls-tree -r --name-only {REF}").split()
     assert sorted(tree) == sorted(git(client, "git ls-files -co --exclude-standard").split())
-    assert "debug.log" not in tree and "build/out.txt" not in tree
+    assert "debug.log" not in tree
+    assert "build/out.txt" not in tree
     assert saved["files"] == len(tree)
     assert git(client, f"git rev-parse {REF}^") == git(client, "git rev-parse HEAD")
     assert (sandbox.workspace / ".git" / "index").read_bytes() == index
@@ -135,9 +136,7 @@ def test_revert_to_a_detached_head(
     assert head["detached"] is True
 
 
-def test_checkpoint_and_revert_refuse_bad_requests(
-    client: SandboxClient, origin: Origin
-) -> None:
+def test_checkpoint_and_revert_refuse_bad_requests(client: SandboxClient, origin: Origin) -> None:
     with expect_error(409, "not_a_repository"):
         client.checkpoint(REF)
     prepare(client, origin, "feature")

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Protocol, TypeAlias
 
 from openagents.agent.models.port import Usage
+from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, Message, Page, Session
 from openagents.store.port import Activity
 
@@ -68,6 +69,9 @@ class Run:
     finished_at: datetime | None = None
     cancel_requested: bool = False
     last_seq: int = 0  # the seq of its last event (0: none yet)
+    checkpoint: Checkpoint | None = None  # the workspace before its first tool step
+    reverted: bool = False  # a revert to before it (or an earlier run) undid its changes
+    revert: RevertRecord | None = None  # the last revert to before this run
 
     def progressed(self, *, steps: int, model_calls: int, usage: RunUsage) -> Run:
         return replace(self, steps=steps, model_calls=model_calls, usage=usage)
@@ -164,6 +168,16 @@ class RunStore(Protocol):
         """Every run still ``running`` (the one-machine runtime's restart check)."""
         ...
 
+    def record_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> Run | None:
+        """Keep the run's checkpoint; the first one stays (a replayed step changes nothing).
+        None for an unknown run."""
+        ...
+
+    def mark_reverted(self, run_id: str, revert: RevertRecord | None = None) -> Run | None:
+        """Mark the run ``reverted``; the run a revert went back to before also keeps
+        ``revert``. None for an unknown run."""
+        ...
+
 
 # --- the stored form, shared by the adapters ------------------------------------------------
 
@@ -187,6 +201,9 @@ def run_to_json(run: Run) -> dict[str, JsonValue]:
         "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
         "cancelRequested": run.cancel_requested,
         "lastSeq": run.last_seq,
+        "checkpoint": run.checkpoint.to_json() if run.checkpoint else None,
+        "reverted": run.reverted,
+        "revert": run.revert.to_json() if run.revert else None,
     }
 
 
@@ -204,6 +221,7 @@ def run_from_json(data: Mapping[str, object]) -> Run:
     usage = data.get("usage")
     cost = data.get("costUsd")
     error = data.get("error")
+    checkpoint, revert = data.get("checkpoint"), data.get("revert")
     return Run(
         id=text("id"),
         session_id=text("sessionId"),
@@ -222,7 +240,19 @@ def run_from_json(data: Mapping[str, object]) -> Run:
         finished_at=moment("finishedAt"),
         cancel_requested=bool(data.get("cancelRequested", False)),
         last_seq=int(str(data.get("lastSeq", 0))),
+        checkpoint=Checkpoint.from_json(checkpoint) if isinstance(checkpoint, Mapping) else None,
+        reverted=bool(data.get("reverted", False)),
+        revert=RevertRecord.from_json(revert) if isinstance(revert, Mapping) else None,
     )
+
+
+def with_checkpoint(run: Run, checkpoint: Checkpoint) -> Run | None:
+    """The run with its first checkpoint; None when it has one already (nothing to write)."""
+    return None if run.checkpoint is not None else replace(run, checkpoint=checkpoint)
+
+
+def as_reverted(run: Run, revert: RevertRecord | None) -> Run:
+    return replace(run, reverted=True, revert=revert or run.revert)
 
 
 def started_key(run: Run) -> str:

@@ -31,6 +31,7 @@ from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 
+from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Page, Role
 from openagents.store import cursor as cursors
 from openagents.store import items
@@ -49,9 +50,11 @@ from openagents.store.runs import (
     StreamEvent,
     TurnInProgress,
     TurnMessage,
+    as_reverted,
     run_from_json,
     run_to_json,
     started_key,
+    with_checkpoint,
 )
 from openagents.store.transaction import Transaction, conflicted, guard
 
@@ -452,6 +455,14 @@ class DynamoRunStore:
         keys = [(run_pk(run_id), RUN_SK) for run_id in ids]
         runs = [_run(item) for item in RunItem.batch_get(keys)] if keys else []
         return [run for run in runs if run.status is RunStatus.RUNNING]
+
+    @guard
+    def record_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> Run | None:
+        return self._rewrite(run_id, lambda run: with_checkpoint(run, checkpoint))
+
+    @guard
+    def mark_reverted(self, run_id: str, revert: RevertRecord | None = None) -> Run | None:
+        return self._rewrite(run_id, lambda run: as_reverted(run, revert))
 
     def expires_at(self, run_id: str) -> list[float | None]:
         """The events' expiry times (tests)."""

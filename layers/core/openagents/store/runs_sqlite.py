@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Page
 from openagents.store import cursor as cursors
 from openagents.store.runs import (
@@ -24,9 +25,11 @@ from openagents.store.runs import (
     StreamEvent,
     TurnInProgress,
     TurnMessage,
+    as_reverted,
     run_from_json,
     run_to_json,
     started_key,
+    with_checkpoint,
 )
 from openagents.store.sqlite import SqliteStore
 from openagents.store.sqlite_schema import guard
@@ -284,6 +287,25 @@ class SqliteRunStore:
             .fetchall()
         )
         return [run_from_json(json.loads(data)) for (data,) in rows]
+
+    @guard
+    def record_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> Run | None:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            changed = with_checkpoint(run, checkpoint) if run is not None else None
+            if changed is not None:
+                _write(db, changed)
+            return changed or run
+
+    @guard
+    def mark_reverted(self, run_id: str, revert: RevertRecord | None = None) -> Run | None:
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is None:
+                return None
+            changed = as_reverted(run, revert)
+            _write(db, changed)
+            return changed
 
     def expires_at(self, run_id: str) -> list[float | None]:
         """The events' expiry times (tests)."""
