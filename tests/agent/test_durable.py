@@ -26,9 +26,15 @@ class Loop:
     ) -> None:
         self.models, self.tools = models, tools or {}
         self.finalized: tuple[str, str | None] | None = None
+        self.approved: tuple[str, ...] = ()
+        self.checkpoints = 0
 
     def begin(self, run_id: str) -> StepResult:
-        return StepResult("tools", ())
+        return StepResult("tools", self.approved)
+
+    def checkpoint(self, run_id: str) -> dict[str, Any]:
+        self.checkpoints += 1
+        return {"commit": "c1"}
 
     def model_step(self, run_id: str) -> StepResult:
         return self.models.pop(0)
@@ -56,6 +62,7 @@ def test_a_step_per_model_and_tool_call() -> None:
     assert names == [
         "begin",
         "model-0",
+        "checkpoint",  # once, before the run's first tool step
         "tool-0-0",
         "tool-0-1",
         "model-1",
@@ -65,6 +72,18 @@ def test_a_step_per_model_and_tool_call() -> None:
     ]
     assert result == {"runId": "r1", "status": "completed"}
     assert loop.finalized == ("end", None)
+    assert loop.checkpoints == 1
+
+
+def test_the_checkpoint_comes_before_approved_calls_and_not_without_tools() -> None:
+    continued = Loop([StepResult("tools", ("b",)), StepResult("end")])
+    continued.approved = ("a",)
+    names, _ = run(continued)
+    assert names[:4] == ["begin", "checkpoint", "approved-0", "model-0"]
+    assert names.count("checkpoint") == 1
+    talk = Loop([StepResult("end")])
+    assert run(talk)[0] == ["begin", "model-0", "finalize"]
+    assert talk.checkpoints == 0
 
 
 def test_waiting_aborted_and_failed_end_the_loop() -> None:

@@ -1,6 +1,7 @@
-"""One agent turn as a durable execution: each model call and each tool call one step, each
-returning a small ``StepResult`` (the message and the events live in the stores). SDK-free: the
-handler (``functions/agent/handler.py``) passes the SDK's ``DurableContext``; anything with a
+"""One agent turn as a durable execution: each model call and each tool call one step (and,
+before the first tool call, the workspace checkpoint), each returning a small ``StepResult``
+(the message and the events live in the stores). SDK-free: the handler
+(``functions/agent/handler.py``) passes the SDK's ``DurableContext``; anything with a
 ``step(func, name=...)`` of that shape runs it.
 
 A step that raises after its retries ends the run ``failed`` with its partial message kept.
@@ -39,7 +40,9 @@ def run_turn(event: Mapping[str, Any], context: Steps, loop: AgentLoop) -> dict[
 
 def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | None]:
     begin = StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
+    checkpoint = _Checkpoint(run_id, context, loop)
     for i, call in enumerate(begin.calls):  # approved calls of a continued message
+        checkpoint.before_tools()
         tool = StepResult.from_json(
             context.step(_tool_step(loop, run_id, call, False), name=f"approved-{i}")
         )
@@ -53,6 +56,7 @@ def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | 
         if model.outcome != "tools":
             return model.outcome, model.error
         waiting = False
+        checkpoint.before_tools()
         for i, call in enumerate(model.calls):
             last = i == len(model.calls) - 1
             tool = StepResult.from_json(
@@ -64,6 +68,19 @@ def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | 
         if waiting:
             return "waiting", None
         n += 1
+
+
+class _Checkpoint:
+    """The run's checkpoint: one step of its own, before the first tool step only."""
+
+    def __init__(self, run_id: str, context: Steps, loop: AgentLoop) -> None:
+        self._run_id, self._context, self._loop = run_id, context, loop
+        self._taken = False
+
+    def before_tools(self) -> None:
+        if not self._taken:
+            self._taken = True
+            self._context.step(lambda _: self._loop.checkpoint(self._run_id), name="checkpoint")
 
 
 def _tool_step(

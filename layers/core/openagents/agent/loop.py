@@ -5,6 +5,7 @@ handler, ``functions/agent/handler.py``) drives them:
 
     start = loop.begin(run_id)
     while outcome is "tools": model step, then a tool step per call
+        (the first tool step of the run after ``loop.checkpoint(run_id)``)
     loop.finalize(run_id, outcome)
 
 Nothing here imports an SDK: models, stores and the sandbox come in through ports.
@@ -52,6 +53,7 @@ from openagents.agent.ui import (
     is_tool_part,
     tool_name,
 )
+from openagents.domain.checkpoints import checkpoint_ref
 from openagents.domain.errors import DomainError, InvalidInput
 from openagents.store.runs import Run, RunStatus, RunStore, RunUsage
 
@@ -304,6 +306,22 @@ class AgentLoop:
             raise InvalidInput("This tool call is not waiting for an answer", field="toolCallId")
         self._host.save(run, message)
         return sum(_pending(p) for p in message.parts)
+
+    def checkpoint(self, run_id: str) -> dict[str, JsonValue]:
+        """Before the run's first tool step: the workspace saved on the run's hidden ref and
+        recorded on the run, once (a replay keeps the first). A sandbox that cannot take it
+        leaves the run without one (it cannot be reverted); the turn goes on."""
+        run = self._run(run_id)
+        if run is None or run.status.ended:
+            return {"commit": None}
+        if run.checkpoint is None:
+            try:
+                saved = self._host.workspace(run).checkpoint(checkpoint_ref(run.id))
+            except SandboxError as error:
+                log.warning("no checkpoint for run %s: %s", run.id, error)
+                return {"commit": None}
+            run = self._runs.record_checkpoint(run.id, saved) or run
+        return {"commit": run.checkpoint.commit if run.checkpoint else None}
 
     def tool_step(self, run_id: str, call_id: str, *, last: bool) -> StepResult:
         run = self._run(run_id)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox.port import SandboxError, SandboxExec
 
 __all__ = ["ExecResult", "FileText", "SandboxError", "Workspace", "WorkspaceClient"]
@@ -50,6 +51,10 @@ class Workspace(Protocol):
 
     def write_text(self, path: str, content: str) -> None: ...
 
+    def checkpoint(self, ref: str) -> Checkpoint:
+        """Save the whole workspace on the hidden ``ref`` (branch, index and stash untouched)."""
+        ...
+
 
 class SandboxdClient(SandboxExec, Protocol):
     """The part of ``openagents.sandbox.client.SandboxClient`` the adapter calls: the services'
@@ -58,6 +63,8 @@ class SandboxdClient(SandboxExec, Protocol):
     def read_file(self, path: str, max_bytes: int = 1 << 20) -> dict[str, Any]: ...
 
     def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
+
+    def checkpoint(self, ref: str) -> dict[str, Any]: ...
 
 
 class WorkspaceClient:
@@ -105,6 +112,9 @@ class WorkspaceClient:
 
     def write_text(self, path: str, content: str) -> None:
         self._client.write_file(path, content)
+
+    def checkpoint(self, ref: str) -> Checkpoint:
+        return Checkpoint.from_json(self._client.checkpoint(ref))
 
 
 def sandbox_error_text(error: SandboxError) -> str:
