@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from openagents.agent.models.registry import ModelInfo
+from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.store.runs import Run, RunStatus
 from pydantic import Field
 
@@ -31,9 +32,43 @@ class UsageOut(Out):
     cache_write_tokens: int
 
 
+class CheckpointOut(Out):
+    ref: str = Field(description="The hidden ref in the sandbox: refs/openagents/checkpoints/<id>")
+    commit: str
+    files: int = Field(description="Files in the checkpoint (ignored files are not kept)")
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> CheckpointOut:
+        return cls(ref=checkpoint.ref, commit=checkpoint.commit, files=checkpoint.files)
+
+
+class RevertRecordOut(Out):
+    """The last revert to before this run: the chat shows "Reverted to before this turn"."""
+
+    revert_id: str
+    at: datetime
+    user_id: str
+    restored: int = Field(description="How many files it wrote back")
+    removed: int = Field(description="How many files it removed")
+    saved: CheckpointOut = Field(description="The state it replaced (revert to it to undo)")
+
+    @classmethod
+    def of(cls, record: RevertRecord) -> RevertRecordOut:
+        return cls(
+            revert_id=record.id,
+            at=record.at,
+            user_id=record.user_id,
+            restored=record.restored,
+            removed=record.removed,
+            saved=CheckpointOut.of(record.saved),
+        )
+
+
 class RunOut(Out):
     run_id: str
     chat_id: str
+    message_id: str = Field(description="The user message that started the run")
+    assistant_message_id: str = Field(description="The assistant message the run writes")
     model_id: str
     status: RunStatus
     error: str | None = None
@@ -42,12 +77,19 @@ class RunOut(Out):
     cost_usd: float | None = None
     started_at: datetime
     finished_at: datetime | None = None
+    checkpoint: CheckpointOut | None = Field(
+        default=None, description="The workspace before the run's first tool step"
+    )
+    reverted: bool = Field(default=False, description="A revert undid the run's changes")
+    revert: RevertRecordOut | None = None
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
         return cls(
             run_id=run.id,
             chat_id=run.chat_id,
+            message_id=run.message_id,
+            assistant_message_id=run.assistant_message_id,
             model_id=run.model_id,
             status=run.status,
             error=run.error,
@@ -56,7 +98,21 @@ class RunOut(Out):
             cost_usd=run.cost_usd,
             started_at=run.started_at,
             finished_at=run.finished_at,
+            checkpoint=CheckpointOut.of(run.checkpoint) if run.checkpoint else None,
+            reverted=run.reverted,
+            revert=RevertRecordOut.of(run.revert) if run.revert else None,
         )
+
+
+class RevertOut(Out):
+    run_id: str
+    dry_run: bool
+    restored: list[str] = Field(description="Files written back (changed or deleted since)")
+    removed: list[str] = Field(description="Files created since, removed")
+    saved: CheckpointOut | None = Field(
+        default=None, description="The state the revert replaced (none for a dry run)"
+    )
+    reverted_runs: list[str] = Field(description="The runs marked reverted, newest first")
 
 
 class RunListOut(Out):

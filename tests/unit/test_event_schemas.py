@@ -259,6 +259,24 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
             "error": "scripted model has no response for step 1",
         },
     ],
+    "agent.turn_reverted": [
+        {
+            "runId": "r1",
+            "chatId": "c1",
+            "revertId": "v1",
+            "checkpoint": {"ref": "refs/openagents/checkpoints/r1", "commit": "a" * 40, "files": 3},
+            "saved": {
+                "ref": "refs/openagents/checkpoints/revert-v1",
+                "commit": "b" * 40,
+                "files": 4,
+            },
+            "restoredCount": 2,
+            "removedCount": 1,
+            "restored": ["calc.py", "docs/old.txt"],
+            "removed": ["new.py"],
+            "revertedRuns": ["r2", "r1"],
+        }
+    ],
     "sandbox.auto_commit": [
         {"skipped": "auto-commit is off"},
         {"skipped": "detached HEAD"},

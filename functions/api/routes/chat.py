@@ -9,10 +9,12 @@ from openagents.agent.models.registry import NO_MODELS
 
 from functions.api.chat_schemas import (
     ChatTurnIn,
+    CheckpointOut,
     ModelListOut,
     ModelOut,
     RespondIn,
     RespondOut,
+    RevertOut,
     RunListOut,
     RunOut,
     RunStartedOut,
@@ -99,6 +101,31 @@ def list_runs(
     """The session's runs, newest first, with steps and usage."""
     page = app.agent.runs(caller, session_id, cursor)
     return RunListOut(runs=[RunOut.of(run) for run in page.items], next_cursor=page.cursor)
+
+
+@router.post("/sessions/{session_id}/runs/{run_id}/revert", responses=error_responses(409))
+def revert_run(
+    session_id: str,
+    run_id: str,
+    app: App,
+    caller: Caller,
+    dry_run: Annotated[bool, Query(alias="dryRun")] = False,
+) -> RevertOut:
+    """Put the workspace back as it was before the run's first tool step: files changed since
+    are restored, files created since removed, the branch and HEAD as they were (ignored files
+    are left alone). The run and every later run of the session are marked `reverted`; the
+    state replaced is saved first (`saved`: revert to it to undo). `dryRun=true` only lists
+    the files. 409 `turn_in_progress` while a turn runs in the session, `no_checkpoint` for a
+    run without one, `sandbox_not_running` unless the sandbox is active."""
+    outcome = app.checkpoints.revert(caller, session_id, run_id, dry_run=dry_run)
+    return RevertOut(
+        run_id=outcome.run.id,
+        dry_run=outcome.dry_run,
+        restored=outcome.restored,
+        removed=outcome.removed,
+        saved=CheckpointOut.of(outcome.saved) if outcome.saved else None,
+        reverted_runs=outcome.reverted_runs,
+    )
 
 
 @router.get("/models", responses={401: {"model": ErrorOut}})

@@ -32,6 +32,7 @@ from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 if TYPE_CHECKING:
     from openagents.agent.loop import AgentLoop
     from openagents.services.agent_turns import AgentTurns
+    from openagents.services.checkpoints import Checkpoints
 
 if TYPE_CHECKING:
     from openagents.sandbox.local import LocalDriver
@@ -55,6 +56,7 @@ class Container:
     webhook_secret: Callable[[], str | None]  # the GitHub webhook's HMAC key (read on first use)
     agent: AgentTurns  # agent turns: POST /api/chat, stream, stop, runs, models
     agent_loop: AgentLoop  # the turn's steps, driven by the durable handler
+    checkpoints: Checkpoints  # reverting the workspace to before a turn
 
 
 def local_tokens(settings: Settings) -> LocalTokens:
@@ -318,7 +320,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         exec_pool(settings),
         on_unreachable=lifecycle.verify_running,
     )
-    agent, agent_loop = _agent(settings, store, sandboxd, lifecycle, chats, journal, sandbox_tools)
+    agent, agent_loop, checkpoints = _agent(
+        settings, store, sandboxd, lifecycle, chats, journal, sandbox_tools
+    )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
@@ -338,6 +342,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         webhook_secret=_webhook_secret(settings),
         agent=agent,
         agent_loop=agent_loop,
+        checkpoints=checkpoints,
     )
 
 
@@ -349,14 +354,16 @@ def _agent(
     chats: ChatService,
     journal: Journal,
     tools: SandboxTools,
-) -> tuple[AgentTurns, AgentLoop]:
+) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: run store (the store's adapter), models, the loop and its engine (the SDK's
-    local runtime on one machine, the durable Lambda on AWS), built on first use."""
+    local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
+    turns' checkpoints."""
     from datetime import timedelta
 
     from openagents.agent.loop import AgentLoop, LoopConfig
     from openagents.agent.models.registry import build_registry
     from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
+    from openagents.services.checkpoints import Checkpoints
     from openagents.store.runs import RunStore
 
     runs: RunStore  # on the store's own adapter: a turn's start is one write with its message
@@ -420,7 +427,16 @@ def _agent(
     turns = AgentTurns(
         store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention, loop, journal
     )
-    return turns, loop
+    checkpoints = Checkpoints(
+        store,
+        runs,
+        tools,
+        utc_now,
+        new_id,
+        journal,
+        refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
+    )
+    return turns, loop, checkpoints
 
 
 class LazyDriver:

@@ -8,12 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from openagents.domain.errors import Conflict
+
 CHECKPOINT_REFS = "refs/openagents/checkpoints/"
 
 
 def checkpoint_ref(name: str) -> str:
     """The hidden ref of a run's checkpoint (``name``: the run id) or of a revert's save."""
     return CHECKPOINT_REFS + name
+
+
+class NoCheckpoint(Conflict):
+    """The run has no checkpoint to go back to (it ran no tool), or the sandbox lost it."""
+
+    code = "no_checkpoint"
 
 
 @dataclass(frozen=True)

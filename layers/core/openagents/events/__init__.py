@@ -69,6 +69,7 @@ DETAIL_TYPES: dict[str, str] = {
     "sandbox.auto_commit": "Sandbox Auto Commit",  # an agent's turn ended: committed/pushed/PR
     "agent.turn_started": "Agent Turn Started",  # POST /api/chat (or respond) started a run
     "agent.turn_finished": "Agent Turn Finished",  # the run ended: status, steps, usage
+    "agent.turn_reverted": "Agent Turn Reverted",  # the workspace went back to before a run
 }
 
 

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from openagents.artifacts import ArtifactStore
+from openagents.domain.checkpoints import NoCheckpoint
 from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
@@ -24,6 +25,7 @@ from openagents.store.port import StaleState, Store
 
 ACTIVE = frozenset({LifecycleState.ACTIVE})
 NOT_RUNNING = "Sandbox is not running. Resume it first."
+CHECKPOINT_GONE = frozenset({"checkpoint_not_found", "not_a_checkpoint", "not_a_repository"})
 
 
 class ToolsOps(SandboxExec, Protocol):
@@ -31,6 +33,7 @@ class ToolsOps(SandboxExec, Protocol):
     def read_file(self, path: str, max_bytes: int = 1_048_576) -> dict[str, Any]: ...
     def git_status(self) -> dict[str, Any]: ...
     def git_diff(self) -> dict[str, Any]: ...
+    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> dict[str, Any]: ...
 
 
 def diff_key(session_id: str) -> str:
@@ -222,6 +225,24 @@ class SandboxTools:
 
     def git_status(self, identity: Identity, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call(identity, session_id, lambda c: c.git_status())
+        return result
+
+    def revert(
+        self, identity: Identity, session_id: str, ref: str, *, save_ref: str | None, dry_run: bool
+    ) -> dict[str, Any]:
+        """The workspace back to checkpoint ``ref`` (``services/checkpoints.py``)."""
+
+        def call(client: ToolsOps) -> dict[str, Any]:
+            try:
+                return client.revert(ref, save_ref=save_ref, dry_run=dry_run)
+            except SandboxError as exc:
+                if exc.code in CHECKPOINT_GONE:
+                    raise NoCheckpoint(
+                        "The turn's checkpoint is no longer in the sandbox", field="runId"
+                    ) from exc
+                raise
+
+        result: dict[str, Any] = self._call(identity, session_id, call)
         return result
 
     def diff(self, identity: Identity, session_id: str) -> dict[str, Any]:
