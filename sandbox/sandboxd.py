@@ -1469,9 +1469,14 @@ def index_entries(index: Path) -> int:
 
 
 def save_checkpoint(git: Git, scratch: Git, state: WorkspaceState, ref: str) -> JsonObject:
-    """One commit of ``state`` (its parent: HEAD, when there is one) on ``ref``."""
-    parent = ("-p", state.head) if state.head else ()
-    commit = scratch.output("commit-tree", state.worktree, *parent, "-m", state.message())
+    """One commit of ``state`` on ``ref``: its first parent is HEAD (when there is one), its
+    second a commit of the staging area's tree, so that tree is reachable too (bundles, gc)."""
+    head = ("-p", state.head) if state.head else ()
+    parents = [*head]
+    if state.index is not None:
+        staged = scratch.output("commit-tree", state.index, *head, "-m", "OpenAgents index")
+        parents += ["-p", staged.decode().strip()]
+    commit = scratch.output("commit-tree", state.worktree, *parents, "-m", state.message())
     sha = commit.decode().strip()
     git.output("update-ref", "-m", CHECKPOINT_TITLE, ref, sha)
     return {"ref": ref, "commit": sha, "files": state.files}

@@ -80,6 +80,8 @@ def test_a_checkpoint_leaves_the_branch_index_and_stash_alone(
     after = (git(client, "git status --porcelain=v2 --branch"), git(client, "git stash list"))
     assert after == before
     assert client.git_branch() == head
+    # the staging area is the second parent's tree (reachable: bundles and gc keep it)
+    assert git(client, f"git rev-parse {REF}^2^{{tree}}") == git(client, "git write-tree")
 
 
 def test_revert_restores_the_workspace_exactly_and_can_be_undone(
