@@ -63,7 +63,8 @@ PROTECTED = [route for route in routes() if route not in PUBLIC]
 
 
 def path_for(path: str, alice: Alice) -> str:
-    values = {"session_id": alice.session_id, "chat_id": alice.chat_id}
+    # a run id: alice's session has none here; another user's real run is tests/agent/test_revert
+    values = {"session_id": alice.session_id, "chat_id": alice.chat_id, "run_id": "alice-run"}
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "unknown-id"), path)
 
 
@@ -107,7 +108,7 @@ def query_for(path: str, alice: Alice) -> dict[str, str] | None:
 
 def known(method: str, path: str) -> bool:
     return "{" not in path or all(
-        p in ("session_id", "chat_id") for p in re.findall(r"\{(\w+)\}", path)
+        p in ("session_id", "chat_id", "run_id") for p in re.findall(r"\{(\w+)\}", path)
     )
 
 
