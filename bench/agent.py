@@ -170,6 +170,45 @@ def _tool_seconds(calls: int) -> float:
     return time.perf_counter() - began
 
 
+def _durable_step_ms(store: Any, steps: int) -> float:
+    """The SDK's local runtime alone: a durable function of ``steps`` empty steps."""
+    from aws_durable_execution_sdk_python import DurableContext, durable_execution
+    from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+
+    @durable_execution
+    def empty(event: Any, context: DurableContext) -> int:
+        for i in range(steps):
+            context.step(lambda _: None, name=f"s{i}")
+        return steps
+
+    runner = DurableFunctionTestRunner(handler=empty, skip_time=False, store=store)
+    with runner:
+        began = time.perf_counter()
+        arn = runner.run_async(input="{}", execution_name="bench", function_name="bench")
+        runner.wait_for_result(execution_arn=arn, timeout=600)
+        return (time.perf_counter() - began) / steps * 1000
+
+
+def durable_steps(folder: Path, steps: int) -> dict[str, float]:
+    """ms per durable step on the SDK's SQLite store, on ours (``KeptConnectionStore``) and
+    on the SDK's in-memory store, in the same run."""
+    from aws_durable_execution_sdk_python_testing.stores.memory import InMemoryExecutionStore
+    from aws_durable_execution_sdk_python_testing.stores.sqlite import SQLiteExecutionStore
+    from openagents.local.execution_store import KeptConnectionStore
+
+    kept = KeptConnectionStore.create_and_initialize(folder / "kept.db")
+    result = {
+        "sdkSqlite": _durable_step_ms(
+            SQLiteExecutionStore.create_and_initialize(folder / "sdk.db"), steps
+        ),
+        "kept": _durable_step_ms(kept, steps),
+        "memory": _durable_step_ms(InMemoryExecutionStore(), steps),
+    }
+    assert isinstance(kept, KeptConnectionStore)
+    kept.close()
+    return {name: round(ms, 2) for name, ms in result.items()}
+
+
 def run(args: Any) -> dict[str, Any]:
     import pytest
 
@@ -233,8 +272,11 @@ def run(args: Any) -> dict[str, Any]:
             finally:
                 api.client.close()
                 app.state.container().agent.engine.close()
+        say(f"agent: the durable runtime alone, {steps * 2} empty steps per store")
+        durable = durable_steps(home, steps * 2)
     return {
         "steps": steps,
+        "durableStepMs": durable,
         "wallMs": round(wall * 1000, 1),
         "modelMs": round(model * 1000, 2),
         "toolMs": round(tool * 1000, 3),
@@ -252,7 +294,14 @@ def run(args: Any) -> dict[str, Any]:
 
 def rows(result: dict[str, Any]) -> list[list[str]]:
     s = result["streamLatencyMs"]
+    d = result["durableStepMs"]
     return [
+        [
+            "agent: one durable step, runtime alone",
+            f"{d['kept']} ms",
+            f"our kept-connection store; the SDK's SQLite store {d['sdkSqlite']} ms "
+            f"({d['sdkSqlite'] / d['kept']:.1f}x), its in-memory store {d['memory']} ms",
+        ],
         [
             "agent: engine overhead per step",
             f"{result['overheadMsPerStep']} ms",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from openagents.agent.loop import AgentLoop
+from openagents.local.execution_store import KeptConnectionStore
 from openagents.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class LocalAgentRuntime:
         self._home, self._runs, self._loop = home, runs, loop
         self._timeout = execution_timeout_seconds
         self._runner: Any = None
+        self._store: KeptConnectionStore | None = None
         self._executions: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -55,14 +57,15 @@ class LocalAgentRuntime:
                 from aws_durable_execution_sdk_python_testing.runner import (
                     DurableFunctionTestRunner,
                 )
-                from aws_durable_execution_sdk_python_testing.stores.sqlite import (
-                    SQLiteExecutionStore,
-                )
+
+                from openagents.local.execution_store import KeptConnectionStore
 
                 module, _, name = HANDLER.rpartition(".")
                 handler = getattr(importlib.import_module(module), name)(self._loop)
                 self._home.mkdir(parents=True, exist_ok=True)
-                store = SQLiteExecutionStore.create_and_initialize(self.store_path)
+                store = KeptConnectionStore.create_and_initialize(self.store_path)
+                assert isinstance(store, KeptConnectionStore)
+                self._store = store
                 self._runner = DurableFunctionTestRunner(
                     handler=handler,
                     skip_time=False,
@@ -120,5 +123,8 @@ class LocalAgentRuntime:
     def close(self) -> None:
         with self._lock:
             runner, self._runner = self._runner, None
+            store, self._store = self._store, None
         if runner is not None:
             runner.close()
+        if store is not None:
+            store.close()
