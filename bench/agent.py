@@ -85,8 +85,8 @@ class Probe:
             self.started.setdefault(run.id, time.monotonic())
             return start(store, run, message)
 
-        def appended(store: Any, run_id: str, chunks: Sequence[Any]) -> int:
-            last = append(store, run_id, chunks)
+        def appended(store: Any, run_id: str, chunks: Sequence[Any], progress: Any = None) -> int:
+            last = append(store, run_id, chunks, progress)
             now = time.monotonic()
             for seq in range(last - len(chunks) + 1, last + 1):
                 self.stored[(run_id, seq)] = now

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from openagents.agent.models.scripted import ScriptedModel
-from openagents.agent.subagent import Progress, Subagent
+from openagents.agent.subagent import Subagent, SubagentProgress
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure
 
 
@@ -26,7 +26,7 @@ def subagent(model: ScriptedModel, **kw: Any) -> Subagent:
 def test_the_step_budget_ends_the_subagent_with_its_last_words(tmp_path: Path) -> None:
     call = {"name": "todo_write", "input": {"todos": []}}  # not a subagent tool
     model = scripted(tmp_path, [{"text": f"try {i}", "toolCalls": [call]} for i in range(5)])
-    seen: list[Progress] = []
+    seen: list[SubagentProgress] = []
     agent = subagent(model, max_steps=3)
     result = agent.run("explorer", "t", "i", first_step=1, progress=seen.append)
     assert result.stopped_at_limit

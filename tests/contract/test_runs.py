@@ -17,6 +17,7 @@ from openagents.domain.models import Chat, ChatMark, ListFilter, Message, Role, 
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.port import Activity, BadCursor, Gone, MessageIdTaken, Store
 from openagents.store.runs import (
+    Progress,
     Run,
     RunStatus,
     RunStore,
@@ -225,7 +226,7 @@ def test_progress_cancel_and_running(runs: RunStore) -> None:
     run = runs.start(new_run()).run
     assert [r.id for r in runs.running()] == [run.id]
     usage = RunUsage(10, 5, 2, 1)
-    runs.progress(run.id, steps=3, model_calls=2, usage=usage)
+    assert runs.append(run.id, [{"type": "start-step"}], Progress(3, 2, usage)) == 1
     assert not runs.cancel_requested(run.id)
     assert runs.request_cancel(run.id)
     assert runs.cancel_requested(run.id)
@@ -235,7 +236,7 @@ def test_progress_cancel_and_running(runs: RunStore) -> None:
     runs.finish(run.id, RunStatus.ABORTED, at=datetime.now(UTC), cost_usd=0.25, retention=WEEK)
     assert runs.running() == []
     assert not runs.request_cancel(run.id)  # ended: nothing to stop
-    runs.progress(run.id, steps=9, model_calls=9, usage=RunUsage())  # ended: ignored
+    runs.append(run.id, [{"type": "finish"}], Progress(9, 9, RunUsage()))  # ended: kept
     ended = runs.get(run.id)
     assert ended is not None
     assert ended.steps == 3

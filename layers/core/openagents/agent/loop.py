@@ -42,7 +42,7 @@ from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.prompt import Project, project_instructions, system_prompt
 from openagents.agent.sandbox import SandboxError, Workspace
 from openagents.agent.stream import EventWriter
-from openagents.agent.subagent import Progress, Subagent
+from openagents.agent.subagent import Subagent, SubagentProgress
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure, specs
 from openagents.agent.tools.base import SubagentRunner
 from openagents.agent.ui import (
@@ -55,7 +55,7 @@ from openagents.agent.ui import (
 )
 from openagents.domain.checkpoints import checkpoint_ref
 from openagents.domain.errors import DomainError, InvalidInput
-from openagents.store.runs import Run, RunStatus, RunStore, RunUsage
+from openagents.store.runs import Progress, Run, RunStatus, RunStore, RunUsage
 
 log = logging.getLogger(__name__)
 Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
@@ -151,17 +151,16 @@ class AgentLoop:
         others = [m for m in messages if m.get("id") != run.assistant_message_id]
         return others, AssistantMessage.load(own, run.assistant_message_id)
 
-    def _count(self, run: Run, *, model_calls: int, usage: RunUsage | None = None) -> Run:
-        """One more step, with the model calls (and usage) it made."""
-        updated = run.progressed(
-            steps=run.steps + 1,
-            model_calls=run.model_calls + model_calls,
-            usage=run.usage + usage if usage else run.usage,
+    @staticmethod
+    def _count(run: Run, *, model_calls: int, usage: RunUsage | None = None) -> Run:
+        """One more step, with the model calls (and usage) it made (``_saved`` writes it)."""
+        return run.progressed(
+            Progress(
+                steps=run.steps + 1,
+                model_calls=run.model_calls + model_calls,
+                usage=run.usage + usage if usage else run.usage,
+            )
         )
-        self._runs.progress(
-            run.id, steps=updated.steps, model_calls=updated.model_calls, usage=updated.usage
-        )
-        return updated
 
     # ------------------------------------------------------------------ the steps
 
@@ -232,8 +231,9 @@ class AgentLoop:
     def _saved(
         self, run: Run, message: AssistantMessage, writer: EventWriter, result: StepResult
     ) -> StepResult:
+        """The step's end: the message upserted, then its events and the run's counts."""
         self._host.save(run, message)
-        writer.flush()
+        writer.flush(Progress(run.steps, run.model_calls, run.usage))
         return result
 
     def _model_failed(
@@ -242,7 +242,7 @@ class AgentLoop:
         message.finish_streaming()
         writer.add({"type": "error", "errorText": error})
         writer.add({"type": "finish-step"})
-        self._count(run, model_calls=1)
+        run = self._count(run, model_calls=1)
         return self._saved(run, message, writer, StepResult("failed", error=error))
 
     def _request(
@@ -338,7 +338,7 @@ class AgentLoop:
         result = self._tool(run, part, writer, subagents)
         if last:
             writer.add({"type": "finish-step"})
-        self._count(
+        run = self._count(
             run,
             model_calls=sum(agent.result.model_calls for agent in subagents),
             usage=sum((agent.result.usage for agent in subagents), RunUsage()),
@@ -358,7 +358,7 @@ class AgentLoop:
             )
             made.append(agent)
 
-            def progress(done: Progress) -> None:  # the tool's preliminary output
+            def progress(done: SubagentProgress) -> None:  # the tool's preliminary output
                 self._host.heartbeat(run)
                 output: JsonValue = {
                     "status": "running",

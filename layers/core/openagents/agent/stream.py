@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from openagents.store.runs import Chunk, JsonValue, RunStore
+from openagents.store.runs import Chunk, JsonValue, Progress, RunStore
 
 FLUSH_SECONDS = 0.2
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
@@ -42,8 +42,9 @@ class EventWriter:
         if self._clock() - self._flushed >= self._every:
             self.flush()
 
-    def flush(self) -> None:
-        if self._buffer:
-            self._runs.append(self._run_id, self._buffer)
+    def flush(self, progress: Progress | None = None) -> None:
+        """Write the buffered chunks (with the run's ``progress``: one write)."""
+        if self._buffer or progress is not None:
+            self._runs.append(self._run_id, self._buffer, progress)
             self._buffer = []
         self._flushed = self._clock()

@@ -61,7 +61,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {"explorer": READ_ONLY, "executor": FULL}
 
 
 @dataclass(frozen=True)
-class Progress:
+class SubagentProgress:
     steps: int
     tool_calls: tuple[str, ...]
 
@@ -118,7 +118,7 @@ class Subagent:
         instructions: str,
         *,
         first_step: int,
-        progress: Callable[[Progress], None] = lambda _: None,
+        progress: Callable[[SubagentProgress], None] = lambda _: None,
     ) -> SubagentResult:
         result = self.result = SubagentResult(kind, "")
         names = TOOLSETS[kind]
@@ -152,7 +152,7 @@ class Subagent:
                 return result
             results = [self._tool(call, names, result) for call in calls]
             messages.append(Message.tool_results(results))
-            progress(Progress(result.model_calls, tuple(result.tool_calls)))
+            progress(SubagentProgress(result.model_calls, tuple(result.tool_calls)))
         result.stopped_at_limit = True
         result.summary = (
             f"The subagent reached its limit of {self._max_steps} steps. Its last words: "

@@ -8,7 +8,9 @@ and ``runs_dynamodb`` (AWS); ``tests/contract/test_runs.py`` proves them alike.
   session's chat mark ``streaming``, which the lists read). A second live run on the chat raises
   ``TurnInProgress``; the same user message id again returns the run it started
   (``Started.created`` is False) and writes nothing.
-- Events are numbered per run from 1 (``seq``) by ``append``, in order, without gaps.
+- Events are numbered per run from 1 (``seq``) by ``append``, in order, without gaps; the
+  same write records the run's progress (``Progress``: steps, model calls, usage) when given,
+  so a step of the loop ends with one run-store write.
 - ``finish`` ends the run (and releases the chat's claim and marks when it still holds them);
   its events are kept ``retention`` after that (TTL).
 """
@@ -73,8 +75,19 @@ class Run:
     reverted: bool = False  # a revert to before it (or an earlier run) undid its changes
     revert: RevertRecord | None = None  # the last revert to before this run
 
-    def progressed(self, *, steps: int, model_calls: int, usage: RunUsage) -> Run:
-        return replace(self, steps=steps, model_calls=model_calls, usage=usage)
+    def progressed(self, progress: Progress) -> Run:
+        return replace(
+            self, steps=progress.steps, model_calls=progress.model_calls, usage=progress.usage
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A running run's counts so far (an ended run's are final and stay)."""
+
+    steps: int
+    model_calls: int
+    usage: RunUsage
 
 
 @dataclass(frozen=True)
@@ -132,16 +145,13 @@ class RunStore(Protocol):
         """Runs newest first; ``BadCursor`` for a cursor that is not one of ours."""
         ...
 
-    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
-        """Number ``chunks`` after the run's last event and store them; the new last seq."""
+    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
+        """Number ``chunks`` after the run's last event and store them, with ``progress`` (a
+        running run only) in the same write; the new last seq."""
         ...
 
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
         """Events with ``seq > after``, in order."""
-        ...
-
-    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
-        """Record the run's step counts and usage so far (a running run only)."""
         ...
 
     def request_cancel(self, run_id: str) -> bool:

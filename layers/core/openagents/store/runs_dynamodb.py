@@ -42,10 +42,10 @@ from openagents.store.port import Gone, MessageIdTaken
 from openagents.store.runs import (
     STARTED_KEY,
     Chunk,
+    Progress,
     Run,
     RunNotFound,
     RunStatus,
-    RunUsage,
     Started,
     StreamEvent,
     TurnInProgress,
@@ -310,18 +310,24 @@ class DynamoRunStore:
         return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
 
     @guard
-    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
+    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
         for attempt in range(WRITE_RETRIES):
             item = self._item(run_id)
             if item is None:
                 raise RunNotFound(run_id)
             first = int(item.last_seq or 0)
             last = first + len(chunks)
+            actions = [RunItem.last_seq.set(last), RunItem.version.add(1)]
+            current = _run(item)
+            if progress is not None and not current.status.ended:
+                data = run_to_json(current.progressed(progress))
+                data["lastSeq"] = last
+                actions.append(RunItem.body.set(json.dumps(data)))
             try:
                 with self._transaction() as tx:
                     tx.update(
                         RunItem(run_pk(run_id), RUN_SK),
-                        actions=[RunItem.last_seq.set(last), RunItem.version.add(1)],
+                        actions=actions,
                         condition=RunItem.version == int(item.version or 0),
                     )
                     for offset, chunk in enumerate(chunks, start=1):
@@ -380,17 +386,6 @@ class DynamoRunStore:
                 raise
             return run_from_json(data)
         raise Conflicted(run_id)
-
-    @guard
-    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
-        self._rewrite(
-            run_id,
-            lambda run: (
-                None
-                if run.status.ended
-                else run.progressed(steps=steps, model_calls=model_calls, usage=usage)
-            ),
-        )
 
     @guard
     def request_cancel(self, run_id: str) -> bool:

@@ -17,10 +17,10 @@ from openagents.store import cursor as cursors
 from openagents.store.runs import (
     STARTED_KEY,
     Chunk,
+    Progress,
     Run,
     RunNotFound,
     RunStatus,
-    RunUsage,
     Started,
     StreamEvent,
     TurnInProgress,
@@ -187,7 +187,7 @@ class SqliteRunStore:
         return Page[Run](items=runs, cursor=cursors.encode(rows[limit - 1][1]) if more else None)
 
     @guard
-    def append(self, run_id: str, chunks: Sequence[Chunk]) -> int:
+    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
         with self.db.transaction() as db:
             run = _read(db, run_id)
             if run is None:
@@ -199,6 +199,8 @@ class SqliteRunStore:
                     "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
                     (run_id, seq, json.dumps(chunk, separators=(",", ":"))),
                 )
+            if progress is not None and not run.status.ended:
+                run = run.progressed(progress)
             data = run_to_json(run)
             data["lastSeq"] = seq
             db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run_id))
@@ -216,13 +218,6 @@ class SqliteRunStore:
             .fetchall()
         )
         return [StreamEvent(int(seq), json.loads(chunk)) for seq, chunk in rows]
-
-    @guard
-    def progress(self, run_id: str, *, steps: int, model_calls: int, usage: RunUsage) -> None:
-        with self.db.transaction() as db:
-            run = _read(db, run_id)
-            if run is not None and not run.status.ended:
-                _write(db, run.progressed(steps=steps, model_calls=model_calls, usage=usage))
 
     @guard
     def request_cancel(self, run_id: str) -> bool:
