@@ -396,3 +396,10 @@ def test_a_checkpoint_is_recorded_once_and_reverts_mark_runs(runs: RunStore) -> 
     assert {r.id: r.reverted for r in listed} == {run.id: True, later.id: True}
     assert runs.record_checkpoint("nope", first) is None
     assert runs.mark_reverted("nope") is None
+
+
+def test_running_finds_every_live_run_and_no_ended_one(runs: RunStore) -> None:
+    started = [runs.start(new_run(f"chat-live-{i}")).run for i in range(6)]
+    ended = started.pop()
+    runs.finish(ended.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
+    assert {run.id for run in runs.running()} == {run.id for run in started}

@@ -6,7 +6,7 @@
 | a session's runs | ``RSESS#<sessionId>`` | ``<started iso>#<runId>`` |
 | a chat's claim | ``RCHAT#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
 | message → run | ``RMSG#<chatId>#<messageId>`` | ``RMSG`` |
-| live runs | ``RLIVE`` | ``<runId>`` (removed when the run ends) |
+| live runs | ``RLIVE#<0..15>`` (a shard by run id) | ``<runId>`` (removed when the run ends) |
 | stream event | ``REV#<runId>`` | ``<seq, 10 digits>`` (``expiresAt``: the table's TTL) |
 
 A run's start is one transaction with the store's items: the user message (its claim and
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -107,7 +108,8 @@ MODELS: tuple[type[_Item], ...] = (
     LiveRunItem,
     EventItem,
 )
-RUN_SK, CLAIM_SK, MESSAGE_SK, LIVE_PK = "RUN", "CLAIM", "RMSG", "RLIVE"
+RUN_SK, CLAIM_SK, MESSAGE_SK = "RUN", "CLAIM", "RMSG"
+LIVE_SHARDS = 16  # live runs spread over partitions: every start and end writes one
 
 
 def run_pk(run_id: str) -> str:
@@ -116,6 +118,10 @@ def run_pk(run_id: str) -> str:
 
 def claim_pk(chat_id: str) -> str:
     return f"RCHAT#{chat_id}"
+
+
+def live_pk(run_id: str) -> str:
+    return f"RLIVE#{zlib.crc32(run_id.encode()) % LIVE_SHARDS}"
 
 
 def event_pk(run_id: str) -> str:
@@ -187,7 +193,7 @@ class DynamoRunStore:
                     condition=MessageRunItem.pk.does_not_exist(),
                 )
                 tx.save(SessionRunItem(f"RSESS#{run.session_id}", started_key(run), run_id=run.id))
-                tx.save(LiveRunItem(LIVE_PK, run.id))
+                tx.save(LiveRunItem(live_pk(run.id), run.id))
                 tx.update(
                     ChatRunClaimItem(claim_pk(run.chat_id), CLAIM_SK),
                     actions=[
@@ -435,7 +441,7 @@ class DynamoRunStore:
             if "ConditionalCheckFailed" not in str(exc):
                 raise
         self._unmark(run)
-        LiveRunItem(LIVE_PK, run_id).delete()
+        LiveRunItem(live_pk(run_id), run_id).delete()
         expires = int((at + retention).timestamp())
         events = list(EventItem.query(event_pk(run_id), consistent_read=True))
         with EventItem.batch_write() as batch:
@@ -446,7 +452,11 @@ class DynamoRunStore:
 
     @guard
     def running(self) -> list[Run]:
-        ids = [item.sk for item in LiveRunItem.query(LIVE_PK, consistent_read=True)]
+        ids = [
+            item.sk
+            for shard in range(LIVE_SHARDS)
+            for item in LiveRunItem.query(f"RLIVE#{shard}", consistent_read=True)
+        ]
         keys = [(run_pk(run_id), RUN_SK) for run_id in ids]
         runs = [_run(item) for item in RunItem.batch_get(keys)] if keys else []
         return [run for run in runs if run.status is RunStatus.RUNNING]
