@@ -18,7 +18,7 @@ from openagents.settings import Settings
 from functions.api import errors
 from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
-from functions.api.routes import chat, chats, github, local, sandbox, sessions
+from functions.api.routes import chat, chats, github, local, sandbox, sessions, shared
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -59,6 +59,7 @@ def create_app(
     app.include_router(local.router)
     app.include_router(github.router)
     app.include_router(chat.router)
+    app.include_router(shared.router)
 
     @app.middleware("http")
     async def observe(

@@ -51,6 +51,14 @@ def human_check(
     return caller
 
 
+ANONYMOUS = Identity(user_id="")  # the public share-link routes carry no token
+
+
+def public_check(request: Request, app: Annotated[Container, Depends(container)]) -> None:
+    """Public routes: no authentication, but the same bot check as a person's requests."""
+    app.bot_policy.check(ANONYMOUS, request.headers)
+
+
 Caller = Annotated[Identity, Depends(identity)]
 CheckedCaller = Annotated[Identity, Depends(human_check)]
 App = Annotated[Container, Depends(container)]

@@ -182,7 +182,7 @@ class ChatOut(Out):
 
     @classmethod
     def of(cls, chat: Chat, has_unread: bool = False) -> ChatOut:
-        data = chat.model_dump(exclude={"message_count"})
+        data = chat.model_dump(exclude={"message_count", "share_id"})
         live = chat.active_stream_id
         return cls(**data, active_run_id=live, has_unread=has_unread, is_streaming=live is not None)
 
@@ -270,7 +270,35 @@ class PostMessageOut(Out):
 
 class MessageListOut(Out):
     messages: list[dict[str, Any]] = Field(description="UI messages, oldest first")
-    next_cursor: str | None
+    next_cursor: str | None = Field(
+        description="Pass back in the same parameter (`cursor` or `before`) for the next page"
+        " in that direction; null at the end"
+    )
+
+
+class DeletedMessagesOut(Out):
+    success: Literal[True] = True
+    deleted_message_ids: list[str] = Field(description="Oldest first")
+
+
+class ForkChatIn(Body):
+    message_id: str | None = Field(default=None, max_length=200)
+    id: ClientId | None = None
+
+
+class ShareOut(Out):
+    share_id: str | None
+
+
+class SharedChatOut(Out):
+    title: str
+    messages: list[dict[str, Any]] = Field(
+        description="UI messages, oldest first; tool contents from .env files redacted"
+    )
+
+
+class SharedStatusOut(Out):
+    is_streaming: bool
 
 
 # ------------------------------------------------------------------ sandbox

@@ -29,7 +29,7 @@ from openagents.store.sqlite import SqliteStore
 from tests.support import NoMetrics
 
 ADAPTERS = ["dynamodb", "sqlite"]
-TABLES = ("sessions", "chats", "messages", "audit", "profiles", "titles", "counters")
+TABLES = ("sessions", "chats", "messages", "audit", "profiles", "titles", "counters", "shares")
 
 
 @dataclass

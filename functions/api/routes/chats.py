@@ -13,9 +13,12 @@ from functions.api.schemas import (
     ChatOneOut,
     ChatOut,
     CreateChatIn,
+    DeletedMessagesOut,
+    ForkChatIn,
     MessageListOut,
     PostMessageIn,
     PostMessageOut,
+    ShareOut,
     SuccessOut,
     UpdateChatIn,
     error_responses,
@@ -76,9 +79,56 @@ def list_messages(
     caller: Caller,
     limit: Annotated[int | None, Query(ge=0, le=1000)] = None,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    before: Annotated[
+        str | None,
+        Query(
+            max_length=2048,
+            description="`end` for the last page, or a `nextCursor` of a `before` page for"
+            " the page before it",
+        ),
+    ] = None,
 ) -> MessageListOut:
-    page = app.chats.messages(caller, session_id, chat_id, limit, cursor)
+    """A page of messages, oldest first: after `cursor`, or before `before`."""
+    page = app.chats.messages(caller, session_id, chat_id, limit, cursor, before)
     return MessageListOut(messages=[m.parts for m in page.items], next_cursor=page.cursor)
+
+
+@router.delete("/{chat_id}/messages/{message_id}", responses=error_responses(409))
+def delete_messages_from(
+    session_id: str, chat_id: str, message_id: str, app: App, caller: Caller
+) -> DeletedMessagesOut:
+    """Delete a user message and every later one (400 for an assistant message, 409
+    `turn_in_progress` while a turn runs)."""
+    deleted = app.chats.delete_from(caller, session_id, chat_id, message_id)
+    return DeletedMessagesOut(deleted_message_ids=deleted)
+
+
+@router.post("/{chat_id}/fork", responses=error_responses(409))
+def fork_chat(
+    session_id: str, chat_id: str, body: ForkChatIn, app: App, caller: Caller
+) -> ChatOneOut:
+    """A new chat with copies of the messages up to and including the assistant message
+    `messageId`; a client `id` makes retries idempotent (409 if used elsewhere)."""
+    chat = app.chats.fork(caller, session_id, chat_id, body.message_id or "", body.id)
+    return ChatOneOut(chat=ChatOut.of(chat))
+
+
+@router.get("/{chat_id}/share", responses=ERRORS)
+def get_share(session_id: str, chat_id: str, app: App, caller: Caller) -> ShareOut:
+    return ShareOut(share_id=app.shares.get(caller, session_id, chat_id))
+
+
+@router.post("/{chat_id}/share", responses=ERRORS)
+def create_share(session_id: str, chat_id: str, app: App, caller: Caller) -> ShareOut:
+    """The chat's public share link, created once (the same id on every call)."""
+    return ShareOut(share_id=app.shares.create(caller, session_id, chat_id))
+
+
+@router.delete("/{chat_id}/share", responses=ERRORS)
+def revoke_share(session_id: str, chat_id: str, app: App, caller: Caller) -> SuccessOut:
+    """Revoke the link (idempotent): `/api/shared/{shareId}` answers 404 from now on."""
+    app.shares.revoke(caller, session_id, chat_id)
+    return SuccessOut()
 
 
 @router.post(

@@ -25,6 +25,7 @@ from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
 from openagents.services.sessions import SessionService
+from openagents.services.shares import ShareService
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from openagents.agent.loop import AgentLoop
     from openagents.services.agent_turns import AgentTurns
     from openagents.services.checkpoints import Checkpoints
+    from openagents.store.runs import RunStore
 
 if TYPE_CHECKING:
     from openagents.sandbox.local import LocalDriver
@@ -46,6 +48,7 @@ class Container:
     sessions: SessionService
     archive: ArchiveService
     chats: ChatService
+    shares: ShareService
     provisioning: ProvisioningService
     lifecycle: LifecycleService
     sandbox_tools: SandboxTools
@@ -311,7 +314,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_active=lambda session: lifecycle.kick(session, "unarchived", force=True),
     )
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
-    chats = ChatService(store, settings, utc_now, new_id, metrics)
+    runs = _runs(settings, store)
+    chats = ChatService(store, settings, utc_now, new_id, metrics, runs)
     sandbox_tools = SandboxTools(
         store,
         sandboxd,
@@ -321,7 +325,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_unreachable=lifecycle.verify_running,
     )
     agent, agent_loop, checkpoints = _agent(
-        settings, store, sandboxd, lifecycle, chats, journal, sandbox_tools
+        settings, store, runs, sandboxd, lifecycle, chats, journal, sandbox_tools
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -332,6 +336,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         ),
         archive=archive,
         chats=chats,
+        shares=ShareService(store, chats, runs),
         provisioning=provisioning,
         lifecycle=lifecycle,
         sandbox_tools=sandbox_tools,
@@ -346,16 +351,32 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
 
 
+def _runs(settings: Settings, store: Store) -> RunStore:
+    """The run store on the store's own adapter: a turn's start is one write with its message."""
+    if settings.store_adapter == "sqlite":
+        from openagents.store.runs_sqlite import SqliteRunStore
+        from openagents.store.sqlite import SqliteStore
+
+        assert isinstance(store, SqliteStore)
+        return SqliteRunStore(store)
+    from openagents.store.dynamodb import DynamoStore
+    from openagents.store.runs_dynamodb import DynamoRunStore
+
+    assert isinstance(store, DynamoStore)
+    return DynamoRunStore(store)
+
+
 def _agent(
     settings: Settings,
     store: Store,
+    runs: RunStore,
     sandboxd: Callable[[SandboxHandle], Any],
     lifecycle: LifecycleService,
     chats: ChatService,
     journal: Journal,
     tools: SandboxTools,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
-    """The agent: run store (the store's adapter), models, the loop and its engine (the SDK's
+    """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
     turns' checkpoints."""
     from datetime import timedelta
@@ -364,21 +385,7 @@ def _agent(
     from openagents.agent.models.registry import build_registry
     from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
     from openagents.services.checkpoints import Checkpoints
-    from openagents.store.runs import RunStore
 
-    runs: RunStore  # on the store's own adapter: a turn's start is one write with its message
-    if settings.store_adapter == "sqlite":
-        from openagents.store.runs_sqlite import SqliteRunStore
-        from openagents.store.sqlite import SqliteStore
-
-        assert isinstance(store, SqliteStore)
-        runs = SqliteRunStore(store)
-    else:
-        from openagents.store.dynamodb import DynamoStore
-        from openagents.store.runs_dynamodb import DynamoRunStore
-
-        assert isinstance(store, DynamoStore)
-        runs = DynamoRunStore(store)
     retention = timedelta(days=settings.agent_events_retention_days)
     registry = build_registry(settings)
     config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)

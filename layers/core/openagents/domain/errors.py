@@ -38,6 +38,12 @@ class SessionArchived(Conflict):
     code = "session_archived"
 
 
+class TurnConflict(Conflict):
+    """A turn is running in the chat."""
+
+    code = "turn_in_progress"
+
+
 class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 

@@ -148,6 +148,7 @@ class Chat(Model):
     active_stream_id: str | None = None
     last_assistant_message_at: datetime | None = None
     message_count: int = 0
+    share_id: str | None = None  # the chat's public share link, while it has one
     created_at: datetime
     updated_at: datetime
 

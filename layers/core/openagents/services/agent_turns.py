@@ -24,6 +24,7 @@ from openagents.domain.errors import (
     InvalidInput,
     NotFound,
     SessionArchived,
+    TurnConflict,
     Unavailable,
 )
 from openagents.domain.identity import Identity
@@ -64,10 +65,6 @@ WAITING = frozenset(
 
 class SandboxUnavailable(Conflict):
     code = "sandbox_unavailable"
-
-
-class TurnConflict(Conflict):
-    code = "turn_in_progress"
 
 
 class TurnEngine(Protocol):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from openagents.domain import validation
 from openagents.domain.errors import (
@@ -15,6 +16,7 @@ from openagents.domain.errors import (
     NotFound,
     PayloadTooLarge,
     SessionArchived,
+    TurnConflict,
 )
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
@@ -29,6 +31,8 @@ from openagents.store.port import (
     Gone,
     LastChat,
     MessageIdTaken,
+    NoSuchMessage,
+    NotUserMessage,
     Store,
     TooManyChats,
     UpsertResult,
@@ -37,6 +41,13 @@ from openagents.store.runs import TurnMessage
 
 MESSAGES_DEFAULT_LIMIT = 100
 MESSAGES_MAX_LIMIT = 500
+FORK_PREFIX = "Fork of "
+
+
+class LiveTurns(Protocol):
+    """What the chats need of the run store: is a turn live in a chat?"""
+
+    def active_run_id(self, chat_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -56,9 +67,16 @@ def message_error(error: MessageIdTaken | Gone) -> DomainError:
 
 class ChatService:
     def __init__(
-        self, store: Store, settings: Settings, clock: Clock, ids: IdFactory, metrics: Metrics
+        self,
+        store: Store,
+        settings: Settings,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+        turns: LiveTurns,
     ) -> None:
         self._store = store
+        self._turns = turns
         self._settings = settings
         self._clock = clock
         self._ids = ids
@@ -66,6 +84,10 @@ class ChatService:
 
     def _session(self, identity: Identity, session_id: str) -> Session:
         return owned(self._store.get_session(session_id), identity)
+
+    def chat(self, identity: Identity, session_id: str, chat_id: str) -> tuple[Session, Chat]:
+        """The caller's chat of the caller's session (404 otherwise)."""
+        return self._chat(identity, session_id, chat_id)
 
     def _chat(self, identity: Identity, session_id: str, chat_id: str) -> tuple[Session, Chat]:
         session = self._session(identity, session_id)
@@ -219,15 +241,125 @@ class ChatService:
         chat_id: str,
         limit: int | None,
         cursor: str | None,
+        before: str | None = None,
     ) -> Page[Message]:
+        """A page oldest first: after ``cursor``, or before ``before`` (``"end"``: the last
+        page); the page's cursor continues in the same direction."""
+        if cursor is not None and before is not None:
+            raise InvalidInput("Pass cursor or before, not both", field="before")
         _, chat = self._chat(identity, session_id, chat_id)
         size = min(
             max(limit if limit is not None else MESSAGES_DEFAULT_LIMIT, 1), MESSAGES_MAX_LIMIT
         )
+        backward = before is not None
+        start = (before if before != "end" else None) if backward else cursor
         try:
-            return self._store.list_messages(chat.id, size, cursor)
+            return self._store.list_messages(chat.id, size, start, before=backward)
         except BadCursor:
-            raise InvalidInput("Invalid cursor", field="cursor") from None
+            raise InvalidInput("Invalid cursor", field="before" if backward else "cursor") from None
+
+    def all_messages(self, chat_id: str) -> builtins.list[Message]:
+        """Every message of a chat the caller already holds, oldest first."""
+        found: builtins.list[Message] = []
+        cursor: str | None = None
+        while True:
+            page = self._store.list_messages(chat_id, MESSAGES_MAX_LIMIT, cursor)
+            found += page.items
+            if page.cursor is None:
+                return found
+            cursor = page.cursor
+
+    def delete_from(
+        self, identity: Identity, session_id: str, chat_id: str, message_id: str
+    ) -> builtins.list[str]:
+        """Delete a user message and every later one (edit and resend); 409 while a turn runs."""
+        session, chat = self._chat(identity, session_id, chat_id)
+        if self._turns.active_run_id(chat.id) is not None:
+            raise TurnConflict(
+                "Cannot delete messages while a response is streaming", field="chatId"
+            )
+        try:
+            return self._store.delete_messages_from(session, chat, message_id, self._clock())
+        except NoSuchMessage:
+            raise NotFound("Message not found", field="messageId") from None
+        except NotUserMessage:
+            raise InvalidInput("Only user messages can be deleted", field="messageId") from None
+        except Gone:
+            raise NotFound("Chat not found") from None
+
+    def fork(
+        self,
+        identity: Identity,
+        session_id: str,
+        chat_id: str,
+        message_id: str,
+        fork_id: str | None,
+    ) -> Chat:
+        """A new chat in the session with copies (new ids) of the messages up to and including
+        the assistant message ``message_id``; the same ``fork_id`` again returns that chat."""
+        message_id = message_id.strip()
+        if not message_id:
+            raise InvalidInput("A messageId is required", field="messageId")
+        session, source = self._chat(identity, session_id, chat_id)
+        if fork_id is not None:
+            existing = self._existing(session, fork_id)
+            if existing is not None:
+                return existing
+        chat, copies = self._copy_through(session, source, message_id, fork_id)
+        try:
+            self._store.fork_chat(session, chat, copies, self._settings.max_chats_per_session)
+        except ChatIdTaken:
+            existing = self._existing(session, chat.id)
+            if existing is None:
+                raise
+            return existing  # a concurrent retry of the same fork won
+        except TooManyChats:
+            limit = self._settings.max_chats_per_session
+            raise Conflict(f"A session holds at most {limit} chats") from None
+        except Gone:
+            raise NotFound("Session not found") from None
+        self._metrics.count("ChatForked")
+        return chat
+
+    def _copy_through(
+        self, session: Session, source: Chat, message_id: str, fork_id: str | None
+    ) -> tuple[Chat, builtins.list[Message]]:
+        """The fork and its copies of the source's messages up to ``message_id``."""
+        history = self.all_messages(source.id)
+        through = next((i for i, m in enumerate(history) if m.id == message_id), None)
+        if through is None:
+            raise NotFound("Message not found", field="messageId")
+        if history[through].role is not Role.ASSISTANT:
+            raise InvalidInput("Only assistant messages can be forked", field="messageId")
+        now = self._clock()
+        chat = Chat(
+            id=fork_id or self._ids(),
+            session_id=session.id,
+            title=(FORK_PREFIX + source.title)[: validation.MAX_TITLE_LENGTH],
+            model_id=source.model_id,
+            last_assistant_message_at=history[through].created_at,
+            message_count=through + 1,
+            created_at=now,
+            updated_at=now,
+        )
+        copies: builtins.list[Message] = []
+        for original in history[: through + 1]:
+            new_id = self._ids()
+            parts = {**original.parts, "id": new_id}
+            copies.append(
+                original.model_copy(update={"id": new_id, "chat_id": chat.id, "parts": parts})
+            )
+        return chat, copies
+
+    def _existing(self, session: Session, chat_id: str) -> Chat | None:
+        """The session's chat of that id (a retry); 409 if the id is another session's."""
+        owner = self._store.chat_session(chat_id)
+        if owner is None:
+            return None
+        existing = self._store.get_chat(session.id, chat_id) if owner == session.id else None
+        if existing is None:
+            raise Conflict("Chat ID conflict", field="id")
+        return existing
 
     @staticmethod
     def _view(session: Session, chat: Chat) -> ChatView:

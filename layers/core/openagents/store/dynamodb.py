@@ -52,6 +52,7 @@ from openagents.store.items import (
     MessageItem,
     ProfileItem,
     SessionItem,
+    ShareItem,
     TitleItem,
 )
 from openagents.store.mapping import (
@@ -61,12 +62,14 @@ from openagents.store.mapping import (
     SESSION_SK,
     audit_item,
     chat_item,
+    chat_mark,
     chat_sk,
     created_key,
     event_sk,
     first_message_title,
     iso,
     mark_map,
+    message_sk,
     outbox_item,
     page_of,
     session_item,
@@ -84,6 +87,8 @@ from openagents.store.port import (
     Gone,
     LastChat,
     MessageIdTaken,
+    NoSuchMessage,
+    NotUserMessage,
     RateLimitExceeded,
     RateWindow,
     StaleState,
@@ -390,6 +395,8 @@ class DynamoStore:
         with ChatClaimItem.batch_write() as batch:
             for chat in children:
                 batch.delete(ChatClaimItem(f"CID#{chat.id}", "CID"))
+                if chat.share_id:
+                    batch.delete(ShareItem(f"SH#{chat.share_id}", "SHARE"))
         with SessionItem.batch_write() as batch:
             for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
                 batch.delete(item)
@@ -564,7 +571,9 @@ class DynamoStore:
 
     @guard
     def create_chat(self, session: Session, chat: Chat, max_chats: int) -> None:
-        mark = ChatMark(created_at=chat.created_at, updated_at=chat.updated_at)
+        self._create_chat(session, chat, max_chats, chat_mark(chat))
+
+    def _create_chat(self, session: Session, chat: Chat, max_chats: int, mark: ChatMark) -> None:
         try:
             with self._transaction() as tx:
                 tx.save(
@@ -588,6 +597,43 @@ class DynamoStore:
                 if self.get_session(session.id) is None:
                     raise Gone from exc
                 raise TooManyChats from exc
+            raise
+
+    @guard
+    def fork_chat(
+        self, session: Session, chat: Chat, messages: list[Message], max_chats: int
+    ) -> None:
+        """The copies first (batched, under the new chat's partition, unreachable until the
+        chat exists), then the chat in one transaction; a refused chat takes its copies back."""
+        written: list[MessageItem] = []
+        try:
+            with MessageItem.batch_write() as batch:
+                for message in messages:
+                    body, body_ref = self._store_body(message)
+                    item = MessageItem(
+                        f"C#{chat.id}",
+                        message_sk(message),
+                        id=message.id,
+                        chat_id=chat.id,
+                        role=message.role.value,
+                        body=body,
+                        body_ref=body_ref,
+                        created_at=iso(message.created_at),
+                    )
+                    written.append(item)
+                    batch.save(item)
+                    batch.save(
+                        MessageClaimItem(
+                            f"MID#{message.id}",
+                            "MID",
+                            chat_id=chat.id,
+                            role=message.role.value,
+                            message_sk=item.sk,
+                        )
+                    )
+            self._create_chat(session, chat, max_chats, chat_mark(chat, read=True))
+        except BaseException:
+            self._delete_message_items(written)
             raise
 
     @guard
@@ -625,6 +671,10 @@ class DynamoStore:
 
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:
+        share_id = next(
+            (item.share_id for item in self._chat_items(session.id, chat_id) if item.share_id),
+            None,
+        )
         try:
             with self._transaction() as tx:
                 tx.delete(
@@ -637,6 +687,8 @@ class DynamoStore:
                     actions=[SessionItem.chats[chat_id].remove(), SessionItem.chat_count.add(-1)],
                     condition=SessionItem.chat_count > 1,
                 )
+                if share_id is not None:
+                    tx.delete(ShareItem(f"SH#{share_id}", "SHARE"))
         except TransactWriteError as exc:
             if tx.failed(exc, 0):
                 raise Gone from exc
@@ -710,7 +762,7 @@ class DynamoStore:
     ) -> MessageWrites:
         """What inserting ``message`` writes (a run's start adds its own items and actions)."""
         now = iso(message.created_at)
-        message_sk = f"M#{int(message.created_at.timestamp() * 1000):013d}#{message.id}"
+        sort_key = message_sk(message)
         chat_actions: list[Action] = [ChatItem.updated_at.set(now), ChatItem.message_count.add(1)]
         mark = SessionItem.chats[chat.id]
         session_actions: list[Action] = [mark["updatedAt"].set(now)]
@@ -734,11 +786,11 @@ class DynamoStore:
             "MID",
             chat_id=chat.id,
             role=message.role.value,
-            message_sk=message_sk,
+            message_sk=sort_key,
         )
         item = MessageItem(
             f"C#{chat.id}",
-            message_sk,
+            sort_key,
             id=message.id,
             chat_id=chat.id,
             role=message.role.value,
@@ -799,18 +851,142 @@ class DynamoStore:
         self._drop_body(body_ref)
 
     @guard
-    def list_messages(self, chat_id: str, limit: int, cursor_: str | None) -> Page[Message]:
+    def list_messages(
+        self, chat_id: str, limit: int, cursor_: str | None, *, before: bool = False
+    ) -> Page[Message]:
         pk = f"C#{chat_id}"
         results = MessageItem.query(
             pk,
             MessageItem.sk.startswith("M#"),
+            scan_index_forward=not before,
             limit=limit + 1,
             page_size=limit + 1,
             last_evaluated_key=self._base_key(pk, cursor_, MESSAGE_SK),
         )
-        items = list(results)
-        page = page_of(items, limit, lambda item: item.sk)
-        return Page[Message](items=[self._message(item) for item in page.items], cursor=page.cursor)
+        page = page_of(list(results), limit, lambda item: item.sk)
+        items = [self._message(item) for item in page.items]
+        return Page[Message](items=items[::-1] if before else items, cursor=page.cursor)
+
+    @guard
+    def delete_messages_from(
+        self, session: Session, chat: Chat, message_id: str, at: datetime
+    ) -> list[str]:
+        """The later messages go in batches (newest first), then the target with the chat's
+        recomputed times in one transaction: until that commits, a retry finds the target."""
+        try:
+            claim = MessageClaimItem.get(f"MID#{message_id}", "MID")
+        except MessageClaimItem.DoesNotExist:
+            raise NoSuchMessage from None
+        if claim.chat_id != chat.id:
+            raise NoSuchMessage
+        if claim.role != Role.USER.value:
+            raise NotUserMessage
+        pk = f"C#{chat.id}"
+        doomed = list(MessageItem.query(pk, MessageItem.sk >= claim.message_sk))
+        if not doomed or doomed[0].sk != claim.message_sk:
+            raise NoSuchMessage
+        target, later = doomed[0], doomed[1:]
+        self._delete_message_items(later[::-1])
+        last = self._last_assistant_at(pk, target.sk)
+        mark = SessionItem.chats[chat.id]
+        now = iso(at)
+        try:
+            with self._transaction() as tx:
+                tx.delete(target, condition=MessageItem.pk.exists())
+                tx.delete(MessageClaimItem(f"MID#{target.id}", "MID"))
+                tx.update(
+                    ChatItem(session_pk(session.id), chat_sk(chat.id)),
+                    actions=[
+                        ChatItem.updated_at.set(now),
+                        ChatItem.message_count.add(-len(doomed)),
+                        ChatItem.last_assistant_message_at.set(last)
+                        if last
+                        else ChatItem.last_assistant_message_at.remove(),
+                    ],
+                    condition=ChatItem.pk.exists(),
+                )
+                tx.update(
+                    SessionItem(session_pk(session.id), SESSION_SK),
+                    actions=[
+                        mark["updatedAt"].set(now),
+                        mark["lastAssistantMessageAt"].set(last)
+                        if last
+                        else mark["lastAssistantMessageAt"].remove(),
+                    ],
+                    condition=mark.exists(),
+                )
+        except TransactWriteError as exc:
+            if tx.failed(exc, 0):
+                raise NoSuchMessage from exc
+            if tx.failed(exc, 2) or tx.failed(exc, 3):
+                raise Gone from exc
+            raise
+        self._drop_body(target.body_ref)
+        return [item.id for item in doomed]
+
+    def _last_assistant_at(self, pk: str, before_sk: str) -> str | None:
+        """The creation time of the newest assistant message before ``before_sk``."""
+        older = MessageItem.query(
+            pk,
+            MessageItem.sk.startswith("M#"),
+            scan_index_forward=False,
+            page_size=10,
+            last_evaluated_key={"pk": {"S": pk}, "sk": {"S": before_sk}},
+            attributes_to_get=["sk", "role", "createdAt"],
+        )
+        return next((item.created_at for item in older if item.role == Role.ASSISTANT.value), None)
+
+    # ------------------------------------------------------------ share links
+
+    @guard
+    def share_chat(self, chat: Chat, share_id: str) -> str:
+        try:
+            with self._transaction() as tx:
+                tx.save(
+                    ShareItem(
+                        f"SH#{share_id}", "SHARE", session_id=chat.session_id, chat_id=chat.id
+                    ),
+                    condition=ShareItem.pk.does_not_exist(),
+                )
+                tx.update(
+                    ChatItem(session_pk(chat.session_id), chat_sk(chat.id)),
+                    actions=[ChatItem.share_id.set(share_id)],
+                    condition=ChatItem.pk.exists() & ChatItem.share_id.does_not_exist(),
+                )
+        except TransactWriteError as exc:
+            if not tx.failed(exc, 1):
+                raise
+            stored = self.get_chat(chat.session_id, chat.id)
+            if stored is None or stored.share_id is None:
+                raise Gone from exc
+            return stored.share_id  # it had one already, or a concurrent call won
+        return share_id
+
+    @guard
+    def unshare_chat(self, chat: Chat) -> None:
+        for item in self._chat_items(chat.session_id, chat.id):
+            if item.share_id is None:
+                return
+            try:
+                with self._transaction() as tx:
+                    tx.delete(ShareItem(f"SH#{item.share_id}", "SHARE"))
+                    tx.update(
+                        item,
+                        actions=[ChatItem.share_id.remove()],
+                        condition=ChatItem.share_id == item.share_id,
+                    )
+            except TransactWriteError as exc:
+                if not tx.failed(exc, 1):
+                    raise  # else revoked (or the chat deleted) concurrently: done
+
+    @guard
+    def shared_chat(self, share_id: str) -> Chat | None:
+        try:
+            share = ShareItem.get(f"SH#{share_id}", "SHARE")
+        except ShareItem.DoesNotExist:
+            return None
+        chat = self.get_chat(share.session_id, share.chat_id)
+        return chat if chat is not None and chat.share_id == share_id else None
 
     # ------------------------------------------------------------- deliveries
 
@@ -863,10 +1039,23 @@ class DynamoStore:
         )
 
     def _delete_messages(self, chat_id: str) -> None:
-        items = list(MessageItem.query(f"C#{chat_id}", MessageItem.sk.startswith("M#")))
+        self._delete_message_items(
+            list(MessageItem.query(f"C#{chat_id}", MessageItem.sk.startswith("M#")))
+        )
+
+    def _delete_message_items(self, items: list[MessageItem]) -> None:
+        """Messages, their id claims, then their large bodies."""
         with MessageItem.batch_write() as batch:
             for item in items:
                 batch.delete(item)
                 batch.delete(MessageClaimItem(f"MID#{item.id}", "MID"))
         for item in items:
             self._drop_body(item.body_ref)
+
+    @staticmethod
+    def _chat_items(session_id: str, chat_id: str) -> list[ChatItem]:
+        """The chat's item, or none (one GetItem)."""
+        try:
+            return [ChatItem.get(session_pk(session_id), chat_sk(chat_id))]
+        except ChatItem.DoesNotExist:
+            return []

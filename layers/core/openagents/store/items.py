@@ -10,6 +10,7 @@ Key design (one table, ``pk``/``sk`` strings):
 | message | ``C#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
 | chat id claim | ``CID#<chatId>`` | ``CID`` |
 | message id claim | ``MID#<messageId>`` | ``MID`` |
+| share link | ``SH#<shareId>`` | ``SHARE`` |
 | user profile | ``U#<userId>`` | ``PROFILE`` |
 | title registry | ``U#<userId>`` | ``T#<title>`` |
 | rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
@@ -169,8 +170,16 @@ class ChatItem(_Base):
     active_stream_id = UnicodeAttribute(attr_name="activeStreamId", null=True)
     last_assistant_message_at = UnicodeAttribute(attr_name="lastAssistantMessageAt", null=True)
     message_count = NumberAttribute(attr_name="messageCount", default=0)
+    share_id = UnicodeAttribute(attr_name="shareId", null=True)
     created_at = UnicodeAttribute(attr_name="createdAt")
     updated_at = UnicodeAttribute(attr_name="updatedAt")
+
+
+class ShareItem(_Base):
+    """A public share link; it counts only while its chat names it back (``shareId``)."""
+
+    session_id = UnicodeAttribute(attr_name="sessionId")
+    chat_id = UnicodeAttribute(attr_name="chatId")
 
 
 class MessageItem(_Base):
@@ -233,7 +242,7 @@ class DeliveryItem(_Base):
 
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
-    ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem,
+    ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem, ShareItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
 OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)

@@ -83,6 +83,16 @@ def first_message_title(chat: Chat, message: Message) -> str | None:
     return chat_title_from_text(text)
 
 
+def chat_mark(chat: Chat, *, read: bool = False) -> ChatMark:
+    """A new chat's entry on its session; ``read``: already read by its owner (a fork)."""
+    return ChatMark(
+        created_at=chat.created_at,
+        updated_at=chat.updated_at,
+        last_assistant_message_at=chat.last_assistant_message_at,
+        last_read_at=chat.created_at if read else None,
+    )
+
+
 def mark_map(mark: ChatMark) -> dict[str, Any]:
     return {
         key: value

@@ -33,6 +33,7 @@ from openagents.store.keys import (
     EVENT_SK,
     MESSAGE_SK,
     SESSION_SK,
+    chat_mark,
     created_key,
     event_sk,
     first_message_title,
@@ -40,6 +41,7 @@ from openagents.store.keys import (
     iso_or_none,
     mark_map,
     marks_of,
+    message_sk,
     page_of,
     parse_dt,
 )
@@ -49,12 +51,14 @@ __all__ = [
     "EVENT_SK",
     "MESSAGE_SK",
     "SESSION_SK",
+    "chat_mark",
     "created_key",
     "event_sk",
     "first_message_title",
     "iso",
     "iso_or_none",
     "mark_map",
+    "message_sk",
     "page_of",
     "parse_dt",
 ]
@@ -196,6 +200,7 @@ def chat_item(chat: Chat) -> ChatItem:
         active_stream_id=chat.active_stream_id,
         last_assistant_message_at=iso_or_none(chat.last_assistant_message_at),
         message_count=chat.message_count,
+        share_id=chat.share_id,
         created_at=iso(chat.created_at),
         updated_at=iso(chat.updated_at),
     )
@@ -210,6 +215,7 @@ def to_chat(item: ChatItem) -> Chat:
         active_stream_id=item.active_stream_id,
         last_assistant_message_at=parse_dt(item.last_assistant_message_at),
         message_count=int(item.message_count or 0),
+        share_id=item.share_id,
         created_at=datetime.fromisoformat(item.created_at),
         updated_at=datetime.fromisoformat(item.updated_at),
     )

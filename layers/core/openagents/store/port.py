@@ -55,6 +55,14 @@ class BadCursor(Exception):
     pass
 
 
+class NoSuchMessage(Exception):
+    """The message is not in the chat."""
+
+
+class NotUserMessage(Exception):
+    """The message is not a user message (only a user message starts a deletion)."""
+
+
 class StaleState(Exception):
     """A conditional lifecycle write lost: the session is not in the expected state."""
 
@@ -192,7 +200,43 @@ class Store(Protocol):
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
-    def list_messages(self, chat_id: str, limit: int, cursor: str | None) -> Page[Message]: ...
+    def list_messages(
+        self, chat_id: str, limit: int, cursor: str | None, *, before: bool = False
+    ) -> Page[Message]:
+        """A page of messages, oldest first. Forward (default): the ones after ``cursor``
+        (from the start when None), the page's cursor naming its newest message. ``before``:
+        the ones before ``cursor`` (before the end when None), the page's cursor naming its
+        oldest message, to pass back for the page before it."""
+        ...
+
+    def delete_messages_from(
+        self, session: Session, chat: Chat, message_id: str, at: datetime
+    ) -> list[str]:
+        """Delete the user message ``message_id`` and every later message of the chat, and
+        recompute the chat's last-assistant time; the deleted ids, oldest first.
+        ``NoSuchMessage``, ``NotUserMessage``, ``Gone``."""
+        ...
+
+    def fork_chat(
+        self, session: Session, chat: Chat, messages: list[Message], max_chats: int
+    ) -> None:
+        """Create ``chat`` holding ``messages`` (new ids, in ``chat``), visible only once
+        complete. ``ChatIdTaken``, ``TooManyChats``, ``Gone`` as ``create_chat``."""
+        ...
+
+    # share links
+    def share_chat(self, chat: Chat, share_id: str) -> str:
+        """Give the chat the share link ``share_id`` unless it has one (a conditional write:
+        concurrent calls agree on one); the chat's share id. ``Gone``."""
+        ...
+
+    def unshare_chat(self, chat: Chat) -> None:
+        """Revoke the chat's share link, if any."""
+        ...
+
+    def shared_chat(self, share_id: str) -> Chat | None:
+        """The chat a live share link points at (None once revoked or deleted)."""
+        ...
 
     # webhook deliveries (replays are acknowledged and ignored)
     def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:

@@ -35,6 +35,7 @@ from openagents.store.keys import (
     CREATED_KEY,
     EVENT_SK,
     MESSAGE_SK,
+    chat_mark,
     created_key,
     event_sk,
     first_message_title,
@@ -49,6 +50,8 @@ from openagents.store.port import (
     Gone,
     LastChat,
     MessageIdTaken,
+    NoSuchMessage,
+    NotUserMessage,
     RateLimitExceeded,
     RateWindow,
     StaleState,
@@ -314,6 +317,7 @@ class SqliteStore:
             ]
             refs = [ref for chat_id in chats for ref in self._delete_messages(db, chat_id)]
             db.execute("DELETE FROM chats WHERE session_id = ?", (session.id,))
+            db.execute("DELETE FROM shares WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM audit WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
         for ref in refs:
@@ -463,17 +467,22 @@ class SqliteStore:
     @guard
     def create_chat(self, session: Session, chat: Chat, max_chats: int) -> None:
         with self.db.transaction() as db:
-            taken = db.execute("SELECT session_id FROM chats WHERE id = ?", (chat.id,)).fetchone()
-            if taken is not None:
-                raise ChatIdTaken(taken[0])
-            stored = read_session(db, session.id)
-            if stored is None:
-                raise Gone
-            if len(stored.chats) >= max_chats:
-                raise TooManyChats
-            mark = ChatMark(created_at=chat.created_at, updated_at=chat.updated_at)
-            write_chat(db, chat)
-            update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat.id: mark}}))
+            self._insert_chat(db, session, chat, max_chats, chat_mark(chat))
+
+    @staticmethod
+    def _insert_chat(
+        db: sqlite3.Connection, session: Session, chat: Chat, max_chats: int, mark: ChatMark
+    ) -> None:
+        taken = db.execute("SELECT session_id FROM chats WHERE id = ?", (chat.id,)).fetchone()
+        if taken is not None:
+            raise ChatIdTaken(taken[0])
+        stored = read_session(db, session.id)
+        if stored is None:
+            raise Gone
+        if len(stored.chats) >= max_chats:
+            raise TooManyChats
+        write_chat(db, chat)
+        update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat.id: mark}}))
 
     @guard
     def update_chat(
@@ -502,6 +511,7 @@ class SqliteStore:
             if stored is None or len(stored.chats) <= 1:
                 raise LastChat
             db.execute("DELETE FROM chats WHERE id = ?", (chat_id,))
+            db.execute("DELETE FROM shares WHERE chat_id = ?", (chat_id,))
             chats = {key: mark for key, mark in stored.chats.items() if key != chat_id}
             update_session(db, stored.model_copy(update={"chats": chats}))
             refs = self._delete_messages(db, chat_id)
@@ -660,19 +670,136 @@ class SqliteStore:
         update_session(db, stored.model_copy(update=changes), columns)
 
     @guard
-    def list_messages(self, chat_id: str, limit: int, cursor_: str | None) -> Page[Message]:
-        after = cursor.decode(cursor_, MESSAGE_SK) if cursor_ else ""
-        rows = list(
-            self.db.connection().execute(
-                "SELECT sk, id, role, body, body_ref, created_at FROM messages"
-                " WHERE chat_id = ? AND sk > ? ORDER BY sk LIMIT ?",
-                (chat_id, after, limit + 1),
+    def list_messages(
+        self, chat_id: str, limit: int, cursor_: str | None, *, before: bool = False
+    ) -> Page[Message]:
+        columns = "SELECT sk, id, role, body, body_ref, created_at FROM messages WHERE chat_id = ?"
+        if not before:
+            after = cursor.decode(cursor_, MESSAGE_SK) if cursor_ else ""
+            rows = list(
+                self.db.connection().execute(
+                    f"{columns} AND sk > ? ORDER BY sk LIMIT ?",
+                    (chat_id, after, limit + 1),
+                )
             )
-        )
+        else:
+            until = cursor.decode(cursor_, MESSAGE_SK) if cursor_ else "M$"  # past every M#
+            rows = list(
+                self.db.connection().execute(
+                    f"{columns} AND sk < ? ORDER BY sk DESC LIMIT ?",
+                    (chat_id, until, limit + 1),
+                )
+            )
         page = page_of(rows, limit, lambda row: str(row[0]))
-        return Page[Message](
-            items=[self._message(chat_id, row) for row in page.items], cursor=page.cursor
-        )
+        items = [self._message(chat_id, row) for row in page.items]
+        return Page[Message](items=items[::-1] if before else items, cursor=page.cursor)
+
+    @guard
+    def delete_messages_from(
+        self, session: Session, chat: Chat, message_id: str, at: datetime
+    ) -> list[str]:
+        with self.db.transaction() as db:
+            stored_chat = self._chat_of(db, session.id, chat.id)
+            stored = read_session(db, session.id)
+            if stored_chat is None or stored is None or chat.id not in stored.chats:
+                raise Gone
+            target = db.execute(
+                "SELECT sk, role FROM messages WHERE chat_id = ? AND id = ?", (chat.id, message_id)
+            ).fetchone()
+            if target is None:
+                raise NoSuchMessage
+            if target[1] != Role.USER.value:
+                raise NotUserMessage
+            doomed = db.execute(
+                "SELECT id, body_ref FROM messages WHERE chat_id = ? AND sk >= ? ORDER BY sk",
+                (chat.id, target[0]),
+            ).fetchall()
+            db.execute("DELETE FROM messages WHERE chat_id = ? AND sk >= ?", (chat.id, target[0]))
+            left = db.execute(
+                "SELECT COUNT(*), MAX(CASE WHEN role = ? THEN sk END) FROM messages"
+                " WHERE chat_id = ?",
+                (Role.ASSISTANT.value, chat.id),
+            ).fetchone()
+            last = None
+            if left[1] is not None:
+                row = db.execute(
+                    "SELECT created_at FROM messages WHERE chat_id = ? AND sk = ?",
+                    (chat.id, left[1]),
+                ).fetchone()
+                last = datetime.fromisoformat(row[0])
+            write_chat(
+                db,
+                stored_chat.model_copy(
+                    update={
+                        "message_count": int(left[0]),
+                        "last_assistant_message_at": last,
+                        "updated_at": at,
+                    }
+                ),
+            )
+            self._touch_mark(db, stored, chat.id, last_assistant_message_at=last, updated_at=at)
+        for _, ref in doomed:
+            self._drop_body(ref)
+        return [str(row[0]) for row in doomed]
+
+    @guard
+    def fork_chat(
+        self, session: Session, chat: Chat, messages: list[Message], max_chats: int
+    ) -> None:
+        bodies = [self._store_body(message) for message in messages]
+        try:
+            with self.db.transaction() as db:
+                self._insert_chat(db, session, chat, max_chats, chat_mark(chat, read=True))
+                for message, (body, body_ref) in zip(messages, bodies, strict=True):
+                    db.execute(
+                        "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            chat.id,
+                            message_sk(message),
+                            message.id,
+                            message.role.value,
+                            body,
+                            body_ref,
+                            iso(message.created_at),
+                        ),
+                    )
+        except BaseException:
+            for _, body_ref in bodies:
+                self._drop_body(body_ref)
+            raise
+
+    # ------------------------------------------------------------ share links
+
+    @guard
+    def share_chat(self, chat: Chat, share_id: str) -> str:
+        with self.db.transaction() as db:
+            stored = self._chat_of(db, chat.session_id, chat.id)
+            if stored is None:
+                raise Gone
+            if stored.share_id is not None:
+                return stored.share_id
+            db.execute(
+                "INSERT INTO shares (id, chat_id, session_id) VALUES (?, ?, ?)",
+                (share_id, chat.id, chat.session_id),
+            )
+            write_chat(db, stored.model_copy(update={"share_id": share_id}))
+        return share_id
+
+    @guard
+    def unshare_chat(self, chat: Chat) -> None:
+        with self.db.transaction() as db:
+            db.execute("DELETE FROM shares WHERE chat_id = ?", (chat.id,))
+            stored = self._chat_of(db, chat.session_id, chat.id)
+            if stored is not None and stored.share_id is not None:
+                write_chat(db, stored.model_copy(update={"share_id": None}))
+
+    @guard
+    def shared_chat(self, share_id: str) -> Chat | None:
+        db = self.db.connection()
+        row = db.execute("SELECT chat_id FROM shares WHERE id = ?", (share_id,)).fetchone()
+        chat = None if row is None else read_chat(db, row[0])
+        return chat if chat is not None and chat.share_id == share_id else None
 
     # ------------------------------------------------------------- deliveries
 

@@ -21,7 +21,7 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 3  # 2: the events outbox; 3: webhook deliveries
+SCHEMA_VERSION = 4  # 2: the events outbox; 3: webhook deliveries; 4: share links
 BUSY_TIMEOUT_SECONDS = 30.0
 
 # One table per kind of item; the domain object as JSON in ``data``, and as columns only what
@@ -100,6 +100,13 @@ SCHEMA = (
         id TEXT PRIMARY KEY,
         expires_at INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # public share links: at most one per chat (the chat's data names it too)
+    """CREATE TABLE IF NOT EXISTS shares (
+        id TEXT PRIMARY KEY,
+        chat_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS shares_by_session ON shares (session_id)",
 )
 
 

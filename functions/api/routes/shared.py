@@ -1,0 +1,38 @@
+"""/api/shared/{shareId}: a shared chat, public (no token; the bot check still applies)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import PlainTextResponse
+
+from functions.api.deps import App, public_check
+from functions.api.schemas import ErrorOut, SharedChatOut, SharedStatusOut
+
+router = APIRouter(prefix="/api/shared", tags=["shared"], dependencies=[Depends(public_check)])
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorOut} for code in (403, 404, 422, 503)
+}
+
+
+@router.get("/{share_id}", responses=ERRORS)
+def shared_chat(share_id: str, app: App) -> SharedChatOut:
+    """The transcript as JSON; 404 once the link is revoked or the chat deleted."""
+    shared = app.shares.transcript(share_id)
+    return SharedChatOut(title=shared.chat.title, messages=shared.messages)
+
+
+@router.get(
+    "/{share_id}/markdown",
+    response_class=PlainTextResponse,
+    responses={**ERRORS, 200: {"content": {"text/markdown": {}}}},
+)
+def shared_markdown(share_id: str, app: App) -> PlainTextResponse:
+    """The transcript as Markdown."""
+    text = app.shares.transcript(share_id).markdown
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+
+
+@router.get("/{share_id}/status", responses=ERRORS)
+def shared_status(share_id: str, app: App) -> SharedStatusOut:
+    """Whether a turn is live in the shared chat."""
+    return SharedStatusOut(is_streaming=app.shares.is_streaming(share_id))
