@@ -32,6 +32,16 @@ USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-tests"
 os.environ.setdefault("OPENAGENTS_LOCAL_REPO_ROOTS", tempfile.gettempdir())
 
 
+def parse_body(text: str) -> Any:
+    """JSON bodies parsed; any other (the Markdown transcript) kept as text."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class NoMetrics:
     """A metrics sink that drops everything (tests that do not look at metrics)."""
 
@@ -190,7 +200,7 @@ class LambdaApi(Api):
         if response.get("isBase64Encoded"):
             text = base64.b64decode(text).decode()
         lowered = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
-        return Reply(response["statusCode"], lowered, json.loads(text) if text else None)
+        return Reply(response["statusCode"], lowered, parse_body(text))
 
 
 class HttpApi(Api):
@@ -228,8 +238,7 @@ class HttpApi(Api):
         if body is not None:
             hdrs.setdefault("content-type", "application/json")
         response = self.client.request(method, path, content=body, params=query, headers=hdrs)
-        data = response.json() if response.content else None
-        return Reply(response.status_code, dict(response.headers), data)
+        return Reply(response.status_code, dict(response.headers), parse_body(response.text))
 
 
 @contextmanager

@@ -24,10 +24,19 @@ from infra.nag import acknowledge
 
 SERVICE = "openagents-api"  # functions.api.app.SERVICE
 PROXY_PATH = "/api/{proxy+}"
-# Routes that carry no JWT: the health probe, and the GitHub webhook (the app checks GitHub's
-# HMAC signature with the webhook secret). Both still need CloudFront's origin header.
+# Routes that carry no JWT: the health probe, the GitHub webhook (the app checks GitHub's HMAC
+# signature with the webhook secret) and a shared chat's read-only transcript (the unguessable
+# share id is the credential; the app keeps its bot check). All still need CloudFront's origin
+# header.
 WEBHOOK_ROUTE = ("POST", "/api/github/webhook")
-PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/api/health"), WEBHOOK_ROUTE)
+SHARED_ROUTES: tuple[tuple[str, str], ...] = tuple(
+    ("GET", f"/api/shared/{{shareId}}{suffix}") for suffix in ("", "/markdown", "/status")
+)
+PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
+    ("GET", "/api/health"),
+    WEBHOOK_ROUTE,
+    *SHARED_ROUTES,
+)
 THROTTLE_RATE = 50  # requests per second, steady state, for the whole stage
 THROTTLE_BURST = 100
 
@@ -202,7 +211,8 @@ class Api(Construct):
             acknowledge(
                 route,
                 "APIG4",
-                f"{method} {path} is public by design (health probe / HMAC-signed webhook)",
+                f"{method} {path} is public by design (health probe / HMAC-signed webhook /"
+                " share link)",
             )
 
     # ------------------------------------------------------------------ outputs

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aws_cdk.assertions import Match
+from fastapi.routing import APIRoute
 
+from functions.api.routes import shared
 from infra.constructs.api import PROXY_PATH, PUBLIC_ROUTES
 from tests.infra.conftest import GITHUB_TOKEN, SPA_ORIGIN, Synth
 
@@ -84,6 +87,21 @@ def test_authorizer_on_every_route_but_the_public_ones(dev: Synth) -> None:
             assert props["AuthorizerId"] == {"Ref": authorizer}, key
     assert set(routes) - PUBLIC_ROUTE_KEYS, "at least one protected route"
     assert not any(k.startswith("$default") for k in routes), "no unauthenticated catch-all"
+
+
+def test_the_apps_public_share_routes_skip_the_authorizer(dev: Synth) -> None:
+    """Every route of the app's public router is declared without the JWT authorizer (with
+    API Gateway's parameter syntax), so a share link opens without signing in."""
+    public = {
+        f"{method} {re.sub(r'[{]share_id[}]', '{shareId}', route.path)}"
+        for route in shared.router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
+    assert len(public) == 3
+    assert public <= PUBLIC_ROUTE_KEYS
+    keys = {r["Properties"]["RouteKey"] for r in dev.resources("AWS::ApiGatewayV2::Route").values()}
+    assert public <= keys
 
 
 def test_jwt_authorizer_trusts_the_created_user_pool(dev: Synth) -> None:

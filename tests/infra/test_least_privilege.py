@@ -349,6 +349,10 @@ def _ok(reply: Any, status: int = 200) -> Any:
     return reply.body
 
 
+def listed_ids(api: LambdaApi, chats: str, chat: str) -> list[str]:
+    return [m["id"] for m in _ok(api.get(f"{chats}/{chat}/messages"))["messages"]]
+
+
 def drive_every_route(api: LambdaApi) -> None:
     """Sessions, chats and messages (provisioning off: the sandbox flow has its own session)."""
     _ok(api.get("/api/health"))
@@ -377,6 +381,14 @@ def drive_every_route(api: LambdaApi) -> None:
     listed = _ok(api.get(f"{chats}/{chat}/messages"))["messages"]
     assert listed[-1]["parts"][0]["text"].endswith("!")
     _ok(api.post(f"{chats}/{chat}/read"))
+    fork = _ok(api.post(f"{chats}/{chat}/fork", {"messageId": "m-big"}))["chat"]["id"]
+    share = _ok(api.post(f"{chats}/{fork}/share"))["shareId"]
+    _ok(api.get(f"{chats}/{fork}/share"))
+    for suffix in ("", "/markdown", "/status"):  # public: no token
+        _ok(api.get(f"/api/shared/{share}{suffix}", user=None))
+    _ok(api.delete(f"{chats}/{fork}/share"))
+    _ok(api.get(f"{chats}/{chat}/messages", query={"before": "end"}))
+    _ok(api.delete(f"{chats}/{fork}/messages/{listed_ids(api, chats, fork)[0]}"))
     _ok(api.post(f"{chats}/{first_chat}/messages", {"message": {**answer, "id": "m-big-2"}}))
     _ok(api.delete(f"{chats}/{chat}"))
 

@@ -33,6 +33,10 @@ PUBLIC = {
     ("GET", "/api/health"),
     ("POST", "/api/local/token"),  # local mode only (the web app's sign-in); 404 in AWS mode
     ("POST", "/api/github/webhook"),  # authenticated by its HMAC signature instead
+    # a shared chat, read-only: the unguessable share id is the credential
+    ("GET", "/api/shared/{share_id}"),
+    ("GET", "/api/shared/{share_id}/markdown"),
+    ("GET", "/api/shared/{share_id}/status"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
@@ -64,7 +68,12 @@ PROTECTED = [route for route in routes() if route not in PUBLIC]
 
 def path_for(path: str, alice: Alice) -> str:
     # a run id: alice's session has none here; another user's real run is tests/agent/test_revert
-    values = {"session_id": alice.session_id, "chat_id": alice.chat_id, "run_id": "alice-run"}
+    values = {
+        "session_id": alice.session_id,
+        "chat_id": alice.chat_id,
+        "run_id": "alice-run",
+        "message_id": alice.message_id,
+    }
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "unknown-id"), path)
 
 
@@ -108,7 +117,8 @@ def query_for(path: str, alice: Alice) -> dict[str, str] | None:
 
 def known(method: str, path: str) -> bool:
     return "{" not in path or all(
-        p in ("session_id", "chat_id", "run_id") for p in re.findall(r"\{(\w+)\}", path)
+        p in ("session_id", "chat_id", "run_id", "message_id")
+        for p in re.findall(r"\{(\w+)\}", path)
     )
 
 
@@ -310,8 +320,11 @@ def test_public_routes_need_no_token_and_expose_no_data(
     for method, path in sorted(PUBLIC):
         if method != "GET":
             continue
-        reply = api.client.get(path, headers={"user-agent": USER_AGENT})
-        assert reply.status_code == 200, (path, reply.status_code)
+        shared = "{share_id}" in path  # no link of alice's is named: 404, no data
+        reply = api.client.get(
+            path.replace("{share_id}", "not-a-share"), headers={"user-agent": USER_AGENT}
+        )
+        assert reply.status_code == (404 if shared else 200), (path, reply.status_code)
         for secret in (*ALICE_SECRETS, alice.session_id, alice.chat_id):
             assert secret not in reply.text, (path, secret)
 

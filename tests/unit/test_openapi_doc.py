@@ -17,10 +17,18 @@ def test_committed_schema_matches_the_app() -> None:
     )
 
 
-PUBLIC = frozenset({"/api/health", "/api/github/webhook"})  # the webhook is HMAC-signed
+PUBLIC = frozenset(
+    {
+        "/api/health",
+        "/api/github/webhook",  # HMAC-signed
+        "/api/shared/{share_id}",  # a share link: its unguessable id is the credential
+        "/api/shared/{share_id}/markdown",
+        "/api/shared/{share_id}/status",
+    }
+)
 
 
-def test_every_route_but_health_and_the_webhook_requires_a_bearer_token() -> None:
+def test_every_route_but_health_the_webhook_and_share_links_requires_a_bearer_token() -> None:
     schema = create_app(Settings).openapi()
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():

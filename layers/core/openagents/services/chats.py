@@ -297,10 +297,10 @@ class ChatService:
     ) -> Chat:
         """A new chat in the session with copies (new ids) of the messages up to and including
         the assistant message ``message_id``; the same ``fork_id`` again returns that chat."""
+        session, source = self._chat(identity, session_id, chat_id)
         message_id = message_id.strip()
         if not message_id:
             raise InvalidInput("A messageId is required", field="messageId")
-        session, source = self._chat(identity, session_id, chat_id)
         if fork_id is not None:
             existing = self._existing(session, fork_id)
             if existing is not None:
