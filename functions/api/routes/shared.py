@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import Response
 
 from functions.api.deps import App, public_check
 from functions.api.schemas import ErrorOut, SharedChatOut, SharedStatusOut
@@ -21,15 +21,17 @@ def shared_chat(share_id: str, app: App) -> SharedChatOut:
     return SharedChatOut(title=shared.chat.title, messages=shared.messages)
 
 
+MARKDOWN = "text/markdown; charset=utf-8"
+
+
 @router.get(
     "/{share_id}/markdown",
-    response_class=PlainTextResponse,
-    responses={**ERRORS, 200: {"content": {"text/markdown": {}}}},
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"text/markdown": {"schema": {"type": "string"}}}}},
 )
-def shared_markdown(share_id: str, app: App) -> PlainTextResponse:
+def shared_markdown(share_id: str, app: App) -> Response:
     """The transcript as Markdown."""
-    text = app.shares.transcript(share_id).markdown
-    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+    return Response(app.shares.transcript(share_id).markdown, media_type=MARKDOWN)
 
 
 @router.get("/{share_id}/status", responses=ERRORS)
