@@ -8,9 +8,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from openagents.artifacts.folder import FolderArtifactStore
+from openagents.store.dynamodb import DynamoStore
 from openagents.store.runs import Run, RunStatus, RunStore
 from openagents.store.runs_dynamodb import DynamoRunStore
 from openagents.store.runs_sqlite import SqliteRunStore
+from openagents.store.sqlite import SqliteStore
 
 from tests.support import Api, HttpApi, LambdaApi
 
@@ -40,10 +43,16 @@ def conversation(api: Api, sid: str, chat_id: str, turns: int, prefix: str = "")
 
 
 def run_store(api: Api) -> RunStore:
+    """The run store on the app's database, on connections of its own (the app's first
+    request bound the DynamoDB table)."""
     assert isinstance(api, LambdaApi | HttpApi)
+    settings = api.settings
+    artifacts = FolderArtifactStore(settings.artifacts_dir)  # runs never write bodies here
     if api.transport == "http":
-        return SqliteRunStore(api.settings.sqlite_path)
-    return DynamoRunStore()  # the app's first request bound the table
+        return SqliteRunStore(
+            SqliteStore(settings.sqlite_path, artifacts, settings.inline_message_bytes)
+        )
+    return DynamoRunStore(DynamoStore(artifacts, settings.inline_message_bytes))
 
 
 @contextmanager

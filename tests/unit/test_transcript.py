@@ -25,7 +25,8 @@ def tool(tool_input: Any, **extra: Any) -> dict[str, Any]:
     ],
 )
 def test_tool_parts_naming_an_env_file_are_redacted(tool_input: Any) -> None:
-    message = {"id": "a", "role": "assistant", "parts": [tool(tool_input, errorText="boom")]}
+    stored = tool(tool_input, errorText="boom")
+    message = {"id": "a", "role": "assistant", "parts": [stored]}
     (part,) = redact(message)["parts"]
     assert part == {
         "type": "tool-bash",
@@ -35,7 +36,7 @@ def test_tool_parts_naming_an_env_file_are_redacted(tool_input: Any) -> None:
         "output": REDACTED,
         "errorText": REDACTED,
     }
-    assert message["parts"][0]["output"] == "SECRET"  # the stored message is not touched
+    assert stored["output"] == "SECRET"  # the stored message is not touched
 
 
 @pytest.mark.parametrize(
