@@ -76,8 +76,14 @@ synth: install node_modules/.installed build  ## cdk synth to cdk.out/ (no AWS c
 deploy: install node_modules/.installed build  ## cdk deploy OpenAgents-$(STAGE) (AWS credentials; Docker builds the arm64 sandbox image)
 	$(CDK) deploy -c stage=$(STAGE) $(CDK_ARGS)
 
-bench: install  ## benchmarks: a table, and bench/results.json (docs/benchmarks.md; ARGS="--quick")
-	$(PY) -m bench.run $(ARGS)
+bench: install  ## benchmarks: a table, and bench/results.json (docs/benchmarks.md; `make bench coldstart`; ARGS="--quick")
+	$(PY) -m bench.run $(BENCH_NAMES) $(ARGS)
+
+# `make bench coldstart load`: the words after `bench` name benchmarks, not targets
+ifeq (bench,$(firstword $(MAKECMDGOALS)))
+BENCH_NAMES := $(wordlist 2,$(words $(MAKECMDGOALS)),$(MAKECMDGOALS))
+$(eval $(BENCH_NAMES):;@:)
+endif
 
 infra-tests: install  ## CDK assertions, ASL gate, cdk-nag, cfn-lint, least privilege (no AWS, no Docker)
 	$(PY) -m pytest tests/infra

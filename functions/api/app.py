@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import threading
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from openagents import composition
-from openagents.composition import Container
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.settings import Settings
+from pydantic.warnings import UnsupportedFieldAttributeWarning
 
 from functions.api import errors
 from functions.api.hosts import HostGuard
@@ -22,13 +24,14 @@ from functions.api.routes import chat, chats, github, local, sandbox, sessions, 
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
+T = TypeVar("T")
 
 
-def _lazy(factory: Callable[[], Container]) -> Callable[[], Container]:
+def _lazy(factory: Callable[[], T]) -> Callable[[], T]:
     lock = threading.Lock()
-    built: list[Container] = []
+    built: list[T] = []
 
-    def get() -> Container:
+    def get() -> T:
         if not built:
             with lock:
                 if not built:
@@ -38,28 +41,36 @@ def _lazy(factory: Callable[[], Container]) -> Callable[[], Container]:
     return get
 
 
+def _add_routes(app: FastAPI, router: APIRouter) -> None:
+    """The router's routes as the app's own. ``include_router`` (FastAPI 0.16x) would keep the
+    router apart and, on the first request, analyse each of its routes a second time (their
+    dependencies and every response model): a third of the API's cold start."""
+    app.router.routes.extend(router.routes)
+
+
 def create_app(
     settings: Callable[[], Settings] = Settings,
     logger: Logger | None = None,
 ) -> FastAPI:
     logger = logger or Logger(service=SERVICE)
+    # FastAPI builds its request-body adapters with this warning off; the schemas' defer_build
+    # moves that build to the first request, outside FastAPI's filter (functions/api/schemas.py)
+    warnings.filterwarnings("ignore", category=UnsupportedFieldAttributeWarning)
     metrics = PowertoolsMetrics(namespace=NAMESPACE, service=SERVICE)
     app = FastAPI(
         title="Open Agents on AWS",
         version="0.1.0",
         description="Session control plane: sessions, chats, messages and sandboxes.",
     )
+    # Settings alone answer the middleware (and /api/health); the container, with the store
+    # adapter (PynamoDB and botocore on AWS), is built by the first request that needs it.
+    app.state.settings = _lazy(settings)
     app.state.container = _lazy(
-        lambda: composition.build(settings(), PowertoolsMetricsSink(metrics))
+        lambda: composition.build(app.state.settings(), PowertoolsMetricsSink(metrics))
     )
     errors.install(app)
-    app.include_router(sessions.router)
-    app.include_router(chats.router)
-    app.include_router(sandbox.router)
-    app.include_router(local.router)
-    app.include_router(github.router)
-    app.include_router(chat.router)
-    app.include_router(shared.router)
+    for module in (sessions, chats, sandbox, local, github, chat, shared):
+        _add_routes(app, module.router)
 
     @app.middleware("http")
     async def observe(
@@ -88,10 +99,10 @@ def create_app(
 
     app.add_middleware(
         BodyLimit,
-        limit=lambda: app.state.container().settings.max_message_bytes + REQUEST_OVERHEAD_BYTES,
+        limit=lambda: app.state.settings().max_message_bytes + REQUEST_OVERHEAD_BYTES,
     )
     # outermost: a foreign Host (DNS rebinding) is refused before anything reads the request
-    app.add_middleware(HostGuard, settings=lambda: app.state.container().settings)
+    app.add_middleware(HostGuard, settings=app.state.settings)
 
     @app.get("/api/health", tags=["ops"])
     def health() -> dict[str, str]:

@@ -1,7 +1,5 @@
 """Request and response bodies of the agent routes (``routes/chat.py``)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, Literal
 
@@ -38,7 +36,7 @@ class CheckpointOut(Out):
     files: int = Field(description="Files in the checkpoint (ignored files are not kept)")
 
     @classmethod
-    def of(cls, checkpoint: Checkpoint) -> CheckpointOut:
+    def of(cls, checkpoint: Checkpoint) -> "CheckpointOut":
         return cls(ref=checkpoint.ref, commit=checkpoint.commit, files=checkpoint.files)
 
 
@@ -53,7 +51,7 @@ class RevertRecordOut(Out):
     saved: CheckpointOut = Field(description="The state it replaced (revert to it to undo)")
 
     @classmethod
-    def of(cls, record: RevertRecord) -> RevertRecordOut:
+    def of(cls, record: RevertRecord) -> "RevertRecordOut":
         return cls(
             revert_id=record.id,
             at=record.at,
@@ -84,7 +82,7 @@ class RunOut(Out):
     revert: RevertRecordOut | None = None
 
     @classmethod
-    def of(cls, run: Run) -> RunOut:
+    def of(cls, run: Run) -> "RunOut":
         return cls(
             run_id=run.id,
             chat_id=run.chat_id,
@@ -158,7 +156,7 @@ class ModelOut(Out):
     context_window: int
 
     @classmethod
-    def of(cls, info: ModelInfo) -> ModelOut:
+    def of(cls, info: ModelInfo) -> "ModelOut":
         return cls(
             id=info.id, provider=info.provider, name=info.name, context_window=info.context_window
         )

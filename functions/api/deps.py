@@ -1,7 +1,5 @@
 """Request-scoped dependencies: the container, the caller's identity, the bot check."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from fastapi import Depends, Request

@@ -1,7 +1,5 @@
 """Request and response bodies. These models are the OpenAPI schema."""
 
-from __future__ import annotations
-
 import json
 import unicodedata
 from datetime import datetime
@@ -36,12 +34,16 @@ def _no_controls(value: str) -> str:
 ModelId = Annotated[str, AfterValidator(_no_controls)]
 
 
+# defer_build: a model (and FastAPI's adapter of it) builds its validator and serializer on
+# first use, so a cold start pays only for the routes its requests use (docs/benchmarks.md)
 class Body(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class Out(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
 
 class ErrorOut(Out):
@@ -50,10 +52,16 @@ class ErrorOut(Out):
     field: str | None = Field(default=None, description="The request field at fault, if any")
 
 
+ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+
+
 def error_responses(*extra: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for the errors every authenticated route can give, plus ``extra``."""
+    """OpenAPI ``responses`` for the errors every authenticated route can give, plus ``extra``.
+    By reference: as ``{"model": ErrorOut}`` FastAPI would build a response field per route and
+    code (~250, half the API's route set-up at import) for one schema. The routes that name
+    ``ErrorOut`` as a model put it in the schema's components."""
     codes = sorted({400, 401, 404, 422, 503, *extra})
-    return {code: {"model": ErrorOut} for code in codes}
+    return {code: {"content": ERROR_CONTENT} for code in codes}
 
 
 class SuccessOut(Out):
@@ -107,7 +115,7 @@ class SessionOut(Out):
     latest_chat_id: str | None
 
     @classmethod
-    def of(cls, session: Session) -> SessionOut:
+    def of(cls, session: Session) -> "SessionOut":
         data = session.model_dump(include=set(cls.model_fields) - {"has_unread", "latest_chat_id"})
         return cls(**data, has_unread=session.has_unread, latest_chat_id=session.latest_chat_id)
 
@@ -133,7 +141,7 @@ class SessionSummaryOut(Out):
     latest_chat_id: str | None
 
     @classmethod
-    def of(cls, s: Session) -> SessionSummaryOut:
+    def of(cls, s: Session) -> "SessionSummaryOut":
         return cls(
             id=s.id,
             title=s.title,
@@ -181,13 +189,13 @@ class ChatOut(Out):
     is_streaming: bool
 
     @classmethod
-    def of(cls, chat: Chat, has_unread: bool = False) -> ChatOut:
+    def of(cls, chat: Chat, has_unread: bool = False) -> "ChatOut":
         data = chat.model_dump(exclude={"message_count", "share_id"})
         live = chat.active_stream_id
         return cls(**data, active_run_id=live, has_unread=has_unread, is_streaming=live is not None)
 
     @classmethod
-    def view(cls, view: ChatView) -> ChatOut:
+    def view(cls, view: ChatView) -> "ChatOut":
         return cls.of(view.chat, view.has_unread)
 
 
@@ -203,7 +211,7 @@ class EventOut(Out):
     detail: dict[str, Any]
 
     @classmethod
-    def of(cls, entry: AuditEntry) -> EventOut:
+    def of(cls, entry: AuditEntry) -> "EventOut":
         return cls(id=entry.id, at=entry.at, type=entry.type, detail=entry.detail)
 
 
@@ -250,7 +258,7 @@ class UIMessage(BaseModel):
     metadata: Any = None
 
     @model_validator(mode="after")
-    def _finite(self) -> UIMessage:
+    def _finite(self) -> "UIMessage":
         """NaN and Infinity parse (Python's JSON allows them) but are no JSON: refused."""
         try:
             json.dumps(self.model_dump(), allow_nan=False)
@@ -323,7 +331,7 @@ class ExecIn(Body):
     timeout_seconds: int = Field(default=60, ge=1, le=600)
 
     @model_validator(mode="after")
-    def one_command(self) -> ExecIn:
+    def one_command(self) -> "ExecIn":
         if (self.command is None) == (self.argv is None):
             raise ValueError("give exactly one of command and argv")
         return self

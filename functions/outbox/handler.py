@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from openagents.observability import traced
 from openagents.store.mapping import stream_detail
 
 SERVICE = "openagents-outbox"
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
+@traced(SERVICE)
 def lambda_handler(records: list[dict[str, Any]], context: LambdaContext) -> list[dict[str, Any]]:
     details = [stream_detail(record) for record in records]
     logger.debug("enriched %d outbox records", len(details))

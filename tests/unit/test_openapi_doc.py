@@ -34,3 +34,24 @@ def test_every_route_but_health_the_webhook_and_share_links_requires_a_bearer_to
         for method, operation in operations.items():
             secured = bool(operation.get("security"))
             assert secured == (path not in PUBLIC), f"{method.upper()} {path}"
+
+
+def _refs(node: object) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(_refs(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_refs(value) for value in node))
+    return set()
+
+
+def test_every_reference_names_a_schema_of_the_components() -> None:
+    """Error responses name ``ErrorOut`` by reference (``schemas.error_responses``): the schema
+    must still be among the components."""
+    schema = create_app(Settings).openapi()
+    components = schema["components"]["schemas"]
+    refs = _refs(schema["paths"])
+    assert "#/components/schemas/ErrorOut" in refs
+    assert {
+        ref for ref in refs if ref.removeprefix("#/components/schemas/") not in components
+    } == set()

@@ -1,7 +1,5 @@
 """/api/chat: agent turns (start, stream, stop), runs of a session, available models."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response

@@ -1,7 +1,5 @@
 """/api/sessions/{id}/chats: chats, messages and read markers."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Query

@@ -1,7 +1,5 @@
 """POST /api/github/webhook: pull request closed/reopened (public; HMAC-checked)."""
 
-from __future__ import annotations
-
 import hashlib
 import hmac
 from typing import Any

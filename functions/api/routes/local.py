@@ -1,8 +1,6 @@
 """One-machine conveniences. They answer 404 in AWS mode (Cognito signs users in there), and
 403 to a client that is not on this machine (a loopback address)."""
 
-from __future__ import annotations
-
 from fastapi import APIRouter, Depends, Request
 from openagents.domain.errors import AccessDenied, NotFound
 from pydantic import Field

@@ -1,7 +1,5 @@
 """Sandboxes: provisioning kick, and the sandbox tools (exec, files, git, diff)."""
 
-from __future__ import annotations
-
 import asyncio
 from datetime import datetime
 from typing import Annotated

@@ -1,7 +1,5 @@
 """/api/sessions: create, list, read, update, delete, audit log; /api/user/preferences."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status

@@ -1,7 +1,5 @@
 """/api/shared/{shareId}: a shared chat, public (no token; the bot check still applies)."""
 
-from __future__ import annotations
-
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 

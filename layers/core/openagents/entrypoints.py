@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from openagents.composition import Container, LazyContainer, build
-from openagents.observability import NAMESPACE, PowertoolsMetricsSink
+from openagents.observability import NAMESPACE, PowertoolsMetricsSink, traced
 
 Event = dict[str, Any]
 Step = Callable[[Container, Event], dict[str, Any]]
@@ -26,13 +26,12 @@ class Task:
 
 def task(service: str, step: Step, correlation_id: Callable[[Event], str]) -> Task:
     logger = Logger(service=service)
-    tracer = Tracer(service=service)
     metrics = Metrics(namespace=NAMESPACE, service=service)
     runtime = LazyContainer(lambda settings: build(settings, PowertoolsMetricsSink(metrics)))
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics
-    @tracer.capture_lambda_handler(capture_response=False)
+    @traced(service)
     def lambda_handler(event: Event, context: LambdaContext) -> dict[str, Any]:
         logger.set_correlation_id(correlation_id(event))
         logger.append_keys(step=event.get("step"))
