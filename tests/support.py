@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import httpx
 import uvicorn
 from mangum import Mangum
-from openagents.composition import local_tokens
+from openagents.auth.tokens import local_tokens
 from openagents.local.dynamodb import free_port
 from openagents.settings import Mode, Settings
 

@@ -6,12 +6,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.origin import OriginGuard
-from openagents.auth.tokens import LocalTokens, load_or_create_secret
+from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tokens
+from openagents.clients import LazyClient
 from openagents.domain.models import Repo, Session
 from openagents.events import EventBus
 from openagents.git import GitHost, GitHostError
@@ -20,6 +22,7 @@ from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
+from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
@@ -62,15 +65,8 @@ class Container:
     checkpoints: Checkpoints  # reverting the workspace to before a turn
 
 
-def local_tokens(settings: Settings) -> LocalTokens:
-    secret = load_or_create_secret(settings.jwt_secret_path)
-    return LocalTokens(secret, settings.jwt_issuer, settings.jwt_audience)
-
-
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
-    import boto3
-
-    return boto3.client(service, region_name=settings.region, endpoint_url=endpoint)  # type: ignore[call-overload]
+    return LazyClient(service, settings.region, endpoint)
 
 
 def _artifacts(settings: Settings) -> ArtifactStore:
@@ -268,6 +264,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         return SandboxClient(driver.endpoint(handle), driver.token(handle))
 
     journal = Journal(None if outboxed else bus, metrics)
+    git_host = _git_host(settings)
+    # lifecycle, provisioning, archive and auto-commit call one another through these
+    handoffs = Handoffs()
     workflows = StepFunctionsWorkflows(
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
         settings.state_machines,
@@ -280,9 +279,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        restore=lambda session, generation: provisioning.kick(session, generation),
+        restore=handoffs.provision,
         journal=journal,
-        after_turn=lambda session: auto_commit.after_turn(session),
+        after_turn=handoffs.after_turn,
     )
     provisioning = ProvisioningService(
         store,
@@ -293,12 +292,11 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        on_active=lambda session: lifecycle.kick(session, "sandbox-active"),
+        on_active=handoffs.sandbox_active,
         journal=journal,
-        from_bundle=lambda session, handle: archive.restore_workspace(session, handle),
-        clone_token=lambda session: _clone_token(git_host, session),
+        from_bundle=handoffs.restore_workspace,
+        clone_token=partial(_clone_token, git_host),
     )
-    git_host = _git_host(settings)
     archive = ArchiveService(
         store,
         driver,
@@ -310,10 +308,11 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         journal,
-        provision=lambda session, generation: provisioning.kick(session, generation),
-        on_active=lambda session: lifecycle.kick(session, "unarchived", force=True),
+        provision=handoffs.provision,
+        on_active=handoffs.unarchived,
     )
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
+    handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
     runs = _runs(settings, store)
     chats = ChatService(store, settings, utc_now, new_id, metrics, runs)
     sandbox_tools = SandboxTools(

@@ -7,10 +7,13 @@ import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openagents.domain.errors import Unauthenticated
 from openagents.domain.identity import Identity
+
+if TYPE_CHECKING:
+    from openagents.settings import Settings
 
 ALGORITHM = "HS256"
 
@@ -90,3 +93,9 @@ class LocalTokens:
         except jwt.InvalidTokenError:
             raise Unauthenticated("Not authenticated") from None
         return identity_from_claims(claims)
+
+
+def local_tokens(settings: Settings) -> LocalTokens:
+    """The one machine's token issuer and verifier (its HS256 secret made on first use)."""
+    secret = load_or_create_secret(settings.jwt_secret_path)
+    return LocalTokens(secret, settings.jwt_issuer, settings.jwt_audience)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openagents.composition import local_tokens
+from openagents.auth.tokens import local_tokens
 from openagents.settings import Mode, Settings
 
 cli = typer.Typer(help="Open Agents on AWS: the one-machine runtime.", no_args_is_help=True)
