@@ -17,6 +17,7 @@ export type AuditEvent = S["EventOut"];
 export type ModelList = S["ModelListOut"];
 export type Run = S["RunOut"];
 export type RunStatus = S["RunStatus"];
+export type RevertAnswer = S["RevertOut"];
 export type RespondBody = RequestBody<"/api/chat/{chat_id}/respond", "post">;
 export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
 
@@ -106,6 +107,12 @@ export function createApi(call: Call) {
       call("post", "/api/chat/{chat_id}/respond", { params: { chat_id: chatId }, body }),
     runs: (id: string, cursor?: string | null) =>
       call("get", "/api/sessions/{session_id}/runs", { params: session(id), query: { cursor } }),
+    /** The workspace back to before the run's first tool step (`dryRun`: only list the files). */
+    revertRun: (id: string, runId: string, dryRun: boolean) =>
+      call("post", "/api/sessions/{session_id}/runs/{run_id}/revert", {
+        params: { session_id: id, run_id: runId },
+        query: { dryRun },
+      }),
     models: () => call("get", "/api/models"),
     setChatModel: (id: string, chatId: string, modelId: string) =>
       call("patch", "/api/sessions/{session_id}/chats/{chat_id}", {

@@ -5,9 +5,11 @@ import { errorMessage } from "../api/errors";
 import type { AgentMessage } from "../agent/stream";
 import { useAgentRun } from "../agent/useAgentRun";
 import { useMessages } from "../hooks/useMessages";
+import { useTurnRuns } from "../hooks/useTurnRuns";
 import { Composer } from "./Composer";
 import { MessageView, type ViewMessage } from "./agent/MessageView";
 import { ModelPicker } from "./agent/ModelPicker";
+import { RevertTurn } from "./agent/RevertTurn";
 
 interface Props {
   sessionId: string;
@@ -68,6 +70,7 @@ export function ChatPanel({
   const api = useApi();
   const { messages, hidden, error, loading, append, reload, showEarlier } = useMessages(sessionId, chatId);
   const [notice, setNotice] = useState<{ text: string; error: string | null } | null>(null);
+  const { turns, reload: reloadTurns } = useTurnRuns(sessionId);
   const turn = useRef(onTurn);
   useEffect(() => {
     turn.current = onTurn;
@@ -76,11 +79,12 @@ export function ChatPanel({
     (message: AgentMessage | null, status: RunStatus, failure: string | null) => {
       if (message) append(message as UIMessage);
       reload(); // the stored message carries the usage
+      reloadTurns(); // the turn's checkpoint: it can be reverted now
       turn.current?.();
       const text = ENDED_NOTICE[status];
       setNotice(text || failure ? { text: text ?? "The turn failed.", error: failure } : null);
     },
-    [append, reload],
+    [append, reload, reloadTurns],
   );
   const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd });
 
@@ -175,6 +179,18 @@ export function ChatPanel({
                     canRespond && message === lastAssistant ? (body) => answer(message, body) : undefined
                   }
                 />
+                {message.role === "assistant" && !streaming && (
+                  <RevertTurn
+                    sessionId={sessionId}
+                    run={turns.get(message.id)?.revertable ?? null}
+                    reverted={turns.get(message.id)?.reverted ?? false}
+                    disabled={running}
+                    onReverted={() => {
+                      reloadTurns();
+                      turn.current?.(); // the Changes tab and the runs list follow the files
+                    }}
+                  />
+                )}
               </li>
             );
           })}

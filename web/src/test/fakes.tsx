@@ -48,6 +48,7 @@ export function chat(overrides: Partial<Chat> = {}): Chat {
     title: "New chat",
     modelId: null,
     activeStreamId: null,
+    activeRunId: null,
     lastAssistantMessageAt: null,
     createdAt: "2026-11-01T10:00:00Z",
     updatedAt: "2026-11-01T10:00:00Z",

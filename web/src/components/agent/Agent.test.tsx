@@ -286,9 +286,12 @@ describe("RunList", () => {
     const run = (overrides: object) => ({
       runId: "r1",
       chatId: "c1",
+      messageId: "u1",
+      assistantMessageId: "a1",
       modelId: "scripted/default",
       status: "completed" as const,
       steps: 3,
+      reverted: false,
       usage: { inputTokens: 530, outputTokens: 15, cacheReadTokens: 0, cacheWriteTokens: 0 },
       startedAt: "2026-12-01T10:00:00Z",
       finishedAt: "2026-12-01T10:00:03.400Z",
