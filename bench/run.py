@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "load": "bench.load",
     "memory": "bench.memory",
     "agent": "bench.agent",
+    "checkpoint": "bench.checkpoint",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -37,8 +38,10 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--quick", action="store_true", help="small profiles (a minute or two)")
     cli.add_argument("--samples", type=int, help="overhead: requests per path (1000; quick 200)")
     cli.add_argument("--runs", type=int, help="coldstart: fresh interpreters per module (7; 3)")
-    cli.add_argument("--workspace-mb", type=int, help="snapshot: workspace size (300; quick 30)")
-    cli.add_argument("--files", type=int, help="snapshot: source files (20000; quick 2000)")
+    cli.add_argument("--workspace-mb", type=int,
+                     help="snapshot, checkpoint: workspace size (300; quick 30)")  # fmt: skip
+    cli.add_argument("--files", type=int,
+                     help="snapshot, checkpoint: source files (20000; quick 2000)")  # fmt: skip
     cli.add_argument("--resume-mb", type=int, help="resume: workspace size (50; quick 10)")
     cli.add_argument("--cycles", type=int, help="resume: pause/resume cycles (3; quick 2)")
     cli.add_argument("--sessions", type=int, help="lifecycle: idle sessions (100; quick 30)")

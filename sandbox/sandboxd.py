@@ -1393,6 +1393,7 @@ def fetch_branch(git: Git, branch: str) -> None:
 
 CHECKPOINT_REF = re.compile(r"^refs/openagents/checkpoints/[A-Za-z0-9_-]{1,80}$")
 CHECKPOINT_TITLE = "OpenAgents checkpoint"
+CHECKPOINT_INDEX = "openagents/checkpoint.index"  # in the git dir: the checkpoints' own index
 # commit-tree needs an identity; a checkpoint's is fixed (the user's config is not needed).
 CHECKPOINT_IDENTITY = {
     "GIT_AUTHOR_NAME": "OpenAgents",
@@ -1431,33 +1432,43 @@ def checkpoint_ref(body: JsonObject, name: str) -> str:
 
 
 @contextmanager
-def scratch_index(git: Git) -> Iterator[Git]:
-    """git with a private copy of the index, outside the workspace: the real index is never
-    written, and the copy's stat data lets ``git add -A`` hash only what changed."""
+def checkpoint_indexes(git: Git) -> Iterator[tuple[Git, Git]]:
+    """(staging, worktree): git on a private copy of the real index, outside the workspace (the
+    staging area's tree; the real index is never written), and git on the checkpoints' own index
+    in the git dir, kept from one checkpoint to the next (first seeded from the real one), so
+    ``git add --all`` hashes only what changed since the last checkpoint, untracked files too."""
+    git_dir = git.workspace.root / ".git"
+    if not git_dir.is_dir():
+        raise ApiError(409, "not_a_repository", "the workspace is not a git repository")
+    real, kept = git_dir / "index", git_dir / CHECKPOINT_INDEX
     directory = Path(tempfile.mkdtemp(prefix="sandboxd-index-"))  # mode 0700
     try:
         if directory.resolve().is_relative_to(git.workspace.root):
             raise ApiError(500, "internal", "the temporary directory is inside the workspace")
-        real = git.workspace.root / git.output("rev-parse", "--git-path", "index").decode().strip()
-        scratch = directory / "index"
+        copy = directory / "index"
         if real.is_file():
-            shutil.copyfile(real, scratch)
-        yield Git(git.workspace, {**CHECKPOINT_IDENTITY, "GIT_INDEX_FILE": str(scratch)})
+            shutil.copyfile(real, copy)
+            if not kept.is_file():
+                kept.parent.mkdir(exist_ok=True)
+                shutil.copyfile(real, kept)
+        yield (
+            Git(git.workspace, {**CHECKPOINT_IDENTITY, "GIT_INDEX_FILE": str(copy)}),
+            Git(git.workspace, {**CHECKPOINT_IDENTITY, "GIT_INDEX_FILE": str(kept)}),
+        )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def capture(git: Git, scratch: Git) -> WorkspaceState:
-    """The workspace as it is now, through ``scratch`` (its index then matches the files)."""
-    index = scratch.maybe("write-tree")  # the staging area, before the working tree joins it
-    scratch.output("add", "--all", "--", ".")
-    worktree = scratch.output("write-tree").decode().strip()
+def capture(git: Git, staging: Git, worktree: Git) -> WorkspaceState:
+    """The workspace as it is now; ``worktree``'s index then matches the files."""
+    index = staging.maybe("write-tree")  # None: the staging area has conflicts
+    worktree.output("-c", "core.untrackedCache=true", "add", "--all", "--", ".")
     return WorkspaceState(
-        worktree=worktree,
+        worktree=worktree.output("write-tree").decode().strip(),
         index=index,
         head=git.head(),
         branch=git.maybe("symbolic-ref", "--quiet", "HEAD"),
-        files=index_entries(Path(scratch.env["GIT_INDEX_FILE"])),
+        files=index_entries(Path(worktree.env["GIT_INDEX_FILE"])),
     )
 
 
@@ -1468,15 +1479,15 @@ def index_entries(index: Path) -> int:
     return int.from_bytes(header[8:12], "big") if header[:4] == b"DIRC" else 0
 
 
-def save_checkpoint(git: Git, scratch: Git, state: WorkspaceState, ref: str) -> JsonObject:
+def save_checkpoint(git: Git, committer: Git, state: WorkspaceState, ref: str) -> JsonObject:
     """One commit of ``state`` on ``ref``: its first parent is HEAD (when there is one), its
     second a commit of the staging area's tree, so that tree is reachable too (bundles, gc)."""
     head = ("-p", state.head) if state.head else ()
     parents = [*head]
     if state.index is not None:
-        staged = scratch.output("commit-tree", state.index, *head, "-m", "OpenAgents index")
+        staged = committer.output("commit-tree", state.index, *head, "-m", "OpenAgents index")
         parents += ["-p", staged.decode().strip()]
-    commit = scratch.output("commit-tree", state.worktree, *parents, "-m", state.message())
+    commit = committer.output("commit-tree", state.worktree, *parents, "-m", state.message())
     sha = commit.decode().strip()
     git.output("update-ref", "-m", CHECKPOINT_TITLE, ref, sha)
     return {"ref": ref, "commit": sha, "files": state.files}
@@ -1534,9 +1545,9 @@ def git_checkpoint(app: App, request: Request) -> JsonObject:
     ref = checkpoint_ref(request.json(), "ref")
     git = Git(app.workspace)
     git.require_repository()
-    with app.exclusive("checkpoint"), scratch_index(git) as scratch:
-        state = capture(git, scratch)
-        saved = save_checkpoint(git, scratch, state, ref)
+    with app.exclusive("checkpoint"), checkpoint_indexes(git) as (staging, worktree):
+        state = capture(git, staging, worktree)
+        saved = save_checkpoint(git, worktree, state, ref)
     return {**saved, "head": state.head, "branch": state.branch}
 
 
@@ -1551,14 +1562,14 @@ def git_revert(app: App, request: Request) -> JsonObject:
     git.require_repository()
     with app.exclusive("revert"):
         target = read_checkpoint(git, ref)
-        with scratch_index(git) as scratch:
-            current = capture(git, scratch)
+        with checkpoint_indexes(git) as (staging, worktree):
+            current = capture(git, staging, worktree)
             restored, removed = tree_changes(git, current.worktree, target.worktree)
             if save_ref is None:
                 return {"dryRun": True, "restored": restored, "removed": removed, "saved": None}
-            saved = save_checkpoint(git, scratch, current, save_ref)
-            # the scratch index matches the files: --reset -u rewrites exactly the difference
-            scratch.output("read-tree", "--reset", "-u", target.worktree)
+            saved = save_checkpoint(git, worktree, current, save_ref)
+            # that index matches the files: --reset -u rewrites exactly the difference
+            worktree.output("read-tree", "--reset", "-u", target.worktree)
         restore_head(git, target)
     log("info", "workspace.reverted", ref=ref, restored=len(restored), removed=len(removed))
     return {"dryRun": False, "restored": restored, "removed": removed, "saved": saved}
