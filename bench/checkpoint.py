@@ -93,6 +93,7 @@ def _measure(
     real = time.perf_counter() - began
     driver.stop(handle)
     return {
+        # files: every file of the workspace, .git's included; checkpointFiles: the checkpoint's
         "workspace": {"megabytes": round(content.bytes / 1e6, 1), "files": content.files},
         "checkpointFiles": saved["files"],
         "firstCheckpointMs": ms(timings[0]),
@@ -146,7 +147,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         w, c = r["workspace"], r["checkpointMs"]
         found.append(
             [
-                f"checkpoint: {w['files']} files, {w['megabytes']} MB ({label})",
+                f"checkpoint: {r['checkpointFiles']} files, {w['megabytes']} MB ({label})",
                 f"{c['p50']} ms",
                 f"p90 {c['p90']} ms, max {c['max']} ms over {c['n']}, 10 changed; "
                 f"first {r['firstCheckpointMs']} ms; revert {r['revertMs']} ms "

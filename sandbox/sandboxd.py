@@ -1413,6 +1413,7 @@ class WorkspaceState:
     head: str | None  # None: no commit yet
     branch: str | None  # refs/heads/<name>; None: a detached HEAD
     files: int
+    head_tree: str | None = None  # HEAD's tree (not recorded: a staging area equal to it is kept)
 
     def message(self) -> str:
         """The commit message: the facts a revert puts back, one ``Key: value`` line each."""
@@ -1463,12 +1464,16 @@ def capture(git: Git, staging: Git, worktree: Git) -> WorkspaceState:
     """The workspace as it is now; ``worktree``'s index then matches the files."""
     index = staging.maybe("write-tree")  # None: the staging area has conflicts
     worktree.output("-c", "core.untrackedCache=true", "add", "--all", "--", ".")
+    head = git.maybe("rev-parse", "HEAD^{commit}", "HEAD^{tree}")  # None: no commit yet
+    commit, tree = head.split() if head else (None, None)
+    symbolic = (git.workspace.root / ".git" / "HEAD").read_text().strip()
     return WorkspaceState(
         worktree=worktree.output("write-tree").decode().strip(),
         index=index,
-        head=git.head(),
-        branch=git.maybe("symbolic-ref", "--quiet", "HEAD"),
+        head=commit,
+        branch=symbolic.removeprefix("ref: ") if symbolic.startswith("ref: ") else None,
         files=index_entries(Path(worktree.env["GIT_INDEX_FILE"])),
+        head_tree=tree,
     )
 
 
@@ -1481,10 +1486,11 @@ def index_entries(index: Path) -> int:
 
 def save_checkpoint(git: Git, committer: Git, state: WorkspaceState, ref: str) -> JsonObject:
     """One commit of ``state`` on ``ref``: its first parent is HEAD (when there is one), its
-    second a commit of the staging area's tree, so that tree is reachable too (bundles, gc)."""
+    second (when something is staged) a commit of the staging area's tree, so that tree is
+    reachable too (bundles, gc)."""
     head = ("-p", state.head) if state.head else ()
     parents = [*head]
-    if state.index is not None:
+    if state.index is not None and state.index != state.head_tree:  # else HEAD keeps the tree
         staged = committer.output("commit-tree", state.index, *head, "-m", "OpenAgents index")
         parents += ["-p", staged.decode().strip()]
     commit = committer.output("commit-tree", state.worktree, *parents, "-m", state.message())

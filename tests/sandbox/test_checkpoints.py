@@ -131,6 +131,7 @@ def test_revert_to_a_detached_head(
     prepare(client, origin, "feature")
     git(client, "git switch --quiet --detach HEAD")
     client.checkpoint(REF)
+    assert len(git(client, f"git rev-list --parents -n1 {REF}").split()) == 2  # nothing staged
     head = client.git_branch()
     git(client, "git switch --quiet -c elsewhere && git commit --quiet --allow-empty -m more")
     client.revert(REF, save_ref=SAVE, dry_run=False)
