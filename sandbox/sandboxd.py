@@ -1543,8 +1543,9 @@ def restore_head(git: Git, state: WorkspaceState) -> None:
             git.run("update-ref", "-d", state.branch)
         git.output("symbolic-ref", "HEAD", state.branch)
     staged = state.index or state.head
-    git.output("read-tree", *((staged,) if staged else ("--empty",)))
-    git.run("update-index", "-q", "--refresh")  # stat data: unchanged files read as unchanged
+    # --reset keeps the stat data of unchanged entries: the refresh rehashes only changed files
+    git.output("read-tree", *(("--reset", staged) if staged else ("--empty",)))
+    git.run("update-index", "-q", "--refresh")
 
 
 def git_checkpoint(app: App, request: Request) -> JsonObject:
