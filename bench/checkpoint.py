@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ms, say, scratch, summary
+from bench.common import cmdline, descendants, ms, say, scratch, summary
 from bench.workspace import generate
 
 SESSION = "bench-checkpoint"
@@ -78,12 +78,15 @@ def _measure(
         _git(source, "commit", "-qm", "everything")
     _seed(client, source, home / f"seed-{generation}.tar.zst")
     sources = sorted((source / "src").rglob("*.py"))
+    daemon = _sandboxd(int(handle.ref))
     timings: list[float] = []
+    cpu: list[float] = []
     for sample in range(samples + 1):  # the first warms the page cache (and, large: the objects)
         _change(client, sources, sample)
-        began = time.perf_counter()
+        began, used = time.perf_counter(), _cpu(daemon)
         saved = client.checkpoint(f"refs/openagents/checkpoints/bench-{sample}")
         timings.append(time.perf_counter() - began)
+        cpu.append(_cpu(daemon) - used)
     _change(client, sources, samples + 1)
     began = time.perf_counter()
     preview = client.revert(saved["ref"], save_ref=None, dry_run=True)
@@ -98,10 +101,27 @@ def _measure(
         "checkpointFiles": saved["files"],
         "firstCheckpointMs": ms(timings[0]),
         "checkpointMs": {k: round(v, 1) for k, v in summary([ms(t) for t in timings[1:]]).items()},
+        # CPU time of sandboxd and its git processes: what the wall time is on an idle machine
+        "checkpointCpuMs": {k: round(v, 1) for k, v in summary([ms(t) for t in cpu[1:]]).items()},
+        "loadAverage": round(os.getloadavg()[0], 2),
         "dryRunRevertMs": ms(dry),
         "revertMs": ms(real),
         "revertTouched": len(preview["restored"]) + len(preview["removed"]),
     }
+
+
+def _sandboxd(launcher: int) -> int:
+    """The sandboxd process below the driver's child (prlimit, bubblewrap around it)."""
+    for pid in [launcher, *descendants(launcher)]:
+        if "sandboxd" in cmdline(pid) and "python" in cmdline(pid).split(" ")[0]:
+            return pid
+    raise RuntimeError(f"no sandboxd below {launcher}")
+
+
+def _cpu(pid: int) -> float:
+    """Seconds of CPU used by ``pid`` and its reaped children (each git call sandboxd ran)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _seed(client: Any, source: Path, archive: Path) -> None:
@@ -149,6 +169,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             [
                 f"checkpoint: {r['checkpointFiles']} files, {w['megabytes']} MB ({label})",
                 f"{c['p50']} ms",
+                f"CPU p50 {r['checkpointCpuMs']['p50']} ms (load {r['loadAverage']}); "
                 f"p90 {c['p90']} ms, max {c['max']} ms over {c['n']}, 10 changed; "
                 f"first {r['firstCheckpointMs']} ms; revert {r['revertMs']} ms "
                 f"(dry run {r['dryRunRevertMs']} ms)",
