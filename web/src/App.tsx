@@ -1,13 +1,15 @@
 import { useEffect, useMemo, useState } from "react";
-import { createApi } from "./api/client";
+import { createApi, createSharedApi } from "./api/client";
 import { ApiContext } from "./api/context";
 import { errorMessage } from "./api/errors";
 import { createCall } from "./api/http";
 import { completeSignIn, logoutUrl } from "./auth/cognito";
 import { loadConfig, type AppConfig } from "./auth/config";
 import { clearCredentials, loadCredentials, saveCredentials, type Credentials } from "./auth/storage";
+import { SharedChat } from "./components/SharedChat";
 import { SignIn } from "./components/SignIn";
 import { Workspace } from "./components/Workspace";
+import { sharedId } from "./router";
 
 interface Boot {
   config: AppConfig;
@@ -43,6 +45,12 @@ export function App() {
 
   const config = state?.config;
   const token = state?.credentials?.token ?? null;
+  const shareId = sharedId(window.location.pathname); // public: no sign-in
+  const shared = useMemo(
+    () =>
+      config && shareId ? createSharedApi(createCall({ base: config.apiBase, token: () => null })) : null,
+    [config, shareId],
+  );
   const api = useMemo(() => {
     if (!config || !token) return null;
     const signOut = () => {
@@ -57,6 +65,7 @@ export function App() {
 
   if (fatal) return <p role="alert">The app could not start: {fatal}</p>;
   if (!state) return <p className="muted">Loading…</p>;
+  if (shareId && shared) return <SharedChat shareId={shareId} api={shared} />;
   const signIn = (credentials: Credentials) => {
     saveCredentials(credentials);
     setState({ ...state, credentials, error: null });

@@ -1,4 +1,5 @@
-// Client routes: `/` and `/sessions/:id[/chats/:chatId]`, on the History API.
+// Client routes: `/`, `/sessions/:id[/chats/:chatId]` and the public `/shared/:shareId`, on
+// the History API.
 import { useSyncExternalStore } from "react";
 
 interface Route {
@@ -12,6 +13,12 @@ export function parseRoute(pathname: string): Route {
     sessionId: match?.[1] ? decodeURIComponent(match[1]) : null,
     chatId: match?.[2] ? decodeURIComponent(match[2]) : null,
   };
+}
+
+/** The share id of a `/shared/:shareId` page (public: no sign-in), else null. */
+export function sharedId(pathname: string): string | null {
+  const match = /^\/shared\/([^/]+)\/?$/.exec(pathname);
+  return match?.[1] ? decodeURIComponent(match[1]) : null;
 }
 
 export function sessionPath(sessionId: string, chatId?: string | null): string {

@@ -31,7 +31,11 @@ export type UIMessage = {
 
 export type ListFilter = S["ListFilter"];
 export const ARCHIVED_PAGE_SIZE = 50;
-const MESSAGE_PAGE_SIZE = 500; // the server's largest page
+/** Messages per page: the chat opens on its newest page and pages up as the reader scrolls. */
+export const MESSAGE_PAGE_SIZE = 50;
+/** The `before` value of a chat's newest page. */
+export const END = "end";
+export type SharedChat = S["SharedChatOut"];
 
 export function createApi(call: Call) {
   const session = (id: string) => ({ session_id: id });
@@ -58,11 +62,28 @@ export function createApi(call: Call) {
       call("delete", "/api/sessions/{session_id}/chats/{chat_id}", { params: chat(id, chatId) }),
     markRead: (id: string, chatId: string) =>
       call("post", "/api/sessions/{session_id}/chats/{chat_id}/read", { params: chat(id, chatId) }),
-    messages: (id: string, chatId: string, cursor?: string | null) =>
+    /** The page before `before` (END: the newest page), oldest first; its `nextCursor` is the
+     * `before` of the page above it. */
+    messages: (id: string, chatId: string, before: string = END, limit = MESSAGE_PAGE_SIZE) =>
       call("get", "/api/sessions/{session_id}/chats/{chat_id}/messages", {
         params: chat(id, chatId),
-        query: { cursor, limit: MESSAGE_PAGE_SIZE },
+        query: { before, limit },
       }),
+    deleteFrom: (id: string, chatId: string, messageId: string) =>
+      call("delete", "/api/sessions/{session_id}/chats/{chat_id}/messages/{message_id}", {
+        params: { ...chat(id, chatId), message_id: messageId },
+      }),
+    forkChat: (id: string, chatId: string, messageId: string) =>
+      call("post", "/api/sessions/{session_id}/chats/{chat_id}/fork", {
+        params: chat(id, chatId),
+        body: { messageId, id: crypto.randomUUID() },
+      }),
+    getShare: (id: string, chatId: string) =>
+      call("get", "/api/sessions/{session_id}/chats/{chat_id}/share", { params: chat(id, chatId) }),
+    share: (id: string, chatId: string) =>
+      call("post", "/api/sessions/{session_id}/chats/{chat_id}/share", { params: chat(id, chatId) }),
+    unshare: (id: string, chatId: string) =>
+      call("delete", "/api/sessions/{session_id}/chats/{chat_id}/share", { params: chat(id, chatId) }),
     postMessage: (id: string, chatId: string, message: UIMessage) =>
       call("post", "/api/sessions/{session_id}/chats/{chat_id}/messages", {
         params: chat(id, chatId),
@@ -125,3 +146,19 @@ export function createApi(call: Call) {
 }
 
 export type Api = ReturnType<typeof createApi>;
+
+/** The public share-link routes (no token). */
+export function createSharedApi(call: Call) {
+  const share = (shareId: string) => ({ params: { share_id: shareId } });
+  return {
+    transcript: (shareId: string) => call("get", "/api/shared/{share_id}", share(shareId)),
+    status: (shareId: string) => call("get", "/api/shared/{share_id}/status", share(shareId)),
+  };
+}
+
+export type SharedApi = ReturnType<typeof createSharedApi>;
+
+/** A chat's public address (the read-only page). */
+export function shareUrl(shareId: string, origin = window.location.origin): string {
+  return `${origin}/shared/${encodeURIComponent(shareId)}`;
+}

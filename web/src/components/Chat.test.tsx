@@ -1,8 +1,8 @@
-import { render, screen, waitFor } from "@testing-library/react";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { describe, expect, it, vi } from "vitest";
 import type { UIMessage } from "../api/client";
-import { WINDOW } from "../hooks/useMessages";
+import { ApiError } from "../api/http";
 import { chat, fakeApi, renderWithApi } from "../test/fakes";
 import { ChatPanel } from "./ChatPanel";
 import { ChatTabs } from "./ChatTabs";
@@ -57,15 +57,16 @@ describe("ChatTabs", () => {
 });
 
 describe("ChatPanel", () => {
-  it("follows the cursor to the newest messages, shows the latest ones and reveals earlier ones", async () => {
-    const all = Array.from({ length: WINDOW + 5 }, (_, i) =>
+  it("opens on the newest page and pages up on scroll and on the button", async () => {
+    const all = Array.from({ length: 12 }, (_, i) =>
       text(`m${i}`, i % 2 ? "assistant" : "user", `message ${i}`),
     );
-    const messages = vi.fn(async (_s: string, _c: string, cursor?: string | null) =>
-      cursor
-        ? { messages: all.slice(30), nextCursor: null }
-        : { messages: all.slice(0, 30), nextCursor: "p2" },
-    );
+    const pages: Record<string, { messages: UIMessage[]; nextCursor: string | null }> = {
+      end: { messages: all.slice(8), nextCursor: "before-8" },
+      "before-8": { messages: all.slice(4, 8), nextCursor: "before-4" },
+      "before-4": { messages: all.slice(0, 4), nextCursor: null },
+    };
+    const messages = vi.fn(async (_s: string, _c: string, before = "end") => pages[before]!);
     const markRead = vi.fn(async () => ({ success: true as const }));
     const onRead = vi.fn();
     renderWithApi(
@@ -77,16 +78,102 @@ describe("ChatPanel", () => {
         models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
       }),
     );
-    await screen.findByText(`message ${WINDOW + 4}`);
-    expect(screen.queryByText("message 4")).toBeNull();
-    const items = screen.getAllByRole("listitem");
-    expect(items).toHaveLength(WINDOW);
-    expect(items[0]).toHaveTextContent("message 5");
+    await screen.findByText("message 11");
+    expect(messages).toHaveBeenCalledWith("s1", "c1", "end", 50);
+    expect(screen.getAllByRole("listitem")).toHaveLength(4);
     expect(markRead).toHaveBeenCalledWith("s1", "c1");
     await waitFor(() => expect(onRead).toHaveBeenCalled());
-    await userEvent.click(screen.getByRole("button", { name: "Show earlier messages (5)" }));
-    expect(screen.getAllByRole("listitem")[0]).toHaveTextContent("message 0");
-    expect(screen.queryByRole("button", { name: /Show earlier/ })).toBeNull();
+
+    const log = screen.getByRole("log", { name: "Messages" });
+    log.scrollTop = 0;
+    fireEvent.scroll(log); // at the top: the page above loads
+    await screen.findByText("message 4");
+    expect(messages).toHaveBeenCalledWith("s1", "c1", "before-8");
+    expect(screen.getAllByRole("listitem")[0]).toHaveTextContent("message 4");
+
+    await userEvent.click(screen.getByRole("button", { name: "Load earlier messages" }));
+    await screen.findByText("message 0");
+    expect(screen.getAllByRole("listitem")).toHaveLength(12);
+    expect(screen.queryByRole("button", { name: /Load earlier/ })).toBeNull(); // the chat's start
+  });
+
+  it("deletes from a user message after confirming, and reloads", async () => {
+    let stored = [
+      text("u0", "user", "first"),
+      text("a0", "assistant", "answer"),
+      text("u1", "user", "second"),
+    ];
+    const deleteFrom = vi.fn(async () => {
+      stored = stored.slice(0, 2);
+      return { success: true as const, deletedMessageIds: ["u1"] };
+    });
+    const onSent = vi.fn();
+    renderWithApi(
+      <ChatPanel sessionId="s1" chatId="c1" onRead={vi.fn()} onSent={onSent} />,
+      fakeApi({
+        messages: vi.fn(async () => ({ messages: stored, nextCursor: null })),
+        markRead: vi.fn(async () => ({ success: true as const })),
+        stream: vi.fn(async () => null),
+        models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+        deleteFrom,
+      }),
+    );
+    await screen.findByText("second");
+    const buttons = screen.getAllByRole("button", { name: "Delete from here" });
+    expect(buttons).toHaveLength(2); // user messages only
+    await userEvent.click(buttons[1]!);
+    const dialog = screen.getByRole("dialog", { name: "Delete messages" });
+    await userEvent.click(within(dialog).getByRole("button", { name: "Delete from here" }));
+    expect(deleteFrom).toHaveBeenCalledWith("s1", "c1", "u1");
+    await waitFor(() => expect(screen.queryByText("second")).toBeNull());
+    expect(onSent).toHaveBeenCalled();
+  });
+
+  it("shows why a deletion was refused", async () => {
+    renderWithApi(
+      <ChatPanel sessionId="s1" chatId="c1" onRead={vi.fn()} onSent={vi.fn()} />,
+      fakeApi({
+        messages: vi.fn(async () => ({ messages: [text("u0", "user", "first")], nextCursor: null })),
+        markRead: vi.fn(async () => ({ success: true as const })),
+        stream: vi.fn(async () => null),
+        models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+        deleteFrom: vi.fn(async () =>
+          Promise.reject(
+            new ApiError(409, "turn_in_progress", "Cannot delete messages while a response is streaming"),
+          ),
+        ),
+      }),
+    );
+    await userEvent.click(await screen.findByRole("button", { name: "Delete from here" }));
+    await userEvent.click(
+      within(screen.getByRole("dialog")).getByRole("button", { name: "Delete from here" }),
+    );
+    expect(await screen.findByRole("alert")).toHaveTextContent("while a response is streaming");
+    expect(screen.getByText("first")).toBeInTheDocument();
+  });
+
+  it("forks through an assistant message and hands the new chat over", async () => {
+    const fork = chat({ id: "c2", title: "Fork of New chat" });
+    const forkChat = vi.fn(async () => ({ chat: fork }));
+    const onForked = vi.fn();
+    renderWithApi(
+      <ChatPanel sessionId="s1" chatId="c1" onRead={vi.fn()} onSent={vi.fn()} onForked={onForked} />,
+      fakeApi({
+        messages: vi.fn(async () => ({
+          messages: [text("u0", "user", "first"), text("a0", "assistant", "answer")],
+          nextCursor: null,
+        })),
+        markRead: vi.fn(async () => ({ success: true as const })),
+        stream: vi.fn(async () => null),
+        models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+        forkChat,
+      }),
+    );
+    const forks = await screen.findAllByRole("button", { name: "Fork" });
+    expect(forks).toHaveLength(1); // assistant messages only
+    await userEvent.click(forks[0]!);
+    expect(forkChat).toHaveBeenCalledWith("s1", "c1", "a0");
+    await waitFor(() => expect(onForked).toHaveBeenCalledWith(fork));
   });
 
   it("posts a user message on Enter and shows it", async () => {

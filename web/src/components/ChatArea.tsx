@@ -101,6 +101,10 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
           onTurn={sent}
           onChatChanged={reloadChats}
           onRunning={markWorking}
+          onForked={(fork) => {
+            chats.setData((current = []) => [...current.filter((c) => c.id !== fork.id), fork]);
+            open(fork.id);
+          }}
         />
       </div>
     </section>

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
-import type { RespondBody, RunStatus, UIMessage } from "../api/client";
+import type { Chat, RespondBody, RunStatus, UIMessage } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import type { AgentMessage } from "../agent/stream";
@@ -7,6 +7,8 @@ import { useAgentRun } from "../agent/useAgentRun";
 import { useMessages } from "../hooks/useMessages";
 import { useTurnRuns } from "../hooks/useTurnRuns";
 import { Composer } from "./Composer";
+import { ConfirmDialog } from "./ConfirmDialog";
+import { ShareButton } from "./ShareButton";
 import { MessageView, type ViewMessage } from "./agent/MessageView";
 import { ModelPicker } from "./agent/ModelPicker";
 import { RevertTurn } from "./agent/RevertTurn";
@@ -26,7 +28,11 @@ interface Props {
   onChatChanged?: () => void;
   /** A turn started or stopped running in this client (the tab's Working badge). */
   onRunning?: (running: boolean) => void;
+  /** A fork of this chat was created (open it). */
+  onForked?: (chat: Chat) => void;
 }
+
+const NEAR_TOP = 48; // px: scrolling this close to the top loads the page above
 
 function newId(): string {
   return crypto.randomUUID();
@@ -66,11 +72,15 @@ export function ChatPanel({
   onTurn,
   onChatChanged,
   onRunning,
+  onForked,
 }: Props) {
   const api = useApi();
-  const { messages, hidden, error, loading, append, reload, showEarlier } = useMessages(sessionId, chatId);
+  const { messages, hasOlder, loadingOlder, olderError, error, loading, append, reload, loadOlder } =
+    useMessages(sessionId, chatId);
   const [notice, setNotice] = useState<{ text: string; error: string | null } | null>(null);
   const { turns, reload: reloadTurns } = useTurnRuns(sessionId);
+  const [deleting, setDeleting] = useState<string | null>(null); // the message to delete from
+  const [failure, setFailure] = useState<string | null>(null);
   const turn = useRef(onTurn);
   useEffect(() => {
     turn.current = onTurn;
@@ -114,7 +124,7 @@ export function ChatPanel({
     // showing earlier messages keeps the view where it was; a new last message scrolls to it
     box.scrollTop = fromBottom.current === null ? box.scrollHeight : box.scrollHeight - fromBottom.current;
     fromBottom.current = null;
-  }, [last, hidden, live?.message?.id]);
+  }, [last, messages.length, live?.message?.id]);
 
   useLayoutEffect(() => {
     // the streamed message grows: follow it while the reader is at the bottom
@@ -123,10 +133,35 @@ export function ChatPanel({
   }, [liveSize]);
 
   const earlier = () => {
+    if (!hasOlder || loadingOlder) return;
     const box = scroller.current;
     if (box) fromBottom.current = box.scrollHeight - box.scrollTop;
-    showEarlier();
+    void loadOlder();
   };
+  const scrolled = () => {
+    if ((scroller.current?.scrollTop ?? NEAR_TOP) < NEAR_TOP) earlier();
+  };
+
+  const act = async (action: () => Promise<unknown>) => {
+    setFailure(null);
+    try {
+      await action();
+    } catch (problem) {
+      setFailure(errorMessage(problem));
+    }
+  };
+  const deleteFrom = (messageId: string) =>
+    act(async () => {
+      setDeleting(null);
+      await api.deleteFrom(sessionId, chatId, messageId);
+      reload();
+      onSent(); // the chat's unread state may change
+    });
+  const fork = (messageId: string) =>
+    act(async () => {
+      const { chat } = await api.forkChat(sessionId, chatId, messageId);
+      onForked?.(chat);
+    });
 
   const send = async (text: string) => {
     const message: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
@@ -153,11 +188,19 @@ export function ChatPanel({
 
   return (
     <div className="chat-panel">
-      <div className="messages" ref={scroller} role="log" aria-label="Messages">
-        {hidden > 0 && (
-          <button type="button" className="earlier" onClick={earlier}>
-            Show earlier messages ({hidden})
+      <div className="messages" ref={scroller} role="log" aria-label="Messages" onScroll={scrolled}>
+        {hasOlder && (
+          <button type="button" className="earlier" onClick={earlier} disabled={loadingOlder}>
+            {loadingOlder ? "Loading earlier messages…" : "Load earlier messages"}
           </button>
+        )}
+        {olderError !== undefined && (
+          <p role="alert">Could not load earlier messages: {errorMessage(olderError)}</p>
+        )}
+        {failure && (
+          <p role="alert" className="form-error">
+            {failure}
+          </p>
         )}
         {loading && <p className="muted">Loading messages…</p>}
         {error !== undefined && <p role="alert">Could not load messages: {errorMessage(error)}</p>}
@@ -191,6 +234,19 @@ export function ChatPanel({
                     }}
                   />
                 )}
+                {!running && live?.message?.id !== message.id && (
+                  <div className="message-actions">
+                    {message.role === "user" ? (
+                      <button type="button" className="link" onClick={() => setDeleting(message.id)}>
+                        Delete from here
+                      </button>
+                    ) : (
+                      <button type="button" className="link" onClick={() => void fork(message.id)}>
+                        Fork
+                      </button>
+                    )}
+                  </div>
+                )}
               </li>
             );
           })}
@@ -218,8 +274,18 @@ export function ChatPanel({
           modelId={modelId}
           onChanged={() => onChatChanged?.()}
         />
+        <ShareButton sessionId={sessionId} chatId={chatId} />
         <Composer onSend={send} running={running} onStop={stop} />
       </div>
+      {deleting && (
+        <ConfirmDialog
+          title="Delete messages"
+          message="Delete this message and every message after it? This cannot be undone."
+          confirmLabel="Delete from here"
+          onConfirm={() => void deleteFrom(deleting)}
+          onCancel={() => setDeleting(null)}
+        />
+      )}
     </div>
   );
 }

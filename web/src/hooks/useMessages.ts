@@ -1,43 +1,64 @@
-import { useCallback, useState } from "react";
-import type { UIMessage } from "../api/client";
+import { useCallback, useRef, useState } from "react";
+import { END, MESSAGE_PAGE_SIZE, type UIMessage } from "../api/client";
 import { useApi } from "../api/context";
 import { useLoader } from "./useLoader";
 
-export const WINDOW = 50;
+const MAX_PAGE = 500; // the server's largest page
+
+interface Loaded {
+  messages: UIMessage[];
+  /** The `before` of the page above the oldest loaded message; null at the chat's start. */
+  older: string | null;
+}
 
 /**
- * A chat's messages, oldest first. The API pages forward from the oldest message (`nextCursor`),
- * so the pages are followed to the newest, and the view shows the latest WINDOW messages with
- * earlier ones revealed WINDOW at a time (`showEarlier`).
+ * A chat's messages, oldest first. The chat opens on its newest page (`before=end`) and
+ * `loadOlder` pages up (the reader scrolls to the top). `reload` fetches the newest messages
+ * again, as many as are loaded, so a deletion or a finished turn shows.
  */
 export function useMessages(sessionId: string, chatId: string) {
   const api = useApi();
-  const load = useCallback(async () => {
-    const messages: UIMessage[] = [];
-    let cursor: string | null = null;
-    do {
-      const page = await api.messages(sessionId, chatId, cursor);
-      messages.push(...(page.messages as UIMessage[]));
-      cursor = page.nextCursor;
-    } while (cursor);
-    return messages;
+  const size = useRef(MESSAGE_PAGE_SIZE); // how many a reload fetches: the ones loaded
+  const load = useCallback(async (): Promise<Loaded> => {
+    const page = await api.messages(sessionId, chatId, END, Math.min(size.current, MAX_PAGE));
+    return { messages: page.messages as UIMessage[], older: page.nextCursor };
   }, [api, sessionId, chatId]);
   const { data, error, loading, setData, reload } = useLoader(load);
-  const [shown, setShown] = useState(WINDOW);
-  const all = data ?? [];
-  const hidden = Math.max(0, all.length - shown);
+  const [paging, setPaging] = useState<{ failure: unknown } | "loading" | null>(null);
+  const older = data?.older ?? null;
+  const loadOlder = useCallback(async () => {
+    if (!older || paging === "loading") return;
+    setPaging("loading");
+    try {
+      const page = await api.messages(sessionId, chatId, older);
+      setData((current = { messages: [], older: null }) => ({
+        messages: [...(page.messages as UIMessage[]), ...current.messages],
+        older: page.nextCursor,
+      }));
+      size.current += page.messages.length;
+      setPaging(null);
+    } catch (failure) {
+      setPaging({ failure });
+    }
+  }, [api, sessionId, chatId, older, paging, setData]);
   const append = useCallback(
     (message: UIMessage) =>
-      setData((messages = []) => [...messages.filter((m) => m.id !== message.id), message]),
+      setData((current = { messages: [], older: null }) => ({
+        ...current,
+        messages: [...current.messages.filter((m) => m.id !== message.id), message],
+      })),
     [setData],
   );
   return {
-    messages: all.slice(hidden),
-    hidden,
+    messages: data?.messages ?? [],
+    /** More messages lie above the loaded ones. */
+    hasOlder: older !== null,
+    loadingOlder: paging === "loading",
+    olderError: paging !== null && paging !== "loading" ? paging.failure : undefined,
     error,
     loading,
     append,
     reload,
-    showEarlier: () => setShown((count) => count + WINDOW),
+    loadOlder,
   };
 }

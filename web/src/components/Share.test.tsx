@@ -1,0 +1,93 @@
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { describe, expect, it, vi } from "vitest";
+import type { SharedApi } from "../api/client";
+import { ApiError } from "../api/http";
+import { sharedId } from "../router";
+import { fakeApi, renderWithApi } from "../test/fakes";
+import { SharedChat } from "./SharedChat";
+import { ShareButton } from "./ShareButton";
+
+describe("ShareButton", () => {
+  it("creates the link, copies it and revokes it", async () => {
+    const user = userEvent.setup();
+    const writeText = vi.spyOn(navigator.clipboard, "writeText").mockResolvedValue(undefined);
+    const share = vi.fn(async () => ({ shareId: "Ab_12-cd" }));
+    const unshare = vi.fn(async () => ({ success: true as const }));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share, unshare }));
+
+    await user.click(screen.getByRole("button", { name: "Share" }));
+    const link = await screen.findByLabelText("Share link");
+    expect(share).toHaveBeenCalledWith("s1", "c1");
+    expect(link).toHaveValue(`${window.location.origin}/shared/Ab_12-cd`);
+    await user.click(screen.getByRole("button", { name: "Copy link" }));
+    expect(writeText).toHaveBeenCalledWith(`${window.location.origin}/shared/Ab_12-cd`);
+    expect(await screen.findByRole("status")).toHaveTextContent("Link copied");
+
+    await user.click(screen.getByRole("button", { name: "Stop sharing" }));
+    expect(unshare).toHaveBeenCalledWith("s1", "c1");
+    expect(await screen.findByRole("button", { name: "Share" })).toBeInTheDocument();
+    expect(screen.queryByLabelText("Share link")).toBeNull();
+  });
+
+  it("says why sharing failed", async () => {
+    const share = vi.fn(async () => Promise.reject(new ApiError(404, "not_found", "Chat not found")));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share }));
+    await userEvent.click(screen.getByRole("button", { name: "Share" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent("Chat not found");
+  });
+});
+
+describe("SharedChat", () => {
+  const transcript = {
+    title: "Fix the login bug",
+    messages: [
+      { id: "u0", role: "user", parts: [{ type: "text", text: "Why does login fail?" }] },
+      { id: "a0", role: "assistant", parts: [{ type: "text", text: "The cookie expired." }] },
+    ],
+  };
+
+  it("shows the transcript read-only", async () => {
+    const api: SharedApi = {
+      transcript: vi.fn(async () => transcript),
+      status: vi.fn(async () => ({ isStreaming: false })),
+    };
+    render(<SharedChat shareId="abc" api={api} />);
+    expect(await screen.findByRole("heading", { name: "Fix the login bug" })).toBeInTheDocument();
+    expect(screen.getByText("Why does login fail?")).toBeInTheDocument();
+    expect(await screen.findByText("The cookie expired.")).toBeInTheDocument();
+    expect(api.transcript).toHaveBeenCalledWith("abc");
+    await waitFor(() => expect(api.status).toHaveBeenCalledWith("abc"));
+    expect(screen.queryByRole("textbox")).toBeNull(); // nothing to send from here
+    expect(screen.queryByRole("button")).toBeNull();
+  });
+
+  it("refreshes while the agent works", async () => {
+    const api: SharedApi = {
+      transcript: vi.fn(async () => transcript),
+      status: vi.fn(async () => ({ isStreaming: true })),
+    };
+    render(<SharedChat shareId="abc" api={api} />);
+    expect(await screen.findByText(/The agent is working/)).toBeInTheDocument();
+    await waitFor(() => expect(api.transcript).toHaveBeenCalledTimes(2));
+  });
+
+  it("says when the link was revoked", async () => {
+    const api: SharedApi = {
+      transcript: vi.fn(async () => Promise.reject(new ApiError(404, "not_found", "Not found"))),
+      status: vi.fn(async () => Promise.reject(new ApiError(404, "not_found", "Not found"))),
+    };
+    render(<SharedChat shareId="gone" api={api} />);
+    expect(await screen.findByRole("alert")).toHaveTextContent("does not exist or was revoked");
+  });
+});
+
+describe("sharedId", () => {
+  it("reads the share id of a /shared page only", () => {
+    expect(sharedId("/shared/Ab_12-cd")).toBe("Ab_12-cd");
+    expect(sharedId("/shared/a%20b/")).toBe("a b");
+    expect(sharedId("/sessions/s1")).toBeNull();
+    expect(sharedId("/shared/")).toBeNull();
+    expect(sharedId("/shared/a/b")).toBeNull();
+  });
+});
