@@ -73,13 +73,8 @@ class Checkpoints:
             raise NotFound("Run not found", field="runId")
         if run.checkpoint is None:
             raise NoCheckpoint("This turn has no checkpoint (it ran no tool)", field="runId")
-        for chat in self._store.list_chats(session.id):
-            live = self._runs.active_run_id(chat.id)
-            if live is not None:
-                raise TurnRunning(
-                    f"A turn is running in this session (run {live}); stop it first",
-                    field="runId",
-                )
+        if session.has_streaming:  # the chat marks a turn's start writes with its claim
+            raise TurnRunning("A turn is running in this session; stop it first", field="runId")
         revert_id = self._ids()
         answer = self._tools.revert(
             identity,
