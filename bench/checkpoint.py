@@ -77,6 +77,8 @@ def _measure(
         _git(source, "add", "-A")
         _git(source, "commit", "-qm", "everything")
     _seed(client, source, home / f"seed-{generation}.tar.zst")
+    # the real index's stat data fresh, as the agent's own git commands leave it in a session
+    client.exec(argv=["git", "update-index", "-q", "--refresh"], timeout_seconds=300)
     sources = sorted((source / "src").rglob("*.py"))
     daemon = _sandboxd(int(handle.ref))
     timings: list[float] = []
