@@ -12,7 +12,6 @@ the app's own requests still race each other exactly as they would in production
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -57,13 +56,6 @@ def at_once(count: int, call: Callable[[int], T], workers: int = 12) -> list[T]:
         return list(pool.map(call, range(count)))
 
 
-def fresh_window(width: int, margin: float = 10.0) -> None:
-    """Start a burst well inside one fixed rate-limit window, never across its edge."""
-    remaining = width - time.time() % width
-    if remaining < margin:
-        time.sleep(remaining + 0.1)
-
-
 def sessions_of(api: HttpApi, user: str) -> list[dict[str, Any]]:
     reply = api.get(SESSIONS, user=user, query={"limit": "100"})
     assert reply.status == 200, reply.body
@@ -75,8 +67,6 @@ def test_rate_limit_admits_exactly_the_limit_under_a_burst(settings: Settings) -
     limited = settings.model_copy(update={"rate_limit_per_minute": 10})
     window = limited.rate_limit_window_seconds
     with serve(limited) as api:
-        fresh_window(window)
-
         replies = at_once(30, lambda i: api.post(SESSIONS, {"title": f"burst {i}"}), workers=15)
 
         assert Counter(r.status for r in replies) == {201: 10, 429: 20}, [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from openagents.domain.models import AuditEntry, Chat, ChatMark, Message, Role, Session
@@ -39,13 +39,7 @@ def new_objects(
     entry = AuditEntry(
         id=f"evt-{suffix}", session_id=session.id, at=now, type="session.created", detail={}
     )
-    hour = now.replace(minute=0, second=0, microsecond=0)
-    rate = RateWindow(
-        action=action or f"test-{suffix}",
-        starts_at=hour,
-        ends_at=hour + timedelta(hours=1),
-        limit=limit,
-    )
+    rate = RateWindow(action=action or f"test-{suffix}", at=now, seconds=3600, limit=limit)
     return session, chat, entry, rate
 
 

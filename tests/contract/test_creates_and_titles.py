@@ -65,16 +65,22 @@ def test_rate_limited_create_leaves_nothing_behind(backend: Backend) -> None:
     assert len(backend.snapshot()) > len(before)
 
 
-def test_a_counter_past_its_ttl_counts_as_gone(store: Store) -> None:
-    """A full rate window blocks; once its counter's TTL has passed, the counter is ignored
-    (DynamoDB deletes expired items only eventually)."""
-    create(store, action="current", limit=1)
-    with pytest.raises(RateLimitExceeded):
-        create(store, action="current", limit=1)
-    past = datetime.now(UTC) - timedelta(hours=3)
-    create(store, action="old", limit=1, at=past)
-    again = create(store, action="old", limit=1, at=past)  # the same window, expired
-    assert store.get_session(again.id) is not None
+def test_the_rate_window_slides(store: Store) -> None:
+    """At most ``limit`` creates in any window-long span (the helpers' window is an hour),
+    whatever clock boundary falls inside it; a refusal says when the oldest hit leaves."""
+    start = datetime.now(UTC).replace(minute=59, second=58, microsecond=0)
+    minute = timedelta(minutes=1)
+    create(store, action="slide", limit=2, at=start)
+    create(store, action="slide", limit=2, at=start + 30 * minute)  # across the hour
+    with pytest.raises(RateLimitExceeded) as refused:
+        create(store, action="slide", limit=2, at=start + 59 * minute)
+    assert refused.value.retry_at == start + 60 * minute
+    later = create(store, action="slide", limit=2, at=start + 60 * minute + timedelta(seconds=1))
+    assert store.get_session(later.id) is not None  # the first hit left the window
+    with pytest.raises(RateLimitExceeded) as again:
+        create(store, action="slide", limit=2, at=start + 61 * minute)
+    assert again.value.retry_at == start + 90 * minute
+    create(store, action="other", limit=2, at=start + 61 * minute)  # per action
 
 
 def test_claimed_title_is_taken_and_the_transaction_writes_nothing(

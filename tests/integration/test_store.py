@@ -8,7 +8,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +159,7 @@ def new_objects(
     entry = AuditEntry(
         id=f"evt-{suffix}", session_id=session.id, at=now, type="session.created", detail={}
     )
-    rate = RateWindow(
-        action=f"test-{suffix}",
-        starts_at=now.replace(minute=0, second=0, microsecond=0),
-        ends_at=now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1),
-        limit=1000,
-    )
+    rate = RateWindow(action=f"test-{suffix}", at=now, seconds=3600, limit=1000)
     return session, chat, entry, rate
 
 
@@ -176,7 +171,8 @@ def test_create_session_is_one_transaction_of_seven_items(
 ) -> None:
     session, chat = app.sessions.create(ALICE, NewSession())
 
-    assert requests.counts() == {"GetItem": 1, "Query": 1, "TransactWriteItems": 1}
+    # the profile and the rate window (read, decided, written back in the transaction)
+    assert requests.counts() == {"GetItem": 2, "Query": 1, "TransactWriteItems": 1}
     (tx,) = requests.params("TransactWriteItems")
     assert len(tx["TransactItems"]) == 7  # the six items and the outbox event
     assert metrics.counts["SessionCreated"] == 1
@@ -191,7 +187,7 @@ def test_create_session_is_one_transaction_of_seven_items(
     assert (f"CID#{chat.id}", "CID") in keys
     assert ("U#alice", f"T#{session.title}") in keys
     assert any(pk == f"S#{session.id}" and sk.startswith("E#") for pk, sk in keys)
-    assert any(pk == "U#alice" and sk.startswith("R#create-session#") for pk, sk in keys)
+    assert ("U#alice", "R#create-session") in keys  # the sliding rate window
     assert session.title in naming.CITIES
     assert chat.title == "New chat"
     assert chat.model_id == settings.default_model_id
@@ -201,7 +197,7 @@ def test_create_with_a_given_title_reads_no_titles(
     app: Container, store: DynamoStore, requests: Requests
 ) -> None:
     session, _ = app.sessions.create(ALICE, NewSession(title="  My work  "))
-    assert requests.counts() == {"GetItem": 1, "TransactWriteItems": 1}
+    assert requests.counts() == {"GetItem": 2, "TransactWriteItems": 1}  # profile, rate window
     assert session.title == "My work"
     assert "My work" in store.used_titles("alice")  # given titles are registered too
 

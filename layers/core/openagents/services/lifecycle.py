@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from openagents.domain.errors import Conflict, NotFound
+from openagents.domain.errors import Conflict, NotFound, SessionArchived
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import (
     STALE_LEASE_GRACE,
@@ -394,10 +394,9 @@ class LifecycleService:
         """``hibernated → restoring``, then a restore run (the provisioning workflow seeded from
         the snapshot). The conditional write lets exactly one of many concurrent resumes in."""
         session = owned(self._store.get_session(session_id), identity)
-        if session.status is SessionStatus.ARCHIVED:
-            raise Conflict("Session is archived; unarchive it first", field="sessionId")
-        if session.lifecycle_state in BUSY:
-            return {"success": True, "alreadyRunning": True, "state": str(session.lifecycle_state)}
+        busy = self._already_running(session)
+        if busy is not None:
+            return busy
         if not session.snapshot:
             raise NotFound("No sandbox available for resume")
         try:
@@ -409,11 +408,24 @@ class LifecycleService:
                 None,
                 bump=True,
             )
-        except StaleState:
-            return {"success": True, "alreadyRunning": True, "state": "restoring"}
+        except StaleState:  # another write won: a resume (running) or an archive (409)
+            busy = self._already_running(owned(self._store.get_session(session_id), identity))
+            if busy is None:
+                raise Conflict("The session changed meanwhile; try again") from None
+            return busy
         if self._restore is not None:
             self._restore(restoring, restoring.sandbox_generation + 1)
         return {"success": True, "restoring": True, "restoredFrom": session.snapshot.get("id")}
+
+    @staticmethod
+    def _already_running(session: Session) -> dict[str, Any] | None:
+        """A resume's answer when there is nothing to resume: an archived session is 409
+        (also when the archive won a race with this resume), a busy one is already running."""
+        if session.status is SessionStatus.ARCHIVED:
+            raise SessionArchived("Session is archived; unarchive it first", field="sessionId")
+        if session.lifecycle_state in BUSY:
+            return {"success": True, "alreadyRunning": True, "state": str(session.lifecycle_state)}
+        return None
 
     # -------------------------------------------------------------- reconciler
 

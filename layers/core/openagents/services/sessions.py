@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from openagents.domain import naming, validation
@@ -185,7 +185,7 @@ class SessionService:
                     raise Conflict("Could not pick a unique title; try again") from None
                 continue
             except RateLimitExceeded as exc:
-                retry = max(1, int((exc.window_ends_at - now).total_seconds() + 0.999))
+                retry = max(1, int((exc.retry_at - now).total_seconds() + 0.999))
                 raise RateLimited(
                     "Too many sessions created. Please try again later.",
                     retry_after_seconds=retry,
@@ -305,13 +305,10 @@ class SessionService:
         return preferences
 
     def _rate_window(self, now: datetime) -> RateWindow:
-        width = self._settings.rate_limit_window_seconds
-        start = int(now.timestamp()) // width * width
-        starts_at = datetime.fromtimestamp(start, now.tzinfo)
         return RateWindow(
             action="create-session",
-            starts_at=starts_at,
-            ends_at=starts_at + timedelta(seconds=width),
+            at=now,
+            seconds=self._settings.rate_limit_window_seconds,
             limit=self._settings.rate_limit_per_minute,
         )
 

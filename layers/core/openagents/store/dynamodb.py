@@ -26,6 +26,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from openagents.artifacts import ArtifactStore
+from openagents.domain.errors import Unavailable
 from openagents.domain.lifecycle import DUE_SHARDS
 from openagents.domain.models import (
     AuditEntry,
@@ -89,7 +90,6 @@ from openagents.store.port import (
     MessageIdTaken,
     NoSuchMessage,
     NotUserMessage,
-    RateLimitExceeded,
     RateWindow,
     StaleState,
     TitleTaken,
@@ -101,6 +101,7 @@ from openagents.store.transaction import Transaction, guard
 
 __all__ = ["CREATED_KEY", "EVENT_SK", "MESSAGE_SK", "DynamoStore"]
 
+RATE_ATTEMPTS = 64  # concurrent creates of one user: each lost try means another one won
 OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
 
 
@@ -201,12 +202,33 @@ class DynamoStore:
         claim_title: bool,
         rate: RateWindow,
     ) -> None:
+        for _ in range(RATE_ATTEMPTS):
+            if self._create_once(session, chat, entry, claim_title=claim_title, rate=rate):
+                self._seen(session)
+                return
+        raise Unavailable("The rate window kept changing; try again")
+
+    def _create_once(
+        self,
+        session: Session,
+        chat: Chat,
+        entry: AuditEntry,
+        *,
+        claim_title: bool,
+        rate: RateWindow,
+    ) -> bool:
+        """One try; False when a concurrent create moved the rate window first (read again).
+        The window is read, decided (``RateWindow.admit``) and written back conditioned on
+        the version read, inside the create's transaction."""
         title = TitleItem(user_pk(session.user_id), f"T#{session.title}")
-        counter = CounterItem(
-            user_pk(session.user_id),
-            f"R#{rate.action}#{int(rate.starts_at.timestamp())}",
-        )
-        now = int(datetime.now(UTC).timestamp())
+        key = (user_pk(session.user_id), f"R#{rate.action}")
+        try:
+            window = CounterItem.get(*key, consistent_read=True)
+            version, stamps = int(window.hits), [int(s) for s in window.stamps or ()]
+        except CounterItem.DoesNotExist:
+            version, stamps = 0, []
+        recent = rate.admit(stamps)
+        counter = CounterItem(*key)
         try:
             with self._transaction() as tx:
                 tx.save(session_item(session), condition=SessionItem.pk.does_not_exist())
@@ -224,21 +246,22 @@ class DynamoStore:
                 tx.update(
                     counter,
                     actions=[
-                        CounterItem.hits.add(1),
-                        CounterItem.expires_at.set(int(rate.ends_at.timestamp()) + 60),
+                        CounterItem.hits.set(version + 1),
+                        CounterItem.stamps.set([*recent, rate.at_ms]),
+                        CounterItem.expires_at.set(int(rate.at.timestamp()) + rate.seconds + 60),
                     ],
-                    condition=CounterItem.hits.does_not_exist()
-                    | (CounterItem.hits < rate.limit)
-                    | (CounterItem.expires_at < now),  # past its TTL: as good as gone
+                    condition=CounterItem.hits == version
+                    if version
+                    else CounterItem.hits.does_not_exist(),
                 )
                 tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
             if tx.failed(exc, 5):
-                raise RateLimitExceeded(rate.ends_at) from exc
+                return False  # another create moved the window first
             if tx.failed(exc, 4):
                 raise TitleTaken from exc
             raise
-        self._seen(session)
+        return True
 
     @guard
     def get_session(self, session_id: str) -> Session | None:

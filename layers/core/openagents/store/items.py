@@ -13,7 +13,7 @@ Key design (one table, ``pk``/``sk`` strings):
 | share link | ``SH#<shareId>`` | ``SHARE`` |
 | user profile | ``U#<userId>`` | ``PROFILE`` |
 | title registry | ``U#<userId>`` | ``T#<title>`` |
-| rate counter | ``U#<userId>`` | ``R#<action>#<window start>`` (TTL) |
+| rate window | ``U#<userId>`` | ``R#<action>`` (TTL) |
 | outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
 | webhook delivery | ``D#<delivery id>`` | ``DELIVERY`` (TTL) |
 
@@ -33,6 +33,7 @@ from typing import Any
 
 from pynamodb.attributes import (
     BooleanAttribute,
+    ListAttribute,
     MapAttribute,
     NumberAttribute,
     UnicodeAttribute,
@@ -230,7 +231,11 @@ class OutboxItem(_Base):
 
 
 class CounterItem(_Base):
+    """A sliding rate window: the admitted hits (epoch ms, oldest first, at most the limit);
+    ``hits`` counts every write, the version the next write is conditioned on."""
+
     hits = NumberAttribute(default=0)
+    stamps: ListAttribute[int] = ListAttribute(of=NumberAttribute, default=list)  # type: ignore[arg-type]
     expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -24,9 +25,9 @@ class TitleTaken(Exception):
 
 
 class RateLimitExceeded(Exception):
-    def __init__(self, window_ends_at: datetime) -> None:
+    def __init__(self, retry_at: datetime) -> None:
         super().__init__("rate limit exceeded")
-        self.window_ends_at = window_ends_at
+        self.retry_at = retry_at  # when the oldest counted hit leaves the window
 
 
 class ChatIdTaken(Exception):
@@ -98,12 +99,28 @@ LIFECYCLE_FIELDS = frozenset(
 
 @dataclass(frozen=True)
 class RateWindow:
-    """A fixed-window counter: at most ``limit`` hits in [starts_at, ends_at)."""
+    """A sliding window: a hit at ``at`` is admitted when fewer than ``limit`` hits of this
+    action lie in (at - seconds, at] — whatever minute boundary falls in between."""
 
     action: str
-    starts_at: datetime
-    ends_at: datetime
+    at: datetime
+    seconds: int
     limit: int
+
+    @property
+    def at_ms(self) -> int:
+        return int(self.at.timestamp() * 1000)
+
+    def admit(self, hits: Iterable[int]) -> list[int]:
+        """The hits (epoch ms) still in the window, oldest first, when one more fits; else
+        ``RateLimitExceeded`` with the moment enough of them have left it. Both adapters
+        decide with this, inside the create's transaction."""
+        since = self.at_ms - self.seconds * 1000
+        recent = sorted(hit for hit in hits if hit > since)
+        if len(recent) >= self.limit:
+            leaves = recent[len(recent) - self.limit] + self.seconds * 1000
+            raise RateLimitExceeded(datetime.fromtimestamp(leaves / 1000, self.at.tzinfo))
+        return recent
 
 
 @dataclass(frozen=True)

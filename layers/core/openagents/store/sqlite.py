@@ -52,7 +52,6 @@ from openagents.store.port import (
     MessageIdTaken,
     NoSuchMessage,
     NotUserMessage,
-    RateLimitExceeded,
     RateWindow,
     StaleState,
     TitleTaken,
@@ -178,15 +177,10 @@ class SqliteStore:
         rate: RateWindow,
     ) -> None:
         user = session.user_id
-        key = f"R#{rate.action}#{int(rate.starts_at.timestamp())}"
-        now = int(datetime.now(UTC).timestamp())
+        now = int(rate.at.timestamp())
         with self.db.transaction() as db:
             db.execute("DELETE FROM counters WHERE user_id = ? AND expires_at < ?", (user, now))
-            row = db.execute(
-                "SELECT hits FROM counters WHERE user_id = ? AND key = ?", (user, key)
-            ).fetchone()
-            if row is not None and row[0] >= rate.limit:
-                raise RateLimitExceeded(rate.ends_at)
+            self._count_hit(db, user, rate)
             if claim_title and self._title_taken(db, user, session.title):
                 raise TitleTaken
             insert_session(db, session)
@@ -199,13 +193,24 @@ class SqliteStore:
                 "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
                 (user, session.title, session.id),
             )
-            db.execute(
-                "INSERT INTO counters (user_id, key, hits, expires_at) VALUES (?, ?, 1, ?)"
-                " ON CONFLICT (user_id, key) DO UPDATE SET hits = hits + 1,"
-                " expires_at = excluded.expires_at",
-                (user, key, int(rate.ends_at.timestamp()) + 60),
-            )
         self._drain()
+
+    @staticmethod
+    def _count_hit(db: sqlite3.Connection, user: str, rate: RateWindow) -> None:
+        """The sliding window: one row per admitted hit (``R#<action>#<epoch ms>#<nonce>``),
+        counted over (at - seconds, at] in the create's own transaction (written with it, or
+        not at all)."""
+        prefix = f"R#{rate.action}#"
+        rows = db.execute(
+            "SELECT key FROM counters WHERE user_id = ? AND key > ? AND key < ?",
+            (user, prefix, prefix + "~"),
+        ).fetchall()
+        rate.admit(int(key.removeprefix(prefix).split("#")[0]) for (key,) in rows)
+        expires = int(rate.at.timestamp()) + rate.seconds + 60
+        db.execute(
+            "INSERT INTO counters (user_id, key, hits, expires_at) VALUES (?, ?, 1, ?)",
+            (user, f"{prefix}{rate.at_ms:013d}#{secrets.token_hex(4)}", expires),
+        )
 
     @staticmethod
     def _title_taken(db: sqlite3.Connection, user_id: str, title: str) -> bool:
