@@ -78,6 +78,18 @@ def test_sandbox_input_errors(live_api: HttpApi, active_session: str) -> None:
     )
     assert escape.status == 400
     assert escape.error["field"] == "path"
+    missing = live_api.get(tools(active_session, "files/content"), query={"path": "nope.txt"})
+    assert missing.status == 404, missing.body
+    assert missing.error["field"] == "path"
+    assert "nope.txt" in missing.error["error"]
+    home = str(live_api.settings.home)
+    for reply in (escape, missing):  # neither sandboxd's routes nor host paths
+        text = reply.error["error"]
+        for leak in ("/files", "status code", home):
+            assert leak not in text, text
+    bad_cwd = live_api.post(tools(active_session, "exec"), {"command": "ls", "cwd": "no/dir"})
+    assert bad_cwd.status == 404, bad_cwd.body
+    assert "/exec" not in bad_cwd.error["error"]
     both = live_api.post(tools(active_session, "exec"), {"command": "ls", "argv": ["ls"]})
     assert both.status == 422
     neither = live_api.post(tools(active_session, "exec"), {})

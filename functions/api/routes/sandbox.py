@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from openagents.domain.lifecycle import snapshot_ref
 from starlette.concurrency import run_in_threadpool
 
 from functions.api.deps import App, Caller
@@ -126,7 +127,7 @@ def sandbox_status(
             error=session.lifecycle_error,
         ),
         snapshot=SnapshotInfo(
-            id=str(snapshot["id"]),
+            id=snapshot_ref(snapshot),
             created_at=_ms(datetime.fromisoformat(str(snapshot["createdAt"]))) or 0,
             size_bytes=int(snapshot["sizeBytes"]),
         )

@@ -7,6 +7,7 @@ lifetime.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -129,3 +130,10 @@ def with_due(session: Session, changes: dict[str, Any]) -> dict[str, Any]:
 
 def idle_shard(session_id: str) -> str:
     return f"idle#{zlib.crc32(session_id.encode()) % DUE_SHARDS}"
+
+
+def snapshot_ref(snapshot: dict[str, Any]) -> str:
+    """The id a client sees for a snapshot: opaque and stable (a digest), so no answer names
+    the snapshot store's own id (an EBS snapshot, an S3 key, a file on the host)."""
+    digest = hashlib.sha256(str(snapshot.get("id", "")).encode()).hexdigest()
+    return f"snap_{digest[:24]}"

@@ -92,8 +92,10 @@ class SandboxRequestError(SandboxError):
 
     status: int
 
-    def __init__(self, message: str, status: int, code: str | None) -> None:
-        super().__init__(message, status=status, code=code)
+    def __init__(
+        self, message: str, status: int, code: str | None, detail: str | None = None
+    ) -> None:
+        super().__init__(message, status=status, code=code, detail=detail)
 
 
 class SandboxClient:
@@ -332,7 +334,7 @@ def http_failure(error: urllib.error.HTTPError, what: str) -> SandboxRequestErro
         error.close()
     label = f"{code}: " if code else ""
     message = f"sandbox request failed: status code {error.code} {label}{detail} ({what})"
-    return SandboxRequestError(message, error.code, code)
+    return SandboxRequestError(message, error.code, code, str(detail))
 
 
 def transport_failure(error: BaseException, what: str) -> SandboxError:

@@ -20,6 +20,7 @@ from openagents.domain.lifecycle import (
     chip_status,
     due_at,
     lease_is_stale,
+    snapshot_ref,
     wake_at,
     with_due,
 )
@@ -415,7 +416,7 @@ class LifecycleService:
             return busy
         if self._restore is not None:
             self._restore(restoring, restoring.sandbox_generation + 1)
-        return {"success": True, "restoring": True, "restoredFrom": session.snapshot.get("id")}
+        return {"success": True, "restoring": True, "restoredFrom": snapshot_ref(session.snapshot)}
 
     @staticmethod
     def _already_running(session: Session) -> dict[str, Any] | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +24,8 @@ from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
 from openagents.services import Clock
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
+
+log = logging.getLogger(__name__)
 
 ACTIVE = frozenset({LifecycleState.ACTIVE})
 NOT_RUNNING = "Sandbox is not running. Resume it first."
@@ -180,16 +184,21 @@ class SandboxTools:
         return self._sandbox_call(session, lambda: op(client))
 
     def _sandbox_call(self, session: Session, call: Callable[[], Any]) -> Any:
-        """sandboxd's 4xx answers are the caller's input errors; an unreachable sandbox is
-        checked (a dead one is recorded as lost) and answered with 409."""
+        """sandboxd's 4xx answers are the caller's input errors (a missing file: 404); an
+        unreachable sandbox is checked (a dead one is recorded as lost) and answered with 409.
+        No answer names a sandboxd route or a host path: those stay in the log."""
         try:
             return call()
         except SandboxError as exc:
+            log.info("sandbox call for %s failed: %s", session.id, exc)
             if exc.status is not None and 400 <= exc.status < 500 and exc.status != 401:
-                raise InvalidInput(str(exc), field=_field(exc.code)) from exc
+                message = public_detail(exc.detail or "The sandbox refused the request")
+                if exc.status == 404:
+                    raise NotFound(message, field="path") from exc
+                raise InvalidInput(message, field=_field(exc.code)) from exc
             if exc.status is None and self._on_unreachable is not None:
                 self._on_unreachable(session)
-            raise SandboxNotRunning(f"Sandbox is unavailable ({exc}). Please resume it.") from exc
+            raise SandboxNotRunning("The sandbox is unavailable. Please resume it.") from exc
 
     def submit_exec(
         self, identity: Identity, session_id: str, **request: Any
@@ -271,6 +280,15 @@ class SandboxTools:
             raise NotFound("No cached diff available")
         diff: dict[str, Any] = json.loads(self._artifacts.get(diff_key(session.id)))
         return diff, session.cached_diff_at
+
+
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])(?:/[^\s/'\"]+)+/?")
+
+
+def public_detail(text: str) -> str:
+    """sandboxd's message with every absolute path replaced (workspace paths are host paths
+    on one machine); relative paths, the caller's own, stay."""
+    return ABSOLUTE_PATH.sub("<path>", text)
 
 
 def _field(code: str | None) -> str | None:
