@@ -101,7 +101,12 @@ class SessionOut(Out):
     auto_create_pr_override: bool | None
     lifecycle_state: LifecycleState | None
     lifecycle_version: int
-    lifecycle_error: str | None
+    lifecycle_error: str | None = Field(description="A sentence for the user, or null")
+    lifecycle_error_code: str | None = Field(
+        description="Stable code of lifecycleError: provisioning_not_started, "
+        "provisioning_failed, restore_failed, snapshot_failed, pause_failed, sandbox_lost, "
+        "sandbox_lost_no_snapshot, archive_failed"
+    )
     last_activity_at: datetime | None
     hibernate_after: datetime | None
     sandbox_expires_at: datetime | None
@@ -429,6 +434,7 @@ class LifecycleTimes(Out):
     hibernate_after: int | None
     sandbox_expires_at: int | None
     error: str | None
+    error_code: str | None = Field(description="Stable code of error (as lifecycleErrorCode)")
 
 
 class SnapshotInfo(Out):

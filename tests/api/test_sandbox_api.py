@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openagents.domain.lifecycle import FAILURE_TEXT, Failure
 from openagents.settings import Settings
 
 from tests.support import HttpApi, git, local_server, make_origin, provisioning_runtime
@@ -132,7 +133,15 @@ def test_ensure_sandbox_retries_a_failed_provisioning(live_api: HttpApi, tmp_pat
     created = live_api.post("/api/sessions", {"repoUrl": f"file://{origin}", "branch": "later"})
     session_id = created.body["session"]["id"]
     failed = wait_state(live_api, session_id, "failed")
-    assert "Provisioning failed" in failed["lifecycleError"]
+    # a sentence for the user with a stable code; the internals are in the audit entry
+    assert failed["lifecycleErrorCode"] == "provisioning_failed"
+    assert failed["lifecycleError"] == FAILURE_TEXT[Failure.PROVISIONING_FAILED]
+    status = live_api.get("/api/sandbox/status", query={"sessionId": session_id}).body
+    assert status["lifecycle"]["errorCode"] == "provisioning_failed"
+    events = live_api.get(f"/api/sessions/{session_id}/events").body["events"]
+    (entry,) = [e for e in events if e["type"] == "sandbox.failed"]
+    assert entry["detail"]["code"] == "provisioning_failed"
+    assert "later" in entry["detail"]["error"]  # the branch git could not find
     # When the user retries after pushing the branch
     git(tmp_path / "seed", "push", "-q", "origin", "feature:later")
     retry = live_api.post("/api/sandbox", {"sessionId": session_id})
@@ -141,6 +150,7 @@ def test_ensure_sandbox_retries_a_failed_provisioning(live_api: HttpApi, tmp_pat
     active = wait_state(live_api, session_id, "active", "failed")
     assert active["lifecycleState"] == "active"
     assert active["lifecycleError"] is None
+    assert active["lifecycleErrorCode"] is None
     again = live_api.post("/api/sandbox", {"sessionId": session_id})
     assert again.body["provisioningStarted"] is False
     assert live_api.post("/api/sandbox", {}).status == 422

@@ -108,8 +108,10 @@ def test_a_failed_clone_marks_the_session_failed_and_stops_the_sandbox(
     runtime: Container, tmp_path: Path
 ) -> None:
     container = runtime
-    missing = tmp_path / "no-such-repo.git"
-    session, _ = container.sessions.create(ALICE, NewSession(repo_url=f"file://{missing}"))
+    origin = make_origin(tmp_path)  # the branch is missing (a missing repository is a 400)
+    session, _ = container.sessions.create(
+        ALICE, NewSession(repo_url=f"file://{origin}", branch="no-such-branch")
+    )
     failed = wait_for(container, session.id, {LifecycleState.FAILED, LifecycleState.ACTIVE})
     assert failed.lifecycle_state is LifecycleState.FAILED
     assert (failed.lifecycle_error or "").startswith("Provisioning failed")

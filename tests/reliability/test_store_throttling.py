@@ -1,7 +1,9 @@
 """DynamoDB throttling, injected at the client: the k-th DynamoDB request of one API call
 raises ``ProvisionedThroughputExceededException`` (what botocore raises once its own retries are
 spent), for every k. The API must answer 503 ``unavailable`` with ``Retry-After``, and write
-nothing half: the table is exactly as before, and the same request retried succeeds.
+nothing half: the table is exactly as before, and the same request retried succeeds. Deletes
+commit in one transaction with a tombstone: a throttle before it is that 503; a throttle on
+the children's removal after it answers success, and the reconciler's purge leaves no orphan.
 
 Requests go through the Lambda handler (AWS mode, in process): the failure is injected only in
 the request's own context (a context variable follows it into FastAPI's thread pool)."""
@@ -19,9 +21,10 @@ import boto3
 import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
+from openagents.composition import build
 from openagents.settings import Settings
 
-from tests.support import LambdaApi, Reply
+from tests.support import LambdaApi, NoMetrics, Reply
 
 pytestmark = pytest.mark.timeout(120)
 SESSIONS = "/api/sessions"
@@ -135,21 +138,15 @@ OPERATIONS: dict[str, Operation] = {
     "put preferences": lambda api, w: api.put("/api/user/preferences", {"autoCommitPush": True}),
     "archive session": lambda api, w: api.patch(f"{SESSIONS}/{w.session}", {"status": "archived"}),
 }
-# Known to write half (xfail below): a request after the committed transaction is throttled.
-HALF: dict[str, tuple[Operation, str]] = {
+# Deletes: their children are removed after the committing transaction (tombstone + purge).
+DELETES: dict[str, tuple[Operation, Callable[[World], tuple[str, ...]]]] = {
     "delete chat": (
-        lambda api, w: api.delete(f"{SESSIONS}/{w.session}/chats/{w.second_chat}"),
-        "DELETE /api/sessions/{id}/chats/{chatId}: DynamoStore.delete_chat commits the chat's "
-        "removal, then queries and batch-deletes its messages and message-id claims; a "
-        "throttle there answers 503 although the chat is gone, the retry answers 404, and the "
-        "messages and claims stay in the table for good",
+        lambda api, w: api.delete(f"{SESSIONS}/{w.session}/chats/{w.chat}"),
+        lambda w: (w.chat, f"seed-{w.session}"),  # the chat, its message and their claims
     ),
     "delete session": (
         lambda api, w: api.delete(f"{SESSIONS}/{w.session}"),
-        "DELETE /api/sessions/{id}: DynamoStore.delete_session commits the session's removal, "
-        "then queries and batch-deletes chats, messages, audit entries and claims in further "
-        "requests; a throttle on any of those answers 503 although the session is gone, the "
-        "retry answers 404, and the children stay in the table for good",
+        lambda w: (w.session, w.chat, w.second_chat, f"seed-{w.session}"),
     ),
 }
 
@@ -187,21 +184,45 @@ def check_every_failure_point(
     return problems
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        *sorted(OPERATIONS),
-        *(
-            pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason))
-            for name, (_, reason) in sorted(HALF.items())
-        ),
-    ],
-)
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
 def test_a_throttled_store_answers_503_and_writes_nothing(
     api: LambdaApi, settings: Settings, name: str
 ) -> None:
-    operation = OPERATIONS[name] if name in OPERATIONS else HALF[name][0]
-    assert not check_every_failure_point(api, settings, name, operation)
+    assert not check_every_failure_point(api, settings, name, OPERATIONS[name])
+
+
+@pytest.mark.parametrize("name", sorted(DELETES))
+def test_a_throttled_delete_is_all_or_finished_by_the_reconciler(
+    api: LambdaApi, settings: Settings, name: str
+) -> None:
+    operation, ids_of = DELETES[name]
+    store = build(api.settings, NoMetrics()).lifecycle._store
+    calls = calls_of(api, operation)
+    problems, finished_later = [], 0
+    for k in range(1, len(calls) + 1):
+        w = world(api)
+        before = table(settings)
+        with planned(Plan(fail_at=k)) as plan:
+            reply = operation(api, w)
+        where = f"{name}, DynamoDB request {k} ({plan.operations[-1]})"
+        if reply.status == 503:  # before the commit: nothing written, and a retry deletes
+            if table(settings) != before:
+                problems.append(f"{where}: 503 but the table changed")
+            if operation(api, w).status >= 300:
+                problems.append(f"{where}: the retry failed")
+        elif reply.status < 300:  # after the commit: gone for readers at once
+            finished_later += 1
+            assert operation(api, w).status == 404, where
+        else:
+            problems.append(f"{where}: answered {reply.status} {reply.body}")
+            continue
+        store.purge_deleted()  # the reconciler's sweep
+        left = [row for row in table(settings) if any(i in row for i in ids_of(w))]
+        left += [row for row in table(settings) if '"PURGE"' in row]
+        if left:
+            problems.append(f"{where}: orphans after the purge: {left}")
+    assert not problems
+    assert finished_later, "no throttle fell after the commit: the test proves nothing"
 
 
 def test_throttling_reaches_the_local_server_as_503(settings: Settings) -> None:

@@ -246,6 +246,57 @@ def test_create_pull_request_posts_the_exact_body(host: GitHubHost, github: Fake
     }
 
 
+def test_merge_puts_the_method_and_reads_the_merged_pull_request(
+    host: GitHubHost, github: FakeGitHub
+) -> None:
+    merged = pr_json(7, state="closed", merged_at="2026-12-01T12:00:00Z")
+    github.on("PUT", "/repos/octo/hello/pulls/7/merge", httpx.Response(200, json={"merged": True}))
+    github.on("GET", "/repos/octo/hello/pulls/7", httpx.Response(200, json=merged))
+
+    done = host.merge_pull_request(REPO, 7, method="squash")
+
+    assert (done.number, done.state) == (7, PrStatus.MERGED)
+    assert github.paths() == [
+        "PUT /repos/octo/hello/pulls/7/merge",
+        "GET /repos/octo/hello/pulls/7",
+    ]
+    assert json.loads(github.requests[0].content) == {"merge_method": "squash"}
+    assert github.requests[0].headers["authorization"] == f"Bearer {PAT}"
+
+
+@pytest.mark.parametrize("status", [405, 409])
+def test_not_mergeable_carries_githubs_reason(
+    host: GitHubHost, github: FakeGitHub, status: int
+) -> None:
+    reply = httpx.Response(status, json={"message": "Pull Request is not mergeable"})
+    github.on("PUT", "/repos/octo/hello/pulls/7/merge", reply)
+
+    with pytest.raises(GitHostError) as refused:
+        host.merge_pull_request(REPO, 7, method="merge")
+
+    assert refused.value.status == 405
+    assert refused.value.message == "Pull Request is not mergeable"
+
+
+def test_close_patches_an_open_pull_request_and_leaves_a_closed_one(
+    host: GitHubHost, github: FakeGitHub
+) -> None:
+    github.on(
+        "GET",
+        "/repos/octo/hello/pulls/7",
+        httpx.Response(200, json=pr_json(7)),
+        httpx.Response(200, json=pr_json(7, state="closed")),
+    )
+    github.on(
+        "PATCH", "/repos/octo/hello/pulls/7", httpx.Response(200, json=pr_json(7, state="closed"))
+    )
+
+    assert host.close_pull_request(REPO, 7).state is PrStatus.CLOSED
+    assert json.loads(github.requests[1].content) == {"state": "closed"}
+    assert host.close_pull_request(REPO, 7).state is PrStatus.CLOSED  # already closed: no PATCH
+    assert github.paths().count("PATCH /repos/octo/hello/pulls/7") == 1
+
+
 def test_create_race_returns_the_existing_pull_request(
     host: GitHubHost, github: FakeGitHub
 ) -> None:

@@ -125,6 +125,7 @@ def sandbox_status(
             hibernate_after=_ms(session.hibernate_after),
             sandbox_expires_at=_ms(session.sandbox_expires_at),
             error=session.lifecycle_error,
+            error_code=session.lifecycle_error_code,
         ),
         snapshot=SnapshotInfo(
             id=snapshot_ref(snapshot),

@@ -75,6 +75,7 @@ export function sandboxStatus(
       hibernateAfter: 1_300_000,
       sandboxExpiresAt: 9_000_000,
       error: null,
+      errorCode: null,
       ...lifecycle,
     },
   };

@@ -137,3 +137,41 @@ def snapshot_ref(snapshot: dict[str, Any]) -> str:
     the snapshot store's own id (an EBS snapshot, an S3 key, a file on the host)."""
     digest = hashlib.sha256(str(snapshot.get("id", "")).encode()).hexdigest()
     return f"snap_{digest[:24]}"
+
+
+class Failure(StrEnum):
+    """Why a session's sandbox is in trouble: the stable code beside ``lifecycleError``."""
+
+    PROVISIONING_NOT_STARTED = "provisioning_not_started"
+    PROVISIONING_FAILED = "provisioning_failed"
+    RESTORE_FAILED = "restore_failed"
+    SNAPSHOT_FAILED = "snapshot_failed"
+    PAUSE_FAILED = "pause_failed"
+    SANDBOX_LOST = "sandbox_lost"
+    SANDBOX_LOST_NO_SNAPSHOT = "sandbox_lost_no_snapshot"
+    ARCHIVE_FAILED = "archive_failed"
+
+
+FAILURE_TEXT: dict[Failure, str] = {
+    Failure.PROVISIONING_NOT_STARTED: "Provisioning could not start. Retry the sandbox.",
+    Failure.PROVISIONING_FAILED: "Provisioning failed: the sandbox could not be started. Retry "
+    "it; if it fails again, check that the repository and branch exist.",
+    Failure.RESTORE_FAILED: "Restore failed: the sandbox could not be brought back from its "
+    "snapshot, which is kept. Resume to try again.",
+    Failure.SNAPSHOT_FAILED: "Snapshot failed: the sandbox could not be saved, so it keeps "
+    "running; pausing is tried again later.",
+    Failure.PAUSE_FAILED: "Pausing failed: the sandbox keeps running; pausing is tried again "
+    "later.",
+    Failure.SANDBOX_LOST: "Sandbox lost: it stopped unexpectedly. Resume restores its last "
+    "snapshot.",
+    Failure.SANDBOX_LOST_NO_SNAPSHOT: "Sandbox lost: it stopped unexpectedly and no snapshot "
+    "exists. Retry to start a fresh sandbox.",
+    Failure.ARCHIVE_FAILED: "Archiving could not save the workspace yet; it is tried again.",
+}
+
+
+def failure(code: Failure) -> dict[str, Any]:
+    """The session fields for a failure: a sentence a user understands and its stable code.
+    The internals (HTTP status, sandboxd path, exception) belong in the audit entry's
+    ``detail``, never here."""
+    return {"lifecycle_error": FAILURE_TEXT[code], "lifecycle_error_code": code.value}

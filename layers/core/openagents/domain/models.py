@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -90,6 +90,7 @@ class Session(Model):
     lifecycle_state: LifecycleState | None = LifecycleState.PROVISIONING
     lifecycle_version: int = 0
     lifecycle_error: str | None = None
+    lifecycle_error_code: str | None = None  # domain.lifecycle.Failure; None without an error
     last_activity_at: datetime | None = None
     hibernate_after: datetime | None = None
     sandbox_expires_at: datetime | None = None
@@ -131,6 +132,20 @@ class Session(Model):
     @property
     def chat_activity_at(self) -> datetime:
         return max((mark.updated_at for mark in self.chats.values()), default=self.created_at)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _code_goes_with_its_error(cls, data: Any) -> Any:
+        """A write that cleared ``lifecycle_error`` cleared its code too."""
+        if isinstance(data, dict):
+            error = data.get("lifecycle_error", data.get("lifecycleError"))
+            if error is None:
+                data = {
+                    k: v
+                    for k, v in data.items()
+                    if k not in ("lifecycle_error_code", "lifecycleErrorCode")
+                }
+        return data
 
 
 def pr_key(owner: str | None, name: str | None, number: int | None) -> str | None:

@@ -9,19 +9,23 @@ name, clone URL): GitHub needs owner and name, a local repository has only its c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from openagents.domain.models import PrStatus, Repo
 
 __all__ = [
     "GitHost",
     "GitHostError",
+    "MergeMethod",
     "PrStatus",
     "PullRequest",
     "ReceivesPushes",
     "Repo",
     "pr_status",
 ]
+
+
+MergeMethod = Literal["merge", "squash", "rebase"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,15 @@ class GitHost(Protocol):
 
     def default_branch(self, repo: Repo) -> str | None:
         """The repository's default branch; None when the repository is unknown."""
+        ...
+
+    def merge_pull_request(self, repo: Repo, number: int, *, method: MergeMethod) -> PullRequest:
+        """Merge an open pull request into its base. Not mergeable (conflicts, checks, not
+        open) is a ``GitHostError`` with status 405 or 409 and the host's reason."""
+        ...
+
+    def close_pull_request(self, repo: Repo, number: int) -> PullRequest:
+        """Close without merging; a closed or merged pull request is returned as it is."""
         ...
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import jwt
 
-from openagents.git import GitHostError, PullRequest, Repo, pr_status
+from openagents.git import GitHostError, MergeMethod, PrStatus, PullRequest, Repo, pr_status
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +292,32 @@ class GitHubHost:
         owner, name = _owner_and_name(repo)
         data = self._read(owner, name, f"/repos/{owner}/{name}", f"repository {owner}/{name}")
         return None if data is None else str(data["default_branch"])
+
+    def merge_pull_request(self, repo: Repo, number: int, *, method: MergeMethod) -> PullRequest:
+        owner, name = _owner_and_name(repo)
+        path = f"/repos/{owner}/{name}/pulls/{number}/merge"
+        response, token = self._call("PUT", owner, name, path, body={"merge_method": method})
+        what = f"merging pull request #{number} of {owner}/{name}"
+        if response.status_code in (405, 409):  # not mergeable / the head moved: GitHub's reason
+            reason = _scrub(_error_text(response, original_case=True), [token])
+            raise GitHostError(reason or "The pull request is not mergeable", status=405)
+        self._api.ok_json(response, what, [token])
+        merged = self.pull_request(repo, number)
+        if merged is None:
+            raise GitHostError(f"Pull request #{number} disappeared ({what})", status=404)
+        return merged
+
+    def close_pull_request(self, repo: Repo, number: int) -> PullRequest:
+        owner, name = _owner_and_name(repo)
+        path = f"/repos/{owner}/{name}/pulls/{number}"
+        current = self.pull_request(repo, number)
+        if current is None:
+            raise GitHostError(f"Pull request #{number} of {owner}/{name} not found", status=404)
+        if current.state is not PrStatus.OPEN:
+            return current
+        response, token = self._call("PATCH", owner, name, path, body={"state": "closed"})
+        what = f"closing pull request #{number} of {owner}/{name}"
+        return _pull_request(self._api.ok_json(response, what, [token]))
 
     # ------------------------------------------------------------------ helpers
 

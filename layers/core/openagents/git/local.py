@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from openagents.git import GitHostError, PrStatus, PullRequest, Repo
+from openagents.git import GitHostError, MergeMethod, PrStatus, PullRequest, Repo
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots
 
 REGISTRY_FILE = "pull-requests.json"
@@ -171,8 +171,12 @@ class LocalGitHost:
 
     # ------------------------------------------------------------------ local runtime helpers
 
-    def merge_pull_request(self, repo: Repo, number: int) -> PullRequest:
-        """Merge an open pull request for real (``--no-ff``, pushed to the bare repository)."""
+    def merge_pull_request(
+        self, repo: Repo, number: int, *, method: MergeMethod = "merge"
+    ) -> PullRequest:
+        """Merge an open pull request for real into its base branch in the bare repository: a
+        merge commit (``--no-ff``) whatever ``method`` asks (one machine keeps the history
+        whole; squash and rebase are GitHub's)."""
         bare = self._existing(repo)
         with self._registry() as registry:
             record = _record(registry, bare, number)

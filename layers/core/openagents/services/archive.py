@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict
-from openagents.domain.lifecycle import with_due
+from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import (
     AuditEntry,
     LifecycleState,
@@ -44,6 +44,7 @@ ARCHIVED = frozenset({LifecycleState.ARCHIVED})
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 BUNDLE_FILE = ".git/openagents/archive.bundle"
 RESTORE_DIR = ".openagents-restore"
+ARCHIVER_GENERATION_STEP = 2  # past a kicked, not yet started generation (see _temporary_sandbox)
 DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
 READ_CHUNK_BYTES = 6 << 20  # base64 of it stays under sandboxd's 16 MiB exec output cap
 WRITE_CHUNK_BYTES = 24 << 20  # base64 of it stays under sandboxd's 64 MiB JSON body cap
@@ -362,9 +363,9 @@ class ArchiveService:
             with contextlib.suppress(StaleState):
                 self._move(
                     session,
-                    {"lifecycle_error": message},
+                    failure(Failure.ARCHIVE_FAILED),
                     "session.archive_failed",
-                    {"error": message},
+                    {"error": message, "code": Failure.ARCHIVE_FAILED.value},
                 )
             self._metrics.count("ArchiveFinalizeFailed")
             raise ArchiveFailed(message) from exc
@@ -438,7 +439,11 @@ class ArchiveService:
         temporary sandbox generation to produce the bundle (stopped by ``finalize``)."""
         if session.snapshot is None:
             return session
-        generation = session.sandbox_generation + 1
+        # Its own generation: the next number may belong to a start that was kicked (a resume
+        # or retry that lost to this archive) but has not claimed it yet. Skipping it, no such
+        # stale run can match the archiver's sandbox — nor, after an unarchive, fail the session
+        # with its generation-conditional writes.
+        generation = session.sandbox_generation + ARCHIVER_GENERATION_STEP
         self._store.claim_generation(session.id, generation)
         handle = self._driver.start(
             session.id, generation, from_snapshot=SnapshotRef.from_dict(session.snapshot)

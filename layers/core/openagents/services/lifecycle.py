@@ -17,8 +17,10 @@ from openagents.domain.lifecycle import (
     STALE_LEASE_GRACE,
     STARTING_STATES,
     ChipStatus,
+    Failure,
     chip_status,
     due_at,
+    failure,
     lease_is_stale,
     snapshot_ref,
     wake_at,
@@ -184,9 +186,10 @@ class LifecycleService:
             self._move(
                 session,
                 HIBERNATING,
-                {"lifecycle_state": LifecycleState.ACTIVE, "lifecycle_error": message},
+                {"lifecycle_state": LifecycleState.ACTIVE, **failure(Failure.SNAPSHOT_FAILED)},
                 "sandbox.snapshot_failed",
                 run_id,
+                detail={"code": Failure.SNAPSHOT_FAILED.value, "error": message},
             )
             self._metrics.count("SnapshotFailed")
             raise SnapshotFailed(message) from exc
@@ -249,9 +252,10 @@ class LifecycleService:
             session = self._move(
                 session,
                 HIBERNATING,
-                {"lifecycle_state": LifecycleState.ACTIVE, "lifecycle_error": str(cause)[:1000]},
+                {"lifecycle_state": LifecycleState.ACTIVE, **failure(Failure.PAUSE_FAILED)},
                 "sandbox.hibernate_failed",
                 run_id,
+                detail={"code": Failure.PAUSE_FAILED.value, "error": str(cause)[:1000]},
             )
         later = self._clock() + timedelta(seconds=self._settings.snapshot_retry_seconds)
         return decision("wait", later, "retry-later")
@@ -266,19 +270,17 @@ class LifecycleService:
 
     def mark_lost(self, session: Session, reason: str) -> Session:
         """A sandbox that died on its own: back to its last snapshot, or failed without one."""
+        taken = (session.snapshot or {}).get("createdAt")
         if session.snapshot:
-            taken = session.snapshot.get("createdAt")
+            code = Failure.SANDBOX_LOST
             changes: dict[str, Any] = {
                 "lifecycle_state": LifecycleState.HIBERNATED,
                 "hibernated_at": self._clock(),
-                "lifecycle_error": f"Sandbox lost ({reason}); resume restores the snapshot "
-                f"of {taken}",
+                **failure(code),
             }
         else:
-            changes = {
-                "lifecycle_state": LifecycleState.FAILED,
-                "lifecycle_error": f"Sandbox lost ({reason}) and no snapshot exists",
-            }
+            code = Failure.SANDBOX_LOST_NO_SNAPSHOT
+            changes = {"lifecycle_state": LifecycleState.FAILED, **failure(code)}
         changes |= {
             "sandbox": None,
             "sandbox_expires_at": None,
@@ -288,7 +290,12 @@ class LifecycleService:
         }
         try:
             lost = self._move(
-                session, RUNNING, changes, "sandbox.lost", None, detail={"reason": reason}
+                session,
+                RUNNING,
+                changes,
+                "sandbox.lost",
+                None,
+                detail={"reason": reason, "code": code.value, "snapshotAt": taken},
             )
         except StaleState:
             return session
@@ -460,7 +467,12 @@ class LifecycleService:
                     self._rescued(session)
             except Exception as exc:  # one bad session must not stop the sweep
                 log.warning("reconciler could not kick %s: %s", session_id, exc)
-        return {"overdue": len(overdue), "kicked": kicked, "restarted": restarted}
+        try:  # deletes whose children a failure left behind (their tombstones)
+            purged = self._store.purge_deleted()
+        except Exception as exc:
+            log.warning("reconciler could not purge deleted items: %s", exc)
+            purged = 0
+        return {"overdue": len(overdue), "kicked": kicked, "restarted": restarted, "purged": purged}
 
     def _restart(self, session: Session, *, runtime_restarted: bool) -> bool:
         """Re-kick a sandbox start (provisioning, restoring; the overdue index holds them all).

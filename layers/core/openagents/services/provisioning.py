@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
-from openagents.domain.lifecycle import with_due
+from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import (
@@ -295,8 +295,7 @@ class ProvisioningService:
         restoring = session.lifecycle_state is LifecycleState.RESTORING
         # A failed restore keeps the snapshot: the session goes back to hibernated.
         target = LifecycleState.HIBERNATED if restoring else LifecycleState.FAILED
-        if restoring:
-            message = message.replace("Provisioning failed", "Restore failed", 1)
+        code = Failure.RESTORE_FAILED if restoring else Failure.PROVISIONING_FAILED
         try:
             self._transition(
                 session.user_id,
@@ -306,14 +305,16 @@ class ProvisioningService:
                     session,
                     {
                         "lifecycle_state": target,
-                        "lifecycle_error": message,
+                        **failure(code),
                         "sandbox": None,
                         "hibernated_at": self._clock() if restoring else None,
                     },
                 ),
                 generation=generation,
                 entry=self._entry(
-                    session_id, "sandbox.failed", {"error": message, "to": str(target)}
+                    session_id,
+                    "sandbox.failed",
+                    {"error": message, "code": code.value, "to": str(target)},
                 ),
             )
         except StaleState:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from openagents.domain import naming, validation
 from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited
 from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import Failure, failure
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -212,11 +213,10 @@ class SessionService:
             self._kick(session)
         except Exception as exc:  # the workflow service failed; never lose the create
             log.warning("provisioning kick failed for %s: %s", session.id, exc)
-            error = f"Provisioning could not start ({type(exc).__name__}); retry it"
             return self._store.transition(
                 session.id,
                 expect=frozenset({LifecycleState.PROVISIONING}),
-                changes={"lifecycle_error": error},
+                changes=failure(Failure.PROVISIONING_NOT_STARTED),
                 entry=None,
             )
         return session

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pynamodb.connection import Connection
-from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -55,6 +56,7 @@ from openagents.store.items import (
     SessionItem,
     ShareItem,
     TitleItem,
+    TombstoneItem,
 )
 from openagents.store.mapping import (
     CREATED_KEY,
@@ -101,6 +103,8 @@ from openagents.store.transaction import Transaction, guard
 
 __all__ = ["CREATED_KEY", "EVENT_SK", "MESSAGE_SK", "DynamoStore"]
 
+log = logging.getLogger(__name__)
+PURGE_PK = "PURGE"  # the tombstones' partition: one Query lists what deletes left
 RATE_ATTEMPTS = 64  # concurrent creates of one user: each lost try means another one won
 OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
 
@@ -394,11 +398,17 @@ class DynamoStore:
 
     @guard
     def delete_session(self, session: Session) -> None:
-        """Remove the session at once (one transaction), then its children (idempotent)."""
+        """Remove the session at once, with a tombstone, in one transaction; then its children
+        (``purge_deleted``: here at once, best effort, and by the reconciler for whatever a
+        failure left)."""
         pk = session_pk(session.id)
+        tombstone = TombstoneItem(
+            PURGE_PK, f"S#{session.id}", session_id=session.id, chat_ids=set(session.chats) or None
+        )
         try:
             with self._transaction() as tx:
                 tx.delete(SessionItem(pk, SESSION_SK), condition=SessionItem.pk.exists())
+                tx.save(tombstone)
                 tx.update(
                     TitleItem(user_pk(session.user_id), f"T#{session.title}"),
                     actions=[TitleItem.session_ids.delete({session.id})],
@@ -412,17 +422,58 @@ class DynamoStore:
             if tx.failed(exc, 0):
                 raise Gone from exc
             raise
-        children = list(ChatItem.query(pk, ChatItem.sk.startswith("C#")))
-        for chat in children:
-            self._delete_messages(chat.id)
-        with ChatClaimItem.batch_write() as batch:
-            for chat in children:
-                batch.delete(ChatClaimItem(f"CID#{chat.id}", "CID"))
-                if chat.share_id:
-                    batch.delete(ShareItem(f"SH#{chat.share_id}", "SHARE"))
-        with SessionItem.batch_write() as batch:
-            for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
-                batch.delete(item)
+        self._purge_now(tombstone)
+
+    @guard
+    def purge_deleted(self, limit: int = 25) -> int:
+        done = 0
+        for tombstone in TombstoneItem.query(PURGE_PK, limit=limit, consistent_read=True):
+            self._purge(tombstone)
+            done += 1
+        return done
+
+    def _purge_now(self, tombstone: TombstoneItem) -> None:
+        """The delete is committed; a failure here leaves the tombstone for the reconciler."""
+        try:
+            self._purge(tombstone)
+        except Exception as exc:
+            log.warning("children of %s left for the reconciler: %s", tombstone.sk, exc)
+
+    def _purge(self, tombstone: TombstoneItem) -> None:
+        """Remove what the tombstone's delete left, then the tombstone (idempotent). Chat id
+        claims go last, so an id is free only once nothing of its old chat remains."""
+        session_id = tombstone.session_id
+        if tombstone.sk.startswith("S#"):
+            pk = session_pk(session_id)
+            items = list(ChatItem.query(pk, ChatItem.sk.startswith("C#")))
+            chats = set(tombstone.chat_ids or ()) | {c.id for c in items}
+            for chat_id in sorted(chats):
+                self._delete_messages(chat_id)
+            with ShareItem.batch_write() as shares:  # the chats' public links are revoked
+                for chat in items:
+                    if chat.share_id:
+                        shares.delete(ShareItem(f"SH#{chat.share_id}", "SHARE"))
+            with SessionItem.batch_write() as batch:
+                for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
+                    batch.delete(item)
+        else:
+            chats = {tombstone.sk.removeprefix("C#")}
+            for chat_id in chats:
+                self._delete_messages(chat_id)
+        for chat_id in sorted(chats):
+            self._release_chat_id(chat_id, session_id)
+        tombstone.delete()
+
+    @staticmethod
+    def _release_chat_id(chat_id: str, session_id: str) -> None:
+        """Free a chat id, unless another session holds it (it was free and claimed again)."""
+        try:
+            ChatClaimItem(f"CID#{chat_id}", "CID").delete(
+                condition=ChatClaimItem.session_id == session_id
+            )
+        except DeleteError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
 
     @guard
     def transition(
@@ -694,6 +745,9 @@ class DynamoStore:
 
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:
+        """The chat and a tombstone in one transaction; its messages and id claim after
+        (``purge_deleted``, as for a session)."""
+        tombstone = TombstoneItem(PURGE_PK, f"C#{chat_id}", session_id=session.id)
         share_id = next(
             (item.share_id for item in self._chat_items(session.id, chat_id) if item.share_id),
             None,
@@ -704,7 +758,7 @@ class DynamoStore:
                     ChatItem(session_pk(session.id), chat_sk(chat_id)),
                     condition=ChatItem.pk.exists(),
                 )
-                tx.delete(ChatClaimItem(f"CID#{chat_id}", "CID"))
+                tx.save(tombstone)
                 tx.update(
                     SessionItem(session_pk(session.id), SESSION_SK),
                     actions=[SessionItem.chats[chat_id].remove(), SessionItem.chat_count.add(-1)],
@@ -718,7 +772,7 @@ class DynamoStore:
             if tx.failed(exc, 2):
                 raise LastChat from exc
             raise
-        self._delete_messages(chat_id)
+        self._purge_now(tombstone)
 
     @guard
     def mark_read(self, session: Session, chat_id: str, at: datetime) -> None:

@@ -16,6 +16,7 @@ Key design (one table, ``pk``/``sk`` strings):
 | rate window | ``U#<userId>`` | ``R#<action>`` (TTL) |
 | outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
 | webhook delivery | ``D#<delivery id>`` | ``DELIVERY`` (TTL) |
+| tombstone | ``PURGE`` | ``S#<sessionId>`` / ``C#<chatId>`` |
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
 project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
@@ -129,6 +130,7 @@ class SessionItem(_Base):
     lifecycle_state = UnicodeAttribute(attr_name="lifecycleState", null=True)
     lifecycle_version = NumberAttribute(attr_name="lifecycleVersion", default=0)
     lifecycle_error = UnicodeAttribute(attr_name="lifecycleError", null=True)
+    lifecycle_error_code = UnicodeAttribute(attr_name="lifecycleErrorCode", null=True)
     last_activity_at = UnicodeAttribute(attr_name="lastActivityAt", null=True)
     hibernate_after = UnicodeAttribute(attr_name="hibernateAfter", null=True)
     sandbox_expires_at = UnicodeAttribute(attr_name="sandboxExpiresAt", null=True)
@@ -239,6 +241,14 @@ class CounterItem(_Base):
     expires_at = NumberAttribute(attr_name="expiresAt")  # the table's TTL attribute
 
 
+class TombstoneItem(_Base):
+    """A deleted session or chat whose children (chats, messages, claims, audit entries) are
+    still to be removed: written in the deleting transaction, removed once they are gone."""
+
+    session_id = UnicodeAttribute(attr_name="sessionId")
+    chat_ids = UnicodeSetAttribute(attr_name="chatIds", null=True)
+
+
 class DeliveryItem(_Base):
     """A GitHub webhook delivery already handled (its id, until it expires)."""
 
@@ -248,6 +258,7 @@ class DeliveryItem(_Base):
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
     ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem, ShareItem,
+    TombstoneItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
 OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)

@@ -72,6 +72,7 @@ LIFECYCLE_FIELDS = frozenset(
     {
         "lifecycle_state",
         "lifecycle_error",
+        "lifecycle_error_code",
         "last_activity_at",
         "hibernate_after",
         "sandbox_expires_at",
@@ -172,7 +173,16 @@ class Store(Protocol):
         changes: dict[str, Any] | None = None,
     ) -> Session: ...
     def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]: ...
-    def delete_session(self, session: Session) -> None: ...
+    def delete_session(self, session: Session) -> None:
+        """Gone at once for every reader; children an adapter cannot remove in the same
+        transaction are left under a tombstone written in it (``purge_deleted``)."""
+        ...
+
+    def purge_deleted(self, limit: int = 25) -> int:
+        """Remove the children of up to ``limit`` deleted sessions and chats (their tombstones)
+        and the tombstones; how many were finished. Idempotent; the reconciler runs it."""
+        ...
+
     def transition(
         self,
         session_id: str,
