@@ -83,6 +83,10 @@ class CreateSessionIn(Body):
     auto_create_pr: StrictBool | None = None
 
 
+class MergeIn(Body):
+    method: Literal["merge", "squash", "rebase"] = "merge"
+
+
 class UpdateSessionIn(Body):
     title: str | None = Field(default=None, max_length=1000)
     status: SessionStatus | None = None

@@ -13,6 +13,7 @@ from functions.api.schemas import (
     CreateSessionIn,
     EventListOut,
     EventOut,
+    MergeIn,
     PreferencesBody,
     SessionListOut,
     SessionOneOut,
@@ -60,7 +61,26 @@ def list_sessions(
 
 @router.get("/sessions/{session_id}", responses=ERRORS)
 def get_session(session_id: str, app: App, caller: Caller) -> SessionOneOut:
-    return SessionOneOut(session=SessionOut.of(app.sessions.get(caller, session_id)))
+    """The session; opening it refreshes its branch and PR state (at most every
+    `OPENAGENTS_PR_REFRESH_SECONDS` per session)."""
+    session = app.pull_requests.refresh_if_due(app.sessions.get(caller, session_id))
+    return SessionOneOut(session=SessionOut.of(session))
+
+
+@router.post("/sessions/{session_id}/merge", responses=error_responses(409, 503))
+def merge_pull_request(
+    session_id: str, app: App, caller: Caller, body: MergeIn | None = None
+) -> SessionOneOut:
+    """Merge the session's pull request (`method`: merge, squash or rebase); the session is
+    then `prStatus: merged` and archived."""
+    method = body.method if body is not None else "merge"
+    return SessionOneOut(session=SessionOut.of(app.pull_requests.merge(caller, session_id, method)))
+
+
+@router.post("/sessions/{session_id}/close-pr", responses=error_responses(409, 503))
+def close_pull_request(session_id: str, app: App, caller: Caller) -> SessionOneOut:
+    """Close the session's pull request without merging (`prStatus: closed`)."""
+    return SessionOneOut(session=SessionOut.of(app.pull_requests.close(caller, session_id)))
 
 
 @router.patch("/sessions/{session_id}", responses=ERRORS)

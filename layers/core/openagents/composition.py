@@ -26,6 +26,7 @@ from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.provisioning import ProvisioningService
+from openagents.services.pull_requests import PullRequestService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.services.shares import ShareService
@@ -50,6 +51,7 @@ class Container:
     settings: Settings
     sessions: SessionService
     archive: ArchiveService
+    pull_requests: PullRequestService  # check-pr refreshes, merge and close
     chats: ChatService
     shares: ShareService
     provisioning: ProvisioningService
@@ -315,6 +317,18 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
     runs = _runs(settings, store)
     chats = ChatService(store, settings, utc_now, new_id, metrics, runs)
+    pull_requests = PullRequestService(
+        store,
+        sandboxd,
+        git_host,
+        utc_now,
+        new_id,
+        metrics,
+        journal,
+        archive=archive,
+        host_setting="OPENAGENTS_GITHUB_TOKEN_SECRET_ARN",
+        refresh_seconds=settings.pr_refresh_seconds,
+    )
     sandbox_tools = SandboxTools(
         store,
         sandboxd,
@@ -324,7 +338,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_unreachable=lifecycle.verify_running,
     )
     agent, agent_loop, checkpoints = _agent(
-        settings, store, runs, sandboxd, lifecycle, chats, journal, sandbox_tools
+        settings, store, runs, sandboxd, lifecycle, chats, journal, sandbox_tools, pull_requests
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -334,6 +348,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             store, settings, utc_now, new_id, metrics, kick=kick, journal=journal, archive=archive
         ),
         archive=archive,
+        pull_requests=pull_requests,
         chats=chats,
         shares=ShareService(store, chats, runs),
         provisioning=provisioning,
@@ -374,6 +389,7 @@ def _agent(
     chats: ChatService,
     journal: Journal,
     tools: SandboxTools,
+    pull_requests: PullRequestService,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -396,6 +412,7 @@ def _agent(
         ids=new_id,
         journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
+        refresh_pr=pull_requests.refresh,
     )
     loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []

@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     github_webhook_secret_arn: str | None = None  # AWS: the same, from Secrets Manager
     github_token_secret_arn: str | None = None  # AWS: a GitHub token for PR lookups
     github_api_url: str = "https://api.github.com"
+    pr_refresh_seconds: float = Field(default=30, ge=0)  # opening a session refreshes its PR
 
     # guards
     rate_limit_per_minute: int = Field(default=10, ge=1)

@@ -51,6 +51,8 @@ DETAIL_TYPES: dict[str, str] = {
     "session.archive_finalized": "Session Archive Finalized",
     "session.archive_failed": "Session Archive Failed",
     "session.unarchived": "Session Unarchived",
+    "session.pr_merged": "Session PR Merged",  # POST /api/sessions/{id}/merge (then archived)
+    "session.pr_closed": "Session PR Closed",  # POST /api/sessions/{id}/close-pr
     "sandbox.starting": "Sandbox Starting",
     "sandbox.active": "Sandbox Provisioned",
     "sandbox.failed": "Sandbox Failed",

@@ -357,9 +357,11 @@ class AgentHost(TurnHost):
         ids: IdFactory,
         journal: Journal | None = None,
         refresh_diff: Callable[[Identity, str], object] | None = None,
+        refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
     ) -> None:
         self._ids, self._journal, self._refresh_diff = ids, journal, refresh_diff
+        self._refresh_pr = refresh_pr  # branch and PR state (check-pr), after the auto-commit
         self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
         self._clock = clock
         self._wait = sandbox_wait_seconds
@@ -450,3 +452,8 @@ class AgentHost(TurnHost):
                     log.exception("refreshing the diff after run %s", run.id)
         else:  # stopped, waiting or failed: the hold is released, with no auto-commit
             self._lifecycle.activity(self._identity(run), run.session_id, "release")
+        if self._refresh_pr is not None:  # after any turn (and its auto-commit); never fails it
+            try:
+                self._refresh_pr(run.session_id)
+            except Exception:
+                log.exception("refreshing the PR after run %s", run.id)

@@ -1,0 +1,196 @@
+"""A session's pull request: kept current (the reference's check-pr rules, §2.5) after each agent
+turn and when the session is opened, and merged or closed through the git host port."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from openagents.domain.errors import Conflict, InvalidInput, Unavailable
+from openagents.domain.identity import Identity
+from openagents.domain.models import (
+    AuditEntry,
+    LifecycleState,
+    PrStatus,
+    Repo,
+    Session,
+    SessionStatus,
+    pr_key,
+)
+from openagents.git import GitHost, GitHostError, MergeMethod
+from openagents.sandbox.port import SandboxHandle
+from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.journal import Journal
+from openagents.services.sessions import ArchiveFlow, owned
+from openagents.store.port import StaleState, Store
+
+log = logging.getLogger(__name__)
+LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
+ANY_STATE = frozenset(LifecycleState)
+CLEARED: dict[str, Any] = {"pr_number": None, "pr_status": None, "pr_key": None}
+
+
+class NoPullRequest(Conflict):
+    code = "no_pull_request"
+
+
+class NotMergeable(Conflict):
+    code = "not_mergeable"
+
+
+class BranchOps(Protocol):
+    def git_branch(self) -> dict[str, Any]: ...
+
+
+class PullRequestService:
+    def __init__(
+        self,
+        store: Store,
+        workspaces: Callable[[SandboxHandle], BranchOps],
+        git_host: GitHost | None,
+        clock: Clock,
+        ids: IdFactory,
+        metrics: Metrics,
+        journal: Journal,
+        *,
+        archive: ArchiveFlow,
+        host_setting: str,
+        refresh_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store, self._workspaces, self._git_host = store, workspaces, git_host
+        self._clock, self._ids, self._metrics, self._journal = clock, ids, metrics, journal
+        self._archive = archive
+        self._host_setting = host_setting  # named by the 400 when no git host is configured
+        self._refresh_seconds = refresh_seconds
+        self._monotonic = monotonic
+        self._last: dict[str, float] = {}  # session id -> when this process last refreshed it
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ refresh
+
+    def refresh(self, session_id: str) -> Session | None:
+        """Branch and PR state from the running sandbox and the git host; never raises."""
+        session = self._store.get_session(session_id)
+        if session is None:
+            return None
+        try:
+            changes = self._check(session)
+            if not changes:
+                return session
+            return self._store.transition(session.id, expect=ANY_STATE, changes=changes, entry=None)
+        except StaleState:
+            return self._store.get_session(session_id)
+        except Exception as exc:  # a refresh never fails the turn or the read
+            log.warning("PR refresh of %s failed: %s", session_id, exc)
+            return session
+
+    def refresh_if_due(self, session: Session) -> Session:
+        """``refresh`` at most once per ``refresh_seconds`` per session (this process): the
+        session's page calls it on every open, so most opens cost nothing."""
+        if session.status is SessionStatus.ARCHIVED or not session.sandbox:
+            return session
+        now = self._monotonic()
+        with self._lock:
+            last = self._last.get(session.id)
+            if last is not None and now - last < self._refresh_seconds:
+                return session
+            self._last[session.id] = now
+        return self.refresh(session.id) or session
+
+    def _check(self, session: Session) -> dict[str, Any]:
+        """Reference check-pr: detached HEAD clears the PR fields; a changed branch is saved
+        and clears them; without a git host (no token) nothing more; a PR found for the branch
+        is saved when it changed; none found leaves the stored PR alone."""
+        if session.lifecycle_state not in LIVE or not session.sandbox:
+            return {}
+        branch = self._workspaces(SandboxHandle.from_dict(session.sandbox)).git_branch()
+        current = branch.get("branch")
+        if branch.get("detached") or not current:
+            has_pr = session.pr_number is not None or session.pr_status is not None
+            return dict(CLEARED) if has_pr else {}
+        changes: dict[str, Any] = {}
+        if current != session.branch:
+            changes["branch"] = str(current)
+            if session.pr_number is not None or session.pr_status is not None:
+                changes |= CLEARED
+        if self._git_host is None or not (session.clone_url or session.repo_name):
+            return changes
+        found = self._git_host.pull_request_for_branch(_repo(session), str(current))
+        if found is None:
+            return changes
+        number = None if "pr_number" in changes else session.pr_number
+        status = None if "pr_status" in changes else session.pr_status
+        if found.number != number or found.state is not status:
+            changes |= {
+                "pr_number": found.number,
+                "pr_status": found.state,
+                "pr_key": pr_key(session.repo_owner, session.repo_name, found.number),
+            }
+        return changes
+
+    # ------------------------------------------------------------- merge, close
+
+    def merge(self, identity: Identity, session_id: str, method: MergeMethod) -> Session:
+        """Merge the session's PR; then ``prStatus: merged``, its event, and the session is
+        archived (the reference's client archives after a merge; here the server does)."""
+        session, host, number = self._pull_request(identity, session_id)
+        try:
+            merged = host.merge_pull_request(_repo(session), number, method=method)
+        except GitHostError as exc:
+            raise self._refused(exc, f"Pull request #{number} cannot be merged") from None
+        session = self._record(session, merged.state, "session.pr_merged", method=method)
+        if session.status is not SessionStatus.ARCHIVED:
+            session = self._archive.archive(session)  # keeps the merged status just written
+        return session
+
+    def close(self, identity: Identity, session_id: str) -> Session:
+        """Close the session's PR without merging; ``prStatus: closed`` and its event."""
+        session, host, number = self._pull_request(identity, session_id)
+        try:
+            closed = host.close_pull_request(_repo(session), number)
+        except GitHostError as exc:
+            raise self._refused(exc, f"Pull request #{number} cannot be closed") from None
+        return self._record(session, closed.state, "session.pr_closed")
+
+    def _pull_request(self, identity: Identity, session_id: str) -> tuple[Session, GitHost, int]:
+        session = owned(self._store.get_session(session_id), identity)
+        if self._git_host is None:
+            raise InvalidInput(
+                f"No GitHub token is configured: set {self._host_setting}", field=None
+            )
+        if session.pr_number is None:
+            raise NoPullRequest("The session has no pull request", field="sessionId")
+        return session, self._git_host, session.pr_number
+
+    @staticmethod
+    def _refused(exc: GitHostError, what: str) -> Exception:
+        if exc.status in (405, 409, 422):
+            return NotMergeable(f"{what}: {exc.message}")
+        if exc.status == 404:
+            return NoPullRequest(f"{what}: the git host does not know it", field="sessionId")
+        return Unavailable(f"{what}: {exc.message}")
+
+    def _record(self, session: Session, status: PrStatus, kind: str, **detail: Any) -> Session:
+        entry = AuditEntry(
+            id=self._ids(),
+            session_id=session.id,
+            at=self._clock(),
+            type=kind,
+            detail={"prNumber": session.pr_number, "prStatus": status.value, **detail},
+        )
+        updated = self._store.transition(
+            session.id, expect=ANY_STATE, changes={"pr_status": status}, entry=entry
+        )
+        self._journal.publish(session.user_id, entry)
+        self._metrics.count(
+            "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
+        )
+        return updated
+
+
+def _repo(session: Session) -> Repo:
+    return Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)

@@ -1,0 +1,155 @@
+"""The check-pr rules (reference §2.5) on a session with a running sandbox (faked: its branch) and
+a git host (faked: the PR per branch), on the one-machine store: detached HEAD clears the PR
+fields, a changed branch is saved and clears them, no git host (no token) stops there, a PR found
+is saved, none found leaves the stored one; opening a session refreshes at most once per
+interval; an agent turn's end refreshes too (tests/agent cover the wiring)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from openagents.composition import Container, build
+from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState, PrStatus, Repo, Session
+from openagents.git import PullRequest
+from openagents.sandbox.port import SandboxHandle
+from openagents.services.pull_requests import PullRequestService
+from openagents.services.sessions import NewSession
+from openagents.settings import Settings
+
+from tests.support import NoMetrics
+
+ALICE = Identity(user_id="alice", username="alice", name="Alice", email="a@example.com")
+
+
+@dataclass
+class Workspace:
+    branch: str | None = "feature"
+
+    def git_branch(self) -> dict[str, Any]:
+        return {"branch": self.branch, "detached": self.branch is None}
+
+
+@dataclass
+class Host:
+    prs: dict[str, PullRequest] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+
+    def pull_request_for_branch(self, repo: Repo, branch: str) -> PullRequest | None:
+        self.asked.append(branch)
+        return self.prs.get(branch)
+
+
+def pr(number: int, state: PrStatus = PrStatus.OPEN, branch: str = "feature") -> PullRequest:
+    return PullRequest(number, state, f"u/{number}", branch, "main", "t")
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def app(settings: Settings) -> Container:
+    return build(settings, NoMetrics())
+
+
+def service(
+    app: Container, workspace: Workspace, host: Host | None, clock: Clock
+) -> PullRequestService:
+    return PullRequestService(
+        app.archive._store,
+        lambda handle: workspace,
+        host,  # type: ignore[arg-type]  # only pull_request_for_branch is used here
+        app.archive._clock,
+        app.archive._ids,
+        NoMetrics(),
+        app.archive._journal,
+        archive=app.archive,
+        host_setting="OPENAGENTS_GITHUB_TOKEN_SECRET_ARN",
+        refresh_seconds=30,
+        monotonic=clock,
+    )
+
+
+def running(app: Container, **changes: Any) -> Session:
+    session, _ = app.sessions.create(
+        ALICE, NewSession(repo_url="https://github.com/acme/widget", branch="feature")
+    )
+    handle = SandboxHandle("local", session.id, 1, "r", endpoint="http://x")
+    return app.archive._store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.PROVISIONING}),
+        changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle.to_dict(), **changes},
+        entry=None,
+    )
+
+
+def state(session: Session | None) -> tuple[str | None, int | None, PrStatus | None]:
+    assert session is not None
+    return session.branch, session.pr_number, session.pr_status
+
+
+def test_detached_head_clears_the_pr_fields(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
+    prs = service(app, Workspace(branch=None), Host(), Clock())
+    assert state(prs.refresh(session.id)) == ("feature", None, None)
+
+
+def test_a_changed_branch_is_saved_and_clears_the_pr(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
+    without_token = service(app, Workspace(branch="other"), None, Clock())
+    assert state(without_token.refresh(session.id)) == ("other", None, None)
+
+
+def test_no_token_leaves_the_pr_fields(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
+    prs = service(app, Workspace(), None, Clock())
+    assert state(prs.refresh(session.id)) == ("feature", 3, PrStatus.OPEN)
+
+
+def test_a_found_pr_is_saved_and_none_found_keeps_the_stored_one(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
+    host = Host({"feature": pr(9, PrStatus.MERGED)})
+    prs = service(app, Workspace(), host, Clock())
+    assert state(prs.refresh(session.id)) == ("feature", 9, PrStatus.MERGED)
+    host.prs.clear()
+    assert state(prs.refresh(session.id)) == ("feature", 9, PrStatus.MERGED)
+    assert app.sessions.get(ALICE, session.id).pr_number == 9  # stored, not only returned
+
+
+def test_a_new_branch_with_a_pr_takes_that_pr(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.MERGED)
+    host = Host({"next": pr(4, branch="next")})
+    prs = service(app, Workspace(branch="next"), host, Clock())
+    assert state(prs.refresh(session.id)) == ("next", 4, PrStatus.OPEN)
+
+
+def test_opening_refreshes_at_most_once_per_interval(app: Container) -> None:
+    session = running(app)
+    host, clock = Host({"feature": pr(5)}), Clock()
+    prs = service(app, Workspace(), host, clock)
+    assert prs.refresh_if_due(session).pr_number == 5
+    host.prs["feature"] = pr(6)
+    clock.now += 29
+    assert prs.refresh_if_due(session).pr_number is None  # the session as read: no refresh
+    assert host.asked == ["feature"]
+    clock.now += 2
+    assert prs.refresh_if_due(session).pr_number == 6
+    assert host.asked == ["feature", "feature"]
+
+
+def test_a_failing_sandbox_never_fails_the_refresh(app: Container) -> None:
+    session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
+
+    class Broken(Workspace):
+        def git_branch(self) -> dict[str, Any]:
+            raise OSError("sandboxd is down")
+
+    prs = service(app, Broken(), Host(), Clock())
+    assert state(prs.refresh(session.id)) == ("feature", 3, PrStatus.OPEN)
