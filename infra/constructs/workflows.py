@@ -88,6 +88,10 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:GetItem",
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
+                # the reconciler finishes deletes: the tombstones' Query, the children's removal
+                "dynamodb:Query",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
             ),
             indexes={"overdue": ("dynamodb:Query",)},
             starts=("lifecycle",),

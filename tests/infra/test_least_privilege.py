@@ -54,6 +54,7 @@ from openagents.sandbox.fargate import TAG_GENERATION, TAG_SESSION, access_point
 from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sandbox_token
 from openagents.settings import Mode, Settings
 from openagents.store import items
+from openagents.store.dynamodb import DynamoStore
 from openagents.workflows import catalog
 
 from infra.constructs.sandbox import DRIVER_METHODS
@@ -462,7 +463,9 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
     wait_state(api, sid, "active")
     world.lose_run(sid)  # the loop is gone and the session overdue: the reconciler's case
-    assert world.sweep()["kicked"] == 1
+    world.leave_a_tombstone(api)  # and a delete left half done
+    swept = world.sweep()
+    assert (swept["kicked"], swept["purged"]) == (1, 1)
     wait_state(api, sid, "hibernated")
     _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
     wait_state(api, sid, "active")
@@ -654,6 +657,14 @@ class World:
     def sweep(self) -> dict[str, Any]:
         result: dict[str, Any] = self._lifecycle({"step": "reconcile"}, LambdaContext())
         return result
+
+    def leave_a_tombstone(self, api: LambdaApi) -> None:
+        """A delete whose children stayed behind (its inline purge failed): the reconciler's
+        sweep finishes it."""
+        sid = _ok(api.post("/api/sessions", {"title": "Deleted"}), 201)["session"]["id"]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(DynamoStore, "_purge_now", lambda self, tombstone: None)
+            _ok(api.delete(f"/api/sessions/{sid}"))
 
     def lose_sandbox(self, sid: str) -> None:
         """Kill the sandbox and wait until it is really gone (nothing answers any more)."""
