@@ -15,9 +15,11 @@ from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, PrStatus, Repo, Session
 from openagents.git import PullRequest
 from openagents.sandbox.port import SandboxHandle
+from openagents.services.agent_turns import AgentHost
 from openagents.services.pull_requests import PullRequestService
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
+from openagents.store.runs import Run, RunStatus
 
 from tests.support import NoMetrics
 
@@ -153,3 +155,49 @@ def test_a_failing_sandbox_never_fails_the_refresh(app: Container) -> None:
 
     prs = service(app, Broken(), Host(), Clock())
     assert state(prs.refresh(session.id)) == ("feature", 3, PrStatus.OPEN)
+
+
+class Lifecycle:
+    def __init__(self) -> None:
+        self.calls: list[str | None] = []
+
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any:
+        self.calls.append(turn)  # "end" runs the auto-commit
+        return {}
+
+
+@pytest.mark.parametrize("status", [RunStatus.COMPLETED, RunStatus.ABORTED, RunStatus.FAILED])
+def test_every_turn_end_refreshes_the_pr_after_the_auto_commit_and_survives_its_failure(
+    app: Container, status: RunStatus
+) -> None:
+    session, chat = app.sessions.create(ALICE, NewSession(title="turn"))
+    lifecycle, order = Lifecycle(), []
+
+    def refresh(session_id: str) -> None:
+        order.append(("refresh", list(lifecycle.calls)))
+        raise OSError("the git host is down")
+
+    host = AgentHost(
+        app.archive._store,
+        lambda handle: None,
+        lifecycle,  # type: ignore[arg-type]  # only activity is used here
+        app.archive._clock,
+        ids=app.archive._ids,
+        refresh_pr=refresh,
+    )
+    run = Run(
+        id="run-1",
+        session_id=session.id,
+        chat_id=chat.id,
+        user_id="alice",
+        message_id="m",
+        assistant_message_id="a",
+        model_id="scripted/x",
+        started_at=session.created_at,
+        status=status,
+    )
+    host.ended(run)  # the refresh's failure does not escape
+    after = "end" if status is RunStatus.COMPLETED else "release"
+    assert order == [("refresh", [after])]
+    kinds = [e.type for e in app.sessions.events(ALICE, session.id, None, None).items]
+    assert kinds[-1] == "agent.turn_finished"
