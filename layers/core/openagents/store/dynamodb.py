@@ -950,16 +950,15 @@ class DynamoStore:
     ) -> list[str]:
         """The later messages go in batches (newest first), then the target with the chat's
         recomputed times in one transaction: until that commits, a retry finds the target."""
-        try:
-            claim = MessageClaimItem.get(f"MID#{message_id}", "MID")
-        except MessageClaimItem.DoesNotExist:
-            raise NoSuchMessage from None
-        if claim.chat_id != chat.id:
+        claim = self.message_claim(message_id)  # strongly consistent: a message just posted
+        if claim is None or claim.chat_id != chat.id:
             raise NoSuchMessage
         if claim.role != Role.USER.value:
             raise NotUserMessage
         pk = f"C#{chat.id}"
-        doomed = list(MessageItem.query(pk, MessageItem.sk >= claim.message_sk))
+        doomed = list(
+            MessageItem.query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
+        )
         if not doomed or doomed[0].sk != claim.message_sk:
             raise NoSuchMessage
         target, later = doomed[0], doomed[1:]
