@@ -49,7 +49,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from openagents.sandbox import fargate
+from openagents.sandbox import fargate, fargate_efs, fargate_storage
 
 from infra import nag
 from infra.config import MAX_AZS, ROOT, StageConfig
@@ -69,8 +69,8 @@ SANDBOX_PORT = int(str(_DEFAULTS["sandbox_port"]))  # 8080
 VOLUME_NAME = str(_DEFAULTS["volume_name"])  # "workspace"
 WORKSPACE = "/workspace"  # sandbox/Dockerfile
 INIT_CONTAINER = "workspace-init"
-SANDBOX_UID = fargate.SANDBOX_UID  # the image's non-root user
-TAG_SESSION = fargate.TAG_SESSION
+SANDBOX_UID = fargate_efs.SANDBOX_UID  # the image's non-root user
+TAG_SESSION = fargate_storage.TAG_SESSION
 IMAGE_DIR = ROOT / "sandbox"
 NFS_PORT = 2049
 ECS_TASKS = "ecs-tasks.amazonaws.com"

@@ -50,7 +50,8 @@ from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import LifecycleState
 from openagents.local import stepfunctions as local_stepfunctions
-from openagents.sandbox.fargate import TAG_GENERATION, TAG_SESSION, access_point_client_token
+from openagents.sandbox.fargate_efs import access_point_client_token
+from openagents.sandbox.fargate_storage import TAG_GENERATION, TAG_SESSION
 from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sandbox_token
 from openagents.settings import Mode, Settings
 from openagents.store import items
@@ -809,8 +810,9 @@ class FargateScenario:
         handle: SandboxHandle = run("start", lambda: driver.start(SESSION, 1))
         if self.efs_mode:  # a retried create finds the access point by its client token
             self._stub_existing_access_point(efs, handle)
-            self.monkeypatch.setattr(driver, "_efs", retry_efs)
-            assert run("start", lambda: driver._access_point(SESSION)) == handle.volume_id
+            storage = driver._storages["efs"]  # the EFS strategy (sandbox/fargate_efs.py)
+            self.monkeypatch.setattr(storage, "_efs", retry_efs)
+            assert run("start", lambda: storage._access_point(SESSION)) == handle.volume_id
         ecs.add_response("describe_tasks", described)
         run("probe", lambda: driver.probe(handle))
         ecs.add_response("describe_tasks", described)  # a handle with no endpoint yet

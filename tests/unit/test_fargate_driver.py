@@ -14,12 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
-from openagents.sandbox.fargate import (
-    FargateConfig,
-    FargateDriver,
-    access_point_client_token,
-    run_task_client_token,
-)
+from openagents.sandbox.fargate import FargateConfig, FargateDriver, run_task_client_token
+from openagents.sandbox.fargate_efs import access_point_client_token
 from openagents.sandbox.port import (
     SandboxdOps,
     SandboxDriver,
@@ -434,7 +430,9 @@ def test_efs_start_reuses_a_current_session_task_definition(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w, fs_id = efs_world()
-    monkeypatch.setattr(w.driver, "_access_point", lambda session_id: "fsap-existing")
+    monkeypatch.setattr(
+        w.driver._storages["efs"], "_access_point", lambda session_id: "fsap-existing"
+    )
     existing = {
         **session_definition(fs_id, "fsap-existing"),
         "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/s:3",
@@ -469,7 +467,7 @@ def test_existing_access_point_is_reused(aws: None) -> None:
     efs_stub.activate()
     w = build("efs", efs=efs, efs_file_system_id="fs-12345678")
 
-    assert w.driver._access_point(SESSION) == "fsap-first"
+    assert w.driver._storages["efs"]._access_point(SESSION) == "fsap-first"  # type: ignore[attr-defined]
     efs_stub.assert_no_pending_responses()
 
 

@@ -1,0 +1,79 @@
+"""What the Fargate driver (``fargate.py``) and its two workspace storage strategies
+(``fargate_ebs.py``, ``fargate_efs.py``) share: the strategy's protocol, resource names and
+tags, and how an AWS error reads in a ``SandboxError``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from openagents.sandbox.port import SandboxdOps, SandboxError, SandboxHandle, SnapshotRef
+
+DRIVER_NAME = "fargate"
+TAG_SESSION = "openagents:session-id"
+TAG_GENERATION = "openagents:generation"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a task gets its workspace: the task definition to run, the volumes configured at
+    launch, and the volume id the handle records (EFS: the session's access point)."""
+
+    task_definition: str
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_id: str | None = None
+
+
+class Storage(Protocol):
+    """One way to keep a sandbox's workspace: on a managed EBS volume (snapshot = EBS
+    snapshot) or on an EFS access point (snapshot = ``tar.zst`` archive in S3)."""
+
+    kind: str  # "ebs" or "efs": a snapshot's manifest names the strategy that made it
+
+    def launch(
+        self, session_id: str, generation: int, from_snapshot: SnapshotRef | None
+    ) -> Launch: ...
+
+    def attached_volume(self, handle: SandboxHandle) -> str | None: ...
+
+    def snapshot(self, handle: SandboxHandle, ops: SandboxdOps) -> SnapshotRef: ...
+
+    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]: ...
+
+    def delete_snapshot(self, ref: SnapshotRef) -> None: ...
+
+
+def snapshot_kind(ref: SnapshotRef) -> str:
+    if ref.driver != DRIVER_NAME:
+        raise SandboxError(f"snapshot {ref.id} belongs to the {ref.driver} driver")
+    kind = ref.manifest.get("kind") or ("ebs" if ref.id.startswith("snap-") else "efs")
+    return str(kind)
+
+
+def ecs_tags(session_id: str, generation: int) -> list[dict[str, str]]:
+    return [
+        {"key": TAG_SESSION, "value": session_id},
+        {"key": TAG_GENERATION, "value": str(generation)},
+    ]
+
+
+def attachment_detail(task: Mapping[str, Any], kind: str, name: str) -> str | None:
+    for attachment in task.get("attachments") or []:
+        if attachment.get("type") != kind:
+            continue
+        for detail in attachment.get("details") or []:
+            if detail.get("name") == name and detail.get("value"):
+                return str(detail["value"])
+    return None
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def error_message(error: ClientError) -> str:
+    message = error.response.get("Error", {}).get("Message") or ""
+    return f"{error_code(error)}: {message}" if message else error_code(error)
