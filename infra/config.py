@@ -10,6 +10,9 @@
 | ``spaOrigins`` | - | extra browser origins allowed by CORS (comma-separated), e.g. a dev server |
 | ``githubWebhookSecretArn`` | - | an existing secret as the webhook's HMAC key (else created) |
 | ``githubTokenSecretArn`` | - | an existing secret holding a GitHub token (else a placeholder) |
+| ``githubAppId`` | - | a GitHub App's id: with ``githubAppPrivateKeySecretArn``, its installation
+  tokens replace the token |
+| ``githubAppPrivateKeySecretArn`` | - | an existing secret holding the GitHub App's PEM key |
 | ``sandboxStorage`` | ``ebs`` | workspaces on managed EBS volumes, or ``efs`` (a file system) |
 | ``sandboxCpu`` | ``2048`` | CPU units of one sandbox task (arm64 Fargate) |
 | ``sandboxMemoryMiB`` | ``4096`` | memory of one sandbox task |
@@ -89,6 +92,8 @@ class StageConfig:
     spa_origins: tuple[str, ...] = ()
     github_webhook_secret_arn: str | None = None
     github_token_secret_arn: str | None = None
+    github_app_id: str | None = None
+    github_app_private_key_secret_arn: str | None = None
     sandbox_storage: str = "ebs"
     sandbox_cpu: int = 2048
     sandbox_memory_mib: int = 4096
@@ -123,15 +128,23 @@ class StageConfig:
             )
         self._check_sandbox()
         self._check_agent()
-        for key, arn in (
-            ("githubWebhookSecretArn", self.github_webhook_secret_arn),
-            ("githubTokenSecretArn", self.github_token_secret_arn),
-        ):
-            if arn and not SECRET_ARN.match(arn):
-                raise ValueError(f"{key}: {arn!r} is not a Secrets Manager secret ARN")
+        self._check_github()
         for origin in self.spa_origins:
             if not re.match(r"^https?://[^/\s*]+$", origin):
                 raise ValueError(f"spaOrigins: {origin!r} is not a scheme://host[:port] origin")
+
+    def _check_github(self) -> None:
+        for key, arn in (
+            ("githubWebhookSecretArn", self.github_webhook_secret_arn),
+            ("githubTokenSecretArn", self.github_token_secret_arn),
+            ("githubAppPrivateKeySecretArn", self.github_app_private_key_secret_arn),
+        ):
+            if arn and not SECRET_ARN.match(arn):
+                raise ValueError(f"{key}: {arn!r} is not a Secrets Manager secret ARN")
+        if bool(self.github_app_id) != bool(self.github_app_private_key_secret_arn):
+            raise ValueError("githubAppId and githubAppPrivateKeySecretArn go together")
+        if self.github_app_id and not self.github_app_id.isdigit():
+            raise ValueError(f"githubAppId: {self.github_app_id!r} is not a GitHub App id")
 
     def _check_sandbox(self) -> None:
         if self.sandbox_storage not in ("ebs", "efs"):
@@ -261,6 +274,8 @@ class StageConfig:
             spa_origins=tuple(o.rstrip("/") for o in _list(get("spaOrigins"))),
             github_webhook_secret_arn=_optional(get("githubWebhookSecretArn")),
             github_token_secret_arn=_optional(get("githubTokenSecretArn")),
+            github_app_id=_optional(get("githubAppId")),
+            github_app_private_key_secret_arn=_optional(get("githubAppPrivateKeySecretArn")),
             sandbox_storage=str(get("sandboxStorage") or "ebs").lower(),
             sandbox_cpu=_int(get("sandboxCpu"), 2048),
             sandbox_memory_mib=_int(get("sandboxMemoryMiB"), 4096),

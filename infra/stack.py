@@ -97,6 +97,7 @@ class OpenAgentsStack(Stack):
                     self.github.token_secret, "OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"
                 ),
                 "origin": SecretSetting(self.web.origin_secret, "OPENAGENTS_ORIGIN_SECRET_ARN"),
+                **self._github_app(config),
             },
         )
         self.workflows = Workflows(
@@ -116,6 +117,17 @@ class OpenAgentsStack(Stack):
         self.events.add_rules(self.workflows.functions)
         self.web.add_api(self.api.domain_name)
         self._outputs()
+
+    def _github_app(self, config: StageConfig) -> dict[str, SecretSetting]:
+        """The GitHub App's key and id, for the functions that read GitHub credentials."""
+        if self.github.app_key_secret is None or not config.github_app_id:
+            return {}
+        setting = SecretSetting(
+            self.github.app_key_secret,
+            "OPENAGENTS_GITHUB_APP_PRIVATE_KEY_SECRET_ARN",
+            {"OPENAGENTS_GITHUB_APP_ID": config.github_app_id},
+        )
+        return {"github-app": setting}
 
     def _output(self, key: str, value: str | None) -> None:
         if value is not None:

@@ -34,7 +34,7 @@ from constructs import Construct
 
 from infra import nag
 from infra.config import StageConfig
-from infra.constructs.control_plane import ControlPlane, Needs
+from infra.constructs.control_plane import GITHUB_CREDENTIALS, ControlPlane, Needs
 from infra.constructs.data import MESSAGES_PREFIX
 from infra.constructs.function import (
     ARCHITECTURE,
@@ -71,7 +71,7 @@ NEEDS = Needs(
         "dynamodb:UpdateItem",
     ),
     message_bodies=("s3:GetObject", "s3:PutObject"),
-    secrets=("github-token",),
+    secrets=GITHUB_CREDENTIALS,
     starts=("provisioning", "lifecycle"),
     driver=("probe",),
     token_key=True,

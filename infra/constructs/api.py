@@ -17,7 +17,7 @@ from constructs import Construct
 
 from infra import nag
 from infra.config import StageConfig
-from infra.constructs.control_plane import ControlPlane, Needs
+from infra.constructs.control_plane import GITHUB_CREDENTIALS, ControlPlane, Needs
 from infra.constructs.data import MESSAGES_PREFIX
 from infra.constructs.function import Layers, ServiceFunction, removal, retention
 from infra.nag import acknowledge
@@ -57,8 +57,8 @@ NEEDS = Needs(
         "byUserStatus": ("dynamodb:Query",),
     },
     message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
-    # the webhook's HMAC key, the GitHub token (PR refresh on archive), CloudFront's header value
-    secrets=("github-webhook", "github-token", "origin"),
+    # the webhook's HMAC key, the GitHub credentials (PR refresh on archive), CloudFront's header
+    secrets=("github-webhook", *GITHUB_CREDENTIALS, "origin"),
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
     driver=("probe",),  # a sandbox tool call that cannot reach sandboxd checks the task
     token_key=True,  # the sandbox tools call sandboxd with the sandbox's token

@@ -61,10 +61,18 @@ def state_machine_arn(scope: Construct, config: StageConfig, machine: str) -> st
 
 @dataclass(frozen=True)
 class SecretSetting:
-    """A secret a function may read, and the setting that names it (its ARN)."""
+    """A secret a function may read, the setting that names it (its ARN), and the plain
+    settings that go with it."""
 
     secret: secretsmanager.ISecret
     setting: str  # e.g. OPENAGENTS_ORIGIN_SECRET_ARN
+    settings: Mapping[str, str] = field(default_factory=dict)  # e.g. the GitHub App's id
+
+
+# A secret a stage may leave out: a function that lists it reads it only when it is configured.
+OPTIONAL_SECRETS = frozenset({"github-app"})
+# How a function reaches GitHub: the token, and the GitHub App's key when the stage has one.
+GITHUB_CREDENTIALS = ("github-token", "github-app")
 
 
 class ControlPlane:
@@ -95,12 +103,12 @@ class ControlPlane:
         """``OPENAGENTS_*`` (``openagents.settings``) and Powertools settings; the ARN of each
         secret ``needs`` reads."""
         stack = Stack.of(self._scope)
-        secrets = {
-            self.secrets[name].setting: self.secrets[name].secret.secret_arn
-            for name in (needs.secrets if needs else ())
-        }
+        settings: dict[str, str] = {}
+        for name in self._secrets_of(needs):
+            settings[self.secrets[name].setting] = self.secrets[name].secret.secret_arn
+            settings.update(self.secrets[name].settings)
         return {
-            **secrets,
+            **settings,
             "OPENAGENTS_MODE": "aws",
             "OPENAGENTS_REGION": Aws.REGION,
             **self.data.environment,
@@ -111,6 +119,14 @@ class ControlPlane:
             "POWERTOOLS_SERVICE_NAME": service,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         }
+
+    def _secrets_of(self, needs: Needs | None) -> list[str]:
+        """The secrets ``needs`` reads that this stack has (an optional one may be absent)."""
+        names = needs.secrets if needs else ()
+        unknown = set(names) - set(self.secrets) - OPTIONAL_SECRETS
+        if unknown:
+            raise ValueError(f"no such control-plane secrets: {sorted(unknown)}")
+        return [name for name in names if name in self.secrets]
 
     def statements(self, needs: Needs) -> list[iam.PolicyStatement]:
         table_arn = self.data.table.table_arn
@@ -146,15 +162,12 @@ class ControlPlane:
                     resources=[self.data.artifacts.arn_for_objects(f"{BUNDLES_PREFIX}*")],
                 )
             )
-        if needs.secrets:
-            unknown = set(needs.secrets) - set(self.secrets)
-            if unknown:
-                raise ValueError(f"no such control-plane secrets: {sorted(unknown)}")
+        if secrets := self._secrets_of(needs):
             statements.append(
                 iam.PolicyStatement(
                     sid="ReadSecrets",
                     actions=["secretsmanager:GetSecretValue"],
-                    resources=[self.secrets[name].secret.secret_arn for name in needs.secrets],
+                    resources=[self.secrets[name].secret.secret_arn for name in secrets],
                 )
             )
         if needs.starts:

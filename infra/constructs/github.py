@@ -8,6 +8,10 @@
 
 A stage may use existing secrets instead (context ``githubWebhookSecretArn`` /
 ``githubTokenSecretArn``): nothing is created then.
+
+- **GitHub App private key** -- only an existing secret (``githubAppPrivateKeySecretArn``, with
+  ``githubAppId``): the key is GitHub's to issue. When set, the functions that read the token
+  read it too, and prefer the app's installation tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ class GitHub(Construct):
             description="Open Agents: GitHub token for PR lookups (a fine-grained token with "
             "Pull requests: read); blank until the platform team fills it",
             generate=False,
+        )
+        key_arn = config.github_app_private_key_secret_arn
+        self.app_key_secret: secretsmanager.ISecret | None = (
+            secretsmanager.Secret.from_secret_complete_arn(self, "AppPrivateKey", key_arn)
+            if key_arn
+            else None
         )
 
     def _secret(

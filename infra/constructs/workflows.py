@@ -30,7 +30,12 @@ from constructs import Construct
 from openagents.workflows import catalog
 
 from infra.config import ROOT, StageConfig
-from infra.constructs.control_plane import ControlPlane, Needs, state_machine_name
+from infra.constructs.control_plane import (
+    GITHUB_CREDENTIALS,
+    ControlPlane,
+    Needs,
+    state_machine_name,
+)
 from infra.constructs.function import Layers, ServiceFunction, removal, retention
 from infra.nag import acknowledge
 
@@ -71,7 +76,7 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:UpdateItem",
             ),
             bundles=("s3:GetObject",),  # an unarchived session's workspace comes from its bundle
-            secrets=("github-token",),  # a private repository's clone token
+            secrets=GITHUB_CREDENTIALS,  # a private repository's clone token
             starts=("lifecycle",),  # a session that becomes active starts its loop
             driver=("start", "probe", "stop"),
             token_key=True,
@@ -115,7 +120,7 @@ SPECS: dict[str, FunctionSpec] = {
             ),
             indexes={"idle": ("dynamodb:Query",)},  # the auto-archive schedule
             bundles=("s3:DeleteObject", "s3:PutObject"),  # a newer bundle replaces the older
-            secrets=("github-token",),  # archiving refreshes the PR (auto-archive included)
+            secrets=GITHUB_CREDENTIALS,  # archiving refreshes the PR (auto-archive included)
             # a hibernated session's work is bundled from a temporary sandbox (its snapshot)
             driver=("start", "probe", "stop", "delete_snapshot"),
             token_key=True,  # sandboxd calls (git bundle, reading it back)

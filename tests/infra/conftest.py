@@ -31,6 +31,7 @@ SPA_ORIGIN = "http://localhost:5173"
 ISSUER = "https://login.example.com/realms/agents"
 WEB_ACL = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc"
 GITHUB_TOKEN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-token-AbCdEf"
+GITHUB_APP_KEY = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-app-AbCdEf"
 PROXY = "http://egress-proxy.internal:3128"  # an allow-listing proxy inside the VPC
 
 
@@ -142,6 +143,12 @@ def ext(synth: Callable[..., Synth]) -> Synth:
 def closed(synth: Callable[..., Synth]) -> Synth:
     """Sandboxes with no egress but the VPC endpoints their tasks need (EBS workspaces)."""
     return synth(stage="closed", sandboxEgress="none")
+
+
+@pytest.fixture(scope="session")
+def github_app(synth: Callable[..., Synth]) -> Synth:
+    """A stage whose functions reach GitHub as a GitHub App (its key an existing secret)."""
+    return synth(stage="app", githubAppId="123456", githubAppPrivateKeySecretArn=GITHUB_APP_KEY)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import pytest
 from aws_cdk import App
 
 from infra.config import StageConfig
+from tests.infra.conftest import GITHUB_APP_KEY as APP_KEY
 from tests.infra.conftest import ISSUER, Synth
 
 
@@ -67,6 +68,10 @@ def test_existing_issuer_replaces_cognito(ext: Synth) -> None:
         ({"sandboxCpu": "3000"}, "sandboxCpu"),
         ({"sandboxCpu": "1024", "sandboxMemoryMiB": "1024"}, "sandboxMemoryMiB"),
         ({"natGateways": "3"}, "natGateways"),
+        ({"githubAppId": "123456"}, "githubAppId and githubAppPrivateKeySecretArn go together"),
+        ({"githubAppPrivateKeySecretArn": APP_KEY}, "go together"),
+        ({"githubAppId": "my-app", "githubAppPrivateKeySecretArn": APP_KEY}, "GitHub App id"),
+        ({"githubAppId": "1", "githubAppPrivateKeySecretArn": "arn:x"}, "not a Secrets Manager"),
     ],
 )
 def test_config_rejects_bad_context(context: dict[str, Any], message: str) -> None:

@@ -182,22 +182,27 @@ def _clone_token(git_host: GitHost | None, session: Session) -> str | None:
 
 
 def _git_host(settings: Settings) -> GitHost | None:
-    """Local bare repositories on one machine; GitHub with a token from Secrets Manager on
-    AWS (none configured: PR refreshes are skipped)."""
+    """Local bare repositories on one machine; on AWS, GitHub with a GitHub App's
+    installation tokens when its id and private key are set, else a token from Secrets Manager
+    (neither: PR refreshes are skipped)."""
     if settings.mode is Mode.LOCAL:
         from openagents.git.local import LocalGitHost
         from openagents.git.roots import local_repo_roots
 
         roots = local_repo_roots(settings.local_repo_roots, settings.home)
         return LocalGitHost(settings.home / "git", roots=roots)
-    if not settings.github_token_secret_arn:
+    app_id, key_arn = settings.github_app_id, settings.github_app_private_key_secret_arn
+    token_arn = settings.github_token_secret_arn
+    if not ((app_id and key_arn) or token_arn):
         return None
-    from openagents.git.github import GitHubHost, StaticToken
+    from openagents.git.github import Credentials, GitHubApp, GitHubHost, StaticToken
 
-    arn = settings.github_token_secret_arn
-    return GitHubHost(
-        StaticToken(lambda: _secret(settings, arn) or ""), base_url=settings.github_api_url
-    )
+    credentials: Credentials
+    if app_id and key_arn:  # installation tokens, preferred over a personal token
+        credentials = GitHubApp(app_id, lambda: _secret(settings, key_arn) or "")
+    else:
+        credentials = StaticToken(lambda: _secret(settings, str(token_arn)) or "")
+    return GitHubHost(credentials, base_url=settings.github_api_url)
 
 
 def _webhook_secret(settings: Settings) -> Callable[[], str | None]:

@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     github_webhook_secret: str | None = None  # HMAC key of POST /api/github/webhook
     github_webhook_secret_arn: str | None = None  # AWS: the same, from Secrets Manager
     github_token_secret_arn: str | None = None  # AWS: a GitHub token for PR lookups
+    github_app_id: str | None = None  # AWS: a GitHub App (preferred over the token when set)
+    github_app_private_key_secret_arn: str | None = None  # AWS: the app's PEM private key
     github_api_url: str = "https://api.github.com"
     pr_refresh_seconds: float = Field(default=30, ge=0)  # opening a session refreshes its PR
 
