@@ -267,8 +267,12 @@ def export_settings(settings: Settings, monkeypatch: Any) -> None:
     """Put ``settings`` in the environment: Lambda task handlers (run in process by moto's
     Step Functions) read their settings from it, as they do on AWS."""
     for name, value in settings.model_dump(mode="json").items():
+        variable = f"OPENAGENTS_{name.upper()}"
+        if value is None:  # unset, as on AWS (exported, None would read back as "null")
+            monkeypatch.delenv(variable, raising=False)
+            continue
         text = value if isinstance(value, str) else json.dumps(value)
-        monkeypatch.setenv(f"OPENAGENTS_{name.upper()}", text)
+        monkeypatch.setenv(variable, text)
 
 
 def git(cwd: Any, *args: str) -> str:
