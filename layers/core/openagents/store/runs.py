@@ -18,7 +18,7 @@ and ``runs_dynamodb`` (AWS); ``tests/contract/test_runs.py`` proves them alike.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -110,6 +110,31 @@ class TurnMessage:
     chat: Chat
     message: Message
     activity: Activity | None
+
+
+class MessageBodies(Protocol):
+    """Where a store adapter keeps large message bodies (written before the transaction)."""
+
+    def stage_body(self, message: Message) -> tuple[str | None, str | None]: ...
+    def drop_body(self, body_ref: str | None) -> None: ...
+
+
+def start_with_body(
+    bodies: MessageBodies,
+    message: TurnMessage | None,
+    start: Callable[[str | None, str | None], Started],
+) -> Started:
+    """``start(body, body_ref)`` with the message's body staged first, and dropped again when
+    the start writes no message (refused, or the run this message started already)."""
+    body, body_ref = bodies.stage_body(message.message) if message else (None, None)
+    try:
+        started = start(body, body_ref)
+    except BaseException:
+        bodies.drop_body(body_ref)
+        raise
+    if not started.created:
+        bodies.drop_body(body_ref)
+    return started
 
 
 class TurnInProgress(Exception):

@@ -54,6 +54,7 @@ from openagents.store.runs import (
     as_reverted,
     run_from_json,
     run_to_json,
+    start_with_body,
     started_key,
     with_checkpoint,
 )
@@ -159,15 +160,9 @@ class DynamoRunStore:
 
     @guard
     def start(self, run: Run, message: TurnMessage | None = None) -> Started:
-        body, body_ref = self._store.stage_body(message.message) if message else (None, None)
-        try:
-            started = self._start(run, message, body, body_ref)
-        except BaseException:
-            self._store.drop_body(body_ref)
-            raise
-        if not started.created:
-            self._store.drop_body(body_ref)
-        return started
+        return start_with_body(
+            self._store, message, lambda body, ref: self._start(run, message, body, ref)
+        )
 
     def _start(
         self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
