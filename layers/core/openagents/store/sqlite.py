@@ -97,6 +97,28 @@ def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
     )
 
 
+def _insert_message_row(
+    db: sqlite3.Connection,
+    chat_id: str,
+    message: Message,
+    body: str | None,
+    body_ref: str | None,
+) -> None:
+    db.execute(
+        "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            chat_id,
+            message_sk(message),
+            message.id,
+            message.role.value,
+            body,
+            body_ref,
+            iso(message.created_at),
+        ),
+    )
+
+
 class SqliteStore:
     """``Store`` on one SQLite file (``<OPENAGENTS_HOME>/openagents.db``)."""
 
@@ -619,19 +641,7 @@ class SqliteStore:
         stored = read_session(db, session.id)
         if stored_chat is None or stored is None or chat.id not in stored.chats:
             raise Gone
-        db.execute(
-            "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                chat.id,
-                message_sk(message),
-                message.id,
-                message.role.value,
-                body,
-                body_ref,
-                iso(message.created_at),
-            ),
-        )
+        _insert_message_row(db, chat.id, message, body, body_ref)
         self._count_message(db, stored_chat, message)
         self._record_activity(db, stored, chat.id, message, activity)
         return "inserted", None
@@ -756,19 +766,7 @@ class SqliteStore:
             with self.db.transaction() as db:
                 self._insert_chat(db, session, chat, max_chats, chat_mark(chat, read=True))
                 for message, (body, body_ref) in zip(messages, bodies, strict=True):
-                    db.execute(
-                        "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            chat.id,
-                            message_sk(message),
-                            message.id,
-                            message.role.value,
-                            body,
-                            body_ref,
-                            iso(message.created_at),
-                        ),
-                    )
+                    _insert_message_row(db, chat.id, message, body, body_ref)
         except BaseException:
             for _, body_ref in bodies:
                 self._drop_body(body_ref)
