@@ -20,6 +20,8 @@ export type RunStatus = S["RunStatus"];
 export type RevertAnswer = S["RevertOut"];
 export type RespondBody = RequestBody<"/api/chat/{chat_id}/respond", "post">;
 export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
+export type Preferences = S["PreferencesBody"];
+export type PrStatus = S["PrStatus"];
 
 /** A UI message as stored (the API keeps the whole object). */
 export type UIMessage = {
@@ -142,6 +144,7 @@ export function createApi(call: Call) {
       }),
 
     preferences: () => call("get", "/api/user/preferences"),
+    setPreferences: (body: Preferences) => call("put", "/api/user/preferences", { body }),
   };
 }
 

@@ -1,7 +1,9 @@
 import { useCallback, useEffect, useState } from "react";
 import { useSessionList } from "../hooks/useSessionList";
 import { navigate, parseRoute, sessionPath, usePathname } from "../router";
+import { Link } from "./Link";
 import { NewSessionDialog } from "./NewSessionDialog";
+import { PreferencesDialog } from "./PreferencesDialog";
 import { SessionView } from "./SessionView";
 import { Sidebar } from "./Sidebar";
 
@@ -17,6 +19,7 @@ interface Props {
 export function Workspace({ user, local, onSignOut }: Props) {
   const route = parseRoute(usePathname());
   const [creating, setCreating] = useState(false);
+  const [preferences, setPreferences] = useState(false);
   const active = useSessionList("active", true);
   const refresh = active.refresh;
   const sessionsChanged = useCallback(() => void refresh(), [refresh]);
@@ -36,10 +39,15 @@ export function Workspace({ user, local, onSignOut }: Props) {
         Skip to content
       </a>
       <header className="topbar">
-        <span className="brand">Open Agents</span>
+        <Link href="/" className="brand">
+          Open Agents
+        </Link>
         <span className="user" aria-label="Signed in as">
           {user}
         </span>
+        <button type="button" onClick={() => setPreferences(true)}>
+          Preferences
+        </button>
         <button type="button" onClick={onSignOut}>
           Sign out
         </button>
@@ -56,9 +64,13 @@ export function Workspace({ user, local, onSignOut }: Props) {
         ) : (
           <div className="empty">
             <p>Pick a session, or start a new one.</p>
+            <button type="button" className="primary" onClick={() => setCreating(true)}>
+              New session
+            </button>
           </div>
         )}
       </main>
+      {preferences && <PreferencesDialog onClose={() => setPreferences(false)} />}
       {creating && (
         <NewSessionDialog
           local={local}
