@@ -4,6 +4,7 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { ApiError } from "../api/http";
 import { useLoader } from "../hooks/useLoader";
+import { UnifiedDiff } from "./UnifiedDiff";
 
 function GitSummary({ status }: { status: GitStatus }) {
   return (
@@ -58,7 +59,7 @@ function DiffFiles({ diff, cachedAt }: { diff: Diff; cachedAt?: string }) {
             <span className="added">+{file.additions}</span>{" "}
             <span className="removed">−{file.deletions}</span>
           </summary>
-          {file.diff && <pre tabIndex={0}>{file.diff}</pre>}
+          {file.diff && <UnifiedDiff diff={file.diff} label={`Diff of ${file.path}`} />}
         </details>
       ))}
     </section>

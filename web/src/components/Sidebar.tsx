@@ -5,6 +5,7 @@ import { useSessionList } from "../hooks/useSessionList";
 import { stateBadge } from "../lifecycle/status";
 import { sessionPath } from "../router";
 import { Link } from "./Link";
+import { PrBadge, prLabel } from "./PrBadge";
 import { StatusChip } from "./StatusChip";
 import { TabList, panelId, tabId } from "./TabList";
 import { UnreadDot } from "./UnreadDot";
@@ -39,6 +40,7 @@ function SessionLink({ session, selected }: { session: SessionSummary; selected:
     session.hasStreaming && "working",
     session.hasUnread && "unread",
     repoLabel(session),
+    prLabel(session.prNumber, session.prStatus),
     badge,
   ]
     .filter(Boolean)
@@ -56,7 +58,9 @@ function SessionLink({ session, selected }: { session: SessionSummary; selected:
           {session.title}
           {session.hasStreaming && <WorkingBadge />}
         </span>
-        <span className="session-meta">{repoLabel(session)}</span>
+        <span className="session-meta">
+          {repoLabel(session)} <PrBadge number={session.prNumber} status={session.prStatus} />
+        </span>
         <StatusChip label={badge} />
       </Link>
     </li>

@@ -1,5 +1,6 @@
 import { lazy, Suspense } from "react";
 import type { RespondBody } from "../../api/client";
+import { DataPartCard } from "./DataPartCard";
 import { ToolCard, type ToolPart } from "./ToolCard";
 
 // react-markdown, GFM and highlight.js load on first use: the app's first screen stays small
@@ -79,12 +80,7 @@ export function MessageView({ message, live = false, onRespond }: Props) {
           );
         if (part.type.startsWith("tool-") || part.type === "dynamic-tool")
           return <ToolCard key={i} part={part as unknown as ToolPart} live={live} onRespond={onRespond} />;
-        if (part.type.startsWith("data-"))
-          return (
-            <div key={i} className="data-part">
-              <span className="badge">{part.type.slice(5)}</span> <code>{JSON.stringify(part.data)}</code>
-            </div>
-          );
+        if (part.type.startsWith("data-")) return <DataPartCard key={i} type={part.type} data={part.data} />;
         return null; // step-start, sources, files
       })}
       {usage && <footer className="message-usage">{usage}</footer>}

@@ -1,0 +1,117 @@
+// The auto-commit and auto-PR outcomes of a turn (`data-commit`, `data-pr` parts) as inline cards.
+// Their data follows services/auto_commit.py's outcome (branch, committed, commit, pushed,
+// skipped; prNumber, prUrl, or pr: "skipped: …") and the reference's data-pr (status, skipReason).
+
+type Data = Record<string, unknown>;
+const asRecord = (value: unknown): Data =>
+  value && typeof value === "object" && !Array.isArray(value) ? (value as Data) : {};
+const text = (value: unknown): string | null => (typeof value === "string" && value ? value : null);
+/** A link only to a web page (never `javascript:` or the like). */
+const webUrl = (value: unknown): string | null => {
+  const url = text(value);
+  return url && /^https?:\/\//i.test(url) ? url : null;
+};
+
+export interface CommitOutcome {
+  committed: boolean;
+  pushed: boolean;
+  branch: string | null;
+  /** The short hash (the first word of the commit's output). */
+  sha: string | null;
+  subject: string | null;
+  /** Why nothing was committed or pushed, in words. */
+  skipped: string | null;
+}
+
+export function commitOutcome(data: unknown): CommitOutcome {
+  const d = asRecord(data);
+  const commit = text(d.commit) ?? text(d.sha) ?? "";
+  const [sha, ...rest] = commit.split(/\s+/);
+  return {
+    committed: d.committed === true,
+    pushed: d.pushed === true,
+    branch: text(d.branch),
+    sha: sha ? sha.slice(0, 12) : null,
+    subject: text(d.message) ?? (rest.join(" ") || null),
+    skipped: text(d.skipped) ?? text(d.error) ?? text(d.skipReason),
+  };
+}
+
+export interface PrOutcome {
+  number: number | null;
+  url: string | null;
+  /** "created", "existing", "skipped" … (the reference's status), when given. */
+  status: string | null;
+  skipped: string | null;
+}
+
+export function prOutcome(data: unknown): PrOutcome {
+  const d = asRecord(data);
+  const number = typeof d.prNumber === "number" ? d.prNumber : typeof d.number === "number" ? d.number : null;
+  const pr = text(d.pr);
+  const skipped = text(d.skipReason) ?? (pr?.startsWith("skipped") ? pr.replace(/^skipped:?\s*/, "") : null);
+  return {
+    number,
+    url: webUrl(d.prUrl) ?? webUrl(d.url),
+    status: text(d.status),
+    skipped: number === null ? (skipped ?? "no pull request was opened") : skipped,
+  };
+}
+
+function CommitCard({ data }: { data: unknown }) {
+  const c = commitOutcome(data);
+  const title = c.committed ? "Committed" : c.pushed ? "Pushed" : "Not committed";
+  return (
+    <article className={`data-card ${c.skipped ? "data-card-skipped" : "data-card-ok"}`} aria-label="Commit">
+      <header className="tool-head">
+        <span className="tool-name">{title}</span>
+        {c.sha && <code>{c.sha}</code>}
+        {c.branch && (
+          <span className="muted">
+            on <code>{c.branch}</code>
+          </span>
+        )}
+        {c.committed && <span className="badge">{c.pushed ? "pushed" : "not pushed"}</span>}
+      </header>
+      {c.subject && <p className="data-card-line">{c.subject}</p>}
+      {c.skipped && <p className="data-card-line muted">{capitalise(c.skipped)}.</p>}
+    </article>
+  );
+}
+
+function PrCard({ data }: { data: unknown }) {
+  const pr = prOutcome(data);
+  return (
+    <article
+      className={`data-card ${pr.number === null ? "data-card-skipped" : "data-card-ok"}`}
+      aria-label="Pull request"
+    >
+      <header className="tool-head">
+        <span className="tool-name">Pull request</span>
+        {pr.number !== null &&
+          (pr.url ? (
+            <a href={pr.url} target="_blank" rel="noreferrer">
+              PR #{pr.number}
+            </a>
+          ) : (
+            <span>PR #{pr.number}</span>
+          ))}
+        {pr.status && <span className="badge">{pr.status}</span>}
+      </header>
+      {pr.skipped && <p className="data-card-line muted">No pull request: {pr.skipped}.</p>}
+    </article>
+  );
+}
+
+const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/** A data part: commit and PR outcomes as cards, any other as a labelled line. */
+export function DataPartCard({ type, data }: { type: string; data: unknown }) {
+  if (type === "data-commit") return <CommitCard data={data} />;
+  if (type === "data-pr") return <PrCard data={data} />;
+  return (
+    <div className="data-part">
+      <span className="badge">{type.slice("data-".length)}</span> <code>{JSON.stringify(data)}</code>
+    </div>
+  );
+}
