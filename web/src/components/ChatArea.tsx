@@ -12,11 +12,13 @@ interface Props {
   /** The chat in the URL, else the most recently updated one, else the first. */
   chatId: string | null;
   latestChatId: string | null;
+  /** An archived session takes no messages. */
+  archived?: boolean;
   onRead: () => void;
   onSent: () => void;
 }
 
-export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Props) {
+export function ChatArea({ sessionId, chatId, latestChatId, archived = false, onRead, onSent }: Props) {
   const api = useApi();
   const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
   const chats = useLoader(load);
@@ -96,6 +98,7 @@ export function ChatArea({ sessionId, chatId, latestChatId, onRead, onSent }: Pr
           sessionId={sessionId}
           chatId={activeId}
           modelId={list.find((chat) => chat.id === activeId)?.modelId ?? null}
+          archived={archived}
           onRead={read}
           onSent={sent}
           onTurn={sent}

@@ -18,6 +18,8 @@ interface Props {
   chatId: string;
   /** The chat's model (null: the default). */
   modelId?: string | null;
+  /** The session is archived: the composer is off until it is unarchived. */
+  archived?: boolean;
   /** After the read marker is set (the sidebar's unread dot may go). */
   onRead: () => void;
   /** After a message is stored (the chat title and the sandbox's idle timer may change). */
@@ -67,6 +69,7 @@ export function ChatPanel({
   sessionId,
   chatId,
   modelId = null,
+  archived = false,
   onRead,
   onSent,
   onTurn,
@@ -275,7 +278,12 @@ export function ChatPanel({
           onChanged={() => onChatChanged?.()}
         />
         <ShareButton sessionId={sessionId} chatId={chatId} />
-        <Composer onSend={send} running={running} onStop={stop} />
+        <Composer
+          onSend={send}
+          running={running}
+          onStop={stop}
+          disabledReason={archived ? "Unarchive to continue." : null}
+        />
       </div>
       {deleting && (
         <ConfirmDialog

@@ -59,10 +59,11 @@ export function ChatTabs({ chats, activeId, onSelect, onCreate, onRename, onDele
       chat.isStreaming || chat.hasUnread
         ? [chat.title, chat.isStreaming && "working", chat.hasUnread && "unread"].filter(Boolean).join(", ")
         : undefined,
+    title: chat.title,
     label: (
       <>
         {chat.hasUnread && <UnreadDot />}
-        {chat.title}
+        <span className="tab-title">{chat.title}</span>
         {chat.isStreaming && <WorkingBadge />}
       </>
     ),

@@ -7,11 +7,14 @@ interface Props {
   /** A turn runs: Send waits, Stop is offered. */
   running?: boolean;
   onStop?: () => Promise<void>;
+  /** Why nothing can be sent now (an archived session): the box is off and says so. */
+  disabledReason?: string | null;
 }
 
 /** The message box: Enter sends, Shift+Enter starts a new line. */
-export function Composer({ onSend, running = false, onStop }: Props) {
+export function Composer({ onSend, running = false, onStop, disabledReason = null }: Props) {
   const id = useId();
+  const off = disabledReason !== null;
   const [text, setText] = useState("");
   const [sending, setSending] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -19,7 +22,7 @@ export function Composer({ onSend, running = false, onStop }: Props) {
   const form = useRef<HTMLFormElement>(null);
   const submit = async (event: FormEvent) => {
     event.preventDefault();
-    if (!text.trim() || sending || running) return;
+    if (!text.trim() || sending || running || off) return;
     setSending(true);
     setError(null);
     try {
@@ -46,7 +49,9 @@ export function Composer({ onSend, running = false, onStop }: Props) {
         id={id}
         value={text}
         rows={2}
-        placeholder="Message (Enter to send, Shift+Enter for a new line)"
+        disabled={off}
+        aria-describedby={off ? `${id}-off` : undefined}
+        placeholder={off ? disabledReason : "Message (Enter to send, Shift+Enter for a new line)"}
         onChange={(event) => setText(event.target.value)}
         onKeyDown={onKeyDown}
       />
@@ -70,9 +75,14 @@ export function Composer({ onSend, running = false, onStop }: Props) {
           {stopping ? "Stopping…" : "Stop"}
         </button>
       ) : (
-        <button type="submit" className="primary" disabled={sending || !text.trim()}>
+        <button type="submit" className="primary" disabled={off || sending || !text.trim()}>
           {sending ? "Sending…" : "Send"}
         </button>
+      )}
+      {off && (
+        <p id={`${id}-off`} className="composer-off">
+          {disabledReason}
+        </p>
       )}
       {error && (
         <p role="alert" className="form-error">

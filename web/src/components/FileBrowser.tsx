@@ -3,16 +3,27 @@ import type { FileEntry } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
-
-const NOT_RUNNING = "Files can be browsed while the sandbox is running (resume a paused one).";
-
-function sortEntries(entries: FileEntry[]): FileEntry[] {
-  return [...entries].sort(
-    (a, b) => Number(b.type === "dir") - Number(a.type === "dir") || a.path.localeCompare(b.path),
-  );
-}
+import type { ChipLabel } from "../lifecycle/status";
 
 const baseName = (path: string) => path.split("/").pop() ?? path;
+
+/** Why there are no files to browse, for each state but Active. */
+export const NO_FILES: Record<Exclude<ChipLabel, "Active">, string> = {
+  Provisioning: "The sandbox is being set up; its files show here when it is ready.",
+  Restoring: "The sandbox is being restored; its files show here when it is back.",
+  Hibernating: "The sandbox is hibernating; resume it to browse its files.",
+  Paused: "The sandbox is paused; resume it to browse its files.",
+  Failed: "The sandbox failed, so there are no files to show; Retry sandbox sets it up again.",
+  Archived: "The session is archived; unarchive it to browse its files.",
+  "No sandbox": "This session has no sandbox, so there are no files to show.",
+};
+
+/** The entries shown: folders first, then by path; git's own folder is not part of the work. */
+function sortEntries(entries: FileEntry[]): FileEntry[] {
+  return entries
+    .filter((entry) => baseName(entry.path) !== ".git")
+    .sort((a, b) => Number(b.type === "dir") - Number(a.type === "dir") || a.path.localeCompare(b.path));
+}
 
 function Directory({
   sessionId,
@@ -101,9 +112,10 @@ function Viewer({ sessionId, path }: { sessionId: string; path: string }) {
 }
 
 /** The workspace tree (folders load as they open) and the selected file. */
-export function FileBrowser({ sessionId, running }: { sessionId: string; running: boolean }) {
+export function FileBrowser({ sessionId, chip }: { sessionId: string; chip: ChipLabel | null }) {
   const [selected, setSelected] = useState<string | null>(null);
-  if (!running) return <p className="muted">{NOT_RUNNING}</p>;
+  if (chip === null) return <p className="muted">Checking the sandbox…</p>;
+  if (chip !== "Active") return <p className="muted">{NO_FILES[chip]}</p>;
   return (
     <div className="files">
       <nav aria-label="Workspace files" className="file-tree">

@@ -28,6 +28,15 @@ export function fieldOf(apiField: string | null): Field {
   }
 }
 
+/** `owner/repo` (the API's repoOwner and repoName), else a URL or a local path (repoUrl). */
+export function repositoryFields(
+  value: string,
+): Pick<CreateSessionBody, "repoUrl" | "repoOwner" | "repoName"> {
+  const shorthand = /^([.\w-]+)\/([.\w-]+?)(?:\.git)?$/.exec(value);
+  if (shorthand && !value.startsWith(".")) return { repoOwner: shorthand[1], repoName: shorthand[2] };
+  return { repoUrl: value };
+}
+
 export function retryMessage(seconds: number | null, now = new Date()): string {
   if (seconds === null) return "Too many new sessions. Try again in a minute.";
   const at = new Date(now.getTime() + seconds * 1000).toLocaleTimeString();
@@ -52,6 +61,7 @@ function FieldError({ id, message }: { id: string; message: string | undefined }
 export function NewSessionDialog({ local, onClose, onCreated }: Props) {
   const api = useApi();
   const [repository, setRepository] = useState("");
+  const [noRepository, setNoRepository] = useState(false);
   const [newBranch, setNewBranch] = useState(true);
   const [branch, setBranch] = useState("main");
   const [title, setTitle] = useState("");
@@ -77,8 +87,13 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
+    const repo = repository.trim();
+    if (!noRepository && !repo) {
+      setErrors({ repository: "Enter a repository, or tick “No repository”." });
+      return;
+    }
     const body: CreateSessionBody = {
-      repoUrl: repository.trim(),
+      ...(noRepository ? {} : repositoryFields(repo)),
       isNewBranch: newBranch,
       autoCommitPush,
       autoCreatePr: autoCommitPush && autoCreatePr,
@@ -116,18 +131,30 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
         <input
           id="new-repository"
           name="repository"
-          value={repository}
+          value={noRepository ? "" : repository}
           onChange={(event) => setRepository(event.target.value)}
-          required
+          required={!noRepository}
+          disabled={noRepository}
           autoComplete="off"
           placeholder="https://github.com/owner/repo"
           {...described("repository", "new-repository-hint")}
         />
         <p id="new-repository-hint" className="hint">
-          An https:// URL on an allowed host
-          {local ? ", or an absolute path to a git repository on this machine" : ""}.
+          <code>owner/repo</code>, or an https:// URL of a repository on an allowed host (github.com by
+          default){local ? ", or the absolute path of a git repository on this machine" : ""}.
         </p>
         <FieldError id="new-repository-error" message={errors.repository} />
+        <label className="inline">
+          <input
+            type="checkbox"
+            checked={noRepository}
+            onChange={(event) => {
+              setNoRepository(event.target.checked);
+              setErrors(({ repository: _, ...rest }) => rest);
+            }}
+          />
+          No repository (an empty workspace)
+        </label>
 
         <fieldset>
           <legend>Branch</legend>

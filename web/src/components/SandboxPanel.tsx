@@ -44,7 +44,7 @@ export function SandboxPanel({
         className="sandbox-view"
         key={`${view}-${chip}-${view === "files" ? 0 : version}`}
       >
-        {view === "files" && <FileBrowser sessionId={sessionId} running={running} />}
+        {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} />}
         {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
         {view === "activity" && (
           <>

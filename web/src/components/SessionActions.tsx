@@ -5,7 +5,7 @@ import { errorMessage } from "../api/errors";
 import type { ChipLabel } from "../lifecycle/status";
 import { ConfirmDialog } from "./ConfirmDialog";
 
-type Action = "resume" | "pause" | "retry" | "archive" | "unarchive";
+export type Action = "resume" | "pause" | "retry" | "archive" | "unarchive";
 
 const RUN: Record<Action, (api: Api, id: string) => Promise<unknown>> = {
   resume: (api, id) => api.resume(id),
@@ -17,10 +17,15 @@ const RUN: Record<Action, (api: Api, id: string) => Promise<unknown>> = {
 
 const LABEL: Record<Action, [idle: string, busy: string]> = {
   resume: ["Resume", "Resuming…"],
-  pause: ["Pause", "Pausing…"],
+  pause: ["Pause", "Hibernating…"],
   retry: ["Retry sandbox", "Retrying…"],
   archive: ["Archive", "Archiving…"],
   unarchive: ["Unarchive", "Unarchiving…"],
+};
+
+/** What a finished action did, said beside the buttons while the chip shows that state. */
+const DONE: Partial<Record<Action, [text: string, shownWhile: ChipLabel]>> = {
+  retry: ["Retry started: the sandbox is being set up again.", "Provisioning"],
 };
 
 /** The buttons a state offers: Resume when paused, Pause when active, Retry when failed. */
@@ -37,7 +42,7 @@ interface Props {
   chip: ChipLabel | null;
   archived: boolean;
   /** The state changed on the server: re-sync the chip, the session and the sidebar. */
-  onDone: () => void;
+  onDone: (action: Action, ok: boolean) => void;
   onBusy: (action: Action | null) => void;
 }
 
@@ -46,18 +51,23 @@ export function SessionActions({ sessionId, title, chip, archived, onDone, onBus
   const [busy, setBusy] = useState<Action | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [failure, setFailure] = useState<string | null>(null);
+  const [done, setDone] = useState<[text: string, shownWhile: ChipLabel] | null>(null);
   const run = async (action: Action) => {
     setBusy(action);
     onBusy(action);
     setFailure(null);
+    setDone(null);
+    let ok = false;
     try {
       await RUN[action](api, sessionId);
+      ok = true;
+      setDone(DONE[action] ?? null);
     } catch (error) {
-      setFailure(errorMessage(error));
+      setFailure(`${LABEL[action][0]} failed: ${errorMessage(error)}`);
     } finally {
       setBusy(null);
       onBusy(null);
-      onDone();
+      onDone(action, ok);
     }
   };
   return (
@@ -76,6 +86,11 @@ export function SessionActions({ sessionId, title, chip, archived, onDone, onBus
       {failure && (
         <p role="alert" className="form-error">
           {failure}
+        </p>
+      )}
+      {done && done[1] === chip && (
+        <p role="status" className="action-done">
+          {done[0]}
         </p>
       )}
       {confirming && (

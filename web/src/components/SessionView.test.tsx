@@ -74,7 +74,7 @@ describe("SessionView", () => {
     expect(await screen.findByRole("status")).toHaveTextContent("Paused");
     expect(screen.queryByText(/Hibernates in/)).toBeNull();
     expect(screen.getByRole("button", { name: "Resume" })).toBeInTheDocument();
-    expect(screen.getByText(/Files can be browsed while the sandbox is running/)).toBeInTheDocument();
+    expect(screen.getByText(/The sandbox is paused; resume it to browse its files/)).toBeInTheDocument();
     await act(async () => screen.getByRole("tab", { name: "Changes" }).click());
     expect(await screen.findByText(/Cached at/)).toBeInTheDocument();
     expect(screen.getByText("a.py")).toBeInTheDocument();

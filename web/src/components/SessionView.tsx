@@ -3,14 +3,23 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { ApiError } from "../api/http";
 import { useLoader } from "../hooks/useLoader";
+import { NARROW, useMediaQuery } from "../hooks/useMediaQuery";
 import { useSandboxStatus } from "../hooks/useSandboxStatus";
-import { deriveChip } from "../lifecycle/status";
+import { deriveChip, failureInWords, withPending, type Pending } from "../lifecycle/status";
 import { ChatArea } from "./ChatArea";
 import { Countdown } from "./Countdown";
 import { Link } from "./Link";
+import { PrBadge } from "./PrBadge";
 import { SandboxPanel } from "./SandboxPanel";
-import { SessionActions } from "./SessionActions";
+import { SessionActions, type Action } from "./SessionActions";
 import { StatusChip } from "./StatusChip";
+import { TabList, panelId, tabId } from "./TabList";
+
+type Pane = "chat" | "sandbox";
+const PANES = [
+  { id: "chat", label: "Chat" },
+  { id: "sandbox", label: "Sandbox" },
+];
 
 interface Props {
   sessionId: string;
@@ -28,6 +37,9 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
   const session = useLoader(load);
   const { reading, error: statusError, refresh } = useSandboxStatus(sessionId);
   const [busy, setBusy] = useState<string | null>(null);
+  const narrow = useMediaQuery(NARROW); // a phone: the chat and the sandbox are two tabs
+  const [pane, setPane] = useState<Pane>("chat");
+  const [unarchived, setUnarchived] = useState(false); // provisions from the bundle: "Restoring"
   const reloadSession = session.reload;
   const [turns, setTurns] = useState(0); // each turn start and end reloads the sandbox panel
   const resync = useCallback(() => {
@@ -36,10 +48,22 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
     reloadSession();
     onSessionsChanged();
   }, [refresh, reloadSession, onSessionsChanged]);
+  const actionDone = useCallback(
+    (action: Action, ok: boolean) => {
+      if (action === "unarchive" && ok) setUnarchived(true);
+      resync();
+    },
+    [resync],
+  );
 
   const data = session.data;
   const archived = data?.status === "archived";
-  const chip = reading ? deriveChip(archived, reading.status, busy === "resume") : null;
+  const state = reading?.status.lifecycle.state;
+  // the restore from the archive lasts while the server provisions
+  const restoring = unarchived && !archived && (state === "provisioning" || state === "archived");
+  const pending: Pending =
+    busy === "pause" ? "pause" : busy === "unarchive" || restoring ? "unarchive" : null;
+  const chip = reading ? withPending(deriveChip(archived, reading.status, busy === "resume"), pending) : null;
   const label = chip?.label ?? null;
   useEffect(() => {
     if (label) onSessionsChanged(); // the sidebar's badge follows the chip
@@ -73,7 +97,8 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
                 {" "}
                 · <code>{data.branch}</code>
               </>
-            )}
+            )}{" "}
+            <PrBadge number={data.prNumber} status={data.prStatus} />
           </p>
         </div>
         <div className="session-status">
@@ -90,15 +115,35 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
           title={data.title}
           chip={label}
           archived={archived}
-          onDone={resync}
+          onDone={actionDone}
           onBusy={setBusy}
         />
       </header>
-      <div className="session-body">
+      {chip?.label === "Failed" && (
+        <div className="session-failure" role="alert">
+          {failureInWords(chip.detail)} <span className="muted">Retry sandbox sets it up again.</span>
+        </div>
+      )}
+      {narrow && (
+        <TabList
+          label="Session views"
+          prefix="pane"
+          tabs={PANES}
+          selected={pane}
+          onSelect={(id) => setPane(id as Pane)}
+        />
+      )}
+      <div
+        className="session-body"
+        data-pane={narrow ? pane : undefined}
+        {...(narrow ? { role: "tabpanel", id: panelId("pane"), "aria-labelledby": tabId("pane", pane) } : {})}
+      >
+        {/* on a phone the hidden pane stays mounted: a turn keeps streaming behind the Sandbox tab */}
         <ChatArea
           sessionId={sessionId}
           chatId={chatId}
           latestChatId={data.latestChatId}
+          archived={archived}
           onRead={onSessionsChanged}
           onSent={resync}
         />

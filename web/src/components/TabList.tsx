@@ -5,6 +5,8 @@ export interface Tab {
   label: ReactNode;
   /** The name for screen readers when the label alone does not say it all. */
   name?: string;
+  /** Shown on hover (the whole of a label that is cut short). */
+  title?: string;
 }
 
 export const tabId = (prefix: string, id: string) => `${prefix}-tab-${id}`;
@@ -48,6 +50,7 @@ export function TabList({ label, prefix, tabs, selected, onSelect }: Props) {
           id={tabId(prefix, tab.id)}
           aria-selected={tab.id === selected}
           aria-label={tab.name}
+          title={tab.title}
           aria-controls={panelId(prefix)}
           tabIndex={tab.id === selected ? 0 : -1}
           onClick={() => onSelect(tab.id)}

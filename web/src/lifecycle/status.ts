@@ -27,6 +27,37 @@ export function deriveChip(archived: boolean, status: SandboxStatus, resuming = 
   return chip("No sandbox");
 }
 
+/** An action of this client the server has not shown yet (its effect is said at once). */
+export type Pending = "pause" | "unarchive" | null;
+
+/**
+ * The chip while an action settles: a Pause in flight already says Hibernating; an unarchived
+ * session provisions its sandbox from the archive bundle, which the user sees as Restoring.
+ */
+export function withPending(chip: Chip, pending: Pending): Chip {
+  if (pending === "pause" && chip.label === "Active") return { label: "Hibernating", detail: null };
+  if (pending === "unarchive" && (chip.label === "Provisioning" || chip.label === "Archived"))
+    return { label: "Restoring", detail: null };
+  return chip;
+}
+
+/**
+ * A lifecycle error in words: the first line, without exception class names, the provisioning
+ * step named as what it does ("Provisioning failed: SandboxError: git clone …" → "The sandbox
+ * could not be set up: git clone …").
+ */
+export function failureInWords(error: string | null | undefined): string {
+  const line = (error ?? "").split("\n").find((l) => l.trim()) ?? "";
+  const words = line
+    .replace(/\b(?:[A-Z]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Failure|Timeout)\b:?\s*/g, "")
+    .replace(/^Provisioning failed:?\s*/i, "The sandbox could not be set up: ")
+    .replace(/^Restore failed:?\s*/i, "The sandbox could not be restored: ")
+    .replace(/[:\s]+$/, "")
+    .trim();
+  if (!words) return "The sandbox failed.";
+  return /[.!?]$/.test(words) ? words : `${words}.`;
+}
+
 /** The sidebar's badge, from the list projection's lifecycle state alone. */
 export function stateBadge(state: LifecycleState | null | undefined, archived: boolean): ChipLabel {
   if (archived) return "Archived";
