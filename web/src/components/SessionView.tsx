@@ -63,7 +63,9 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
   const restoring = unarchived && !archived && (state === "provisioning" || state === "archived");
   const pending: Pending =
     busy === "pause" ? "pause" : busy === "unarchive" || restoring ? "unarchive" : null;
-  const chip = reading ? withPending(deriveChip(archived, reading.status, busy === "resume"), pending) : null;
+  const derived = reading ? deriveChip(archived, reading.status, busy === "resume") : null;
+  const chip = derived ? withPending(derived, pending) : null; // what the user sees
+
   const label = chip?.label ?? null;
   useEffect(() => {
     if (label) onSessionsChanged(); // the sidebar's badge follows the chip
@@ -113,7 +115,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
         <SessionActions
           sessionId={sessionId}
           title={data.title}
-          chip={label}
+          chip={derived?.label ?? null}
           archived={archived}
           onDone={actionDone}
           onBusy={setBusy}
