@@ -99,6 +99,7 @@ def test_a_turn_changes_files_commits_and_ends_with_text(
     runs = agent_api.get(f"/api/sessions/{session_id}/runs").body["runs"]
     assert [r["runId"] for r in runs] == [run_id]
     run = runs[0]
+    assert run["assistantMessageId"] == messages[1]["id"]  # the footer's cost goes there
     assert run["status"] == "completed"
     assert run["steps"] == 8  # 4 model steps + 4 tool steps
     assert run["usage"]["outputTokens"] > 0
