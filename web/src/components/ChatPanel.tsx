@@ -221,6 +221,7 @@ export function ChatPanel({
                 <MessageView
                   message={message}
                   live={streaming}
+                  costUsd={turns.get(message.id)?.costUsd}
                   onRespond={
                     canRespond && message === lastAssistant ? (body) => answer(message, body) : undefined
                   }

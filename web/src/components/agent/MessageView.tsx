@@ -38,14 +38,21 @@ interface Usage {
 
 const count = (n: number) => (n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : n.toLocaleString("en"));
 
-/** "1,203 in · 87 out · 900 cached" from the message's metadata (set when a step is stored). */
-export function usageLine(metadata: unknown): string | null {
-  const meta = (metadata ?? {}) as { usage?: Usage; modelId?: string; costUsd?: number };
+/** "$0.0123", or "<$0.0001" for a cost too small to show. */
+export const formatCost = (usd: number) => (usd > 0 && usd < 0.0001 ? "<$0.0001" : `$${usd.toFixed(4)}`);
+
+/**
+ * "1,203 in · 87 out · 900 cached tokens · est. $0.0123 · model" from the message's metadata (set
+ * when a step is stored) and the estimated cost of its runs, when the server priced them.
+ */
+export function usageLine(metadata: unknown, costUsd?: number | null): string | null {
+  const meta = (metadata ?? {}) as { usage?: Usage; modelId?: string };
   const usage = meta.usage;
   if (!usage) return null;
   const parts = [`${count(usage.inputTokens ?? 0)} in`, `${count(usage.outputTokens ?? 0)} out`];
   if (usage.cacheReadTokens) parts.push(`${count(usage.cacheReadTokens)} cached`);
-  if (typeof meta.costUsd === "number") parts.push(`$${meta.costUsd.toFixed(4)}`);
+  parts[parts.length - 1] += " tokens";
+  if (typeof costUsd === "number") parts.push(`est. ${formatCost(costUsd)}`);
   if (meta.modelId) parts.push(meta.modelId);
   return parts.join(" · ");
 }
@@ -54,19 +61,21 @@ interface Props {
   message: ViewMessage;
   /** The message is being streamed. */
   live?: boolean;
+  /** The estimated cost of the runs that wrote it (GET …/runs), when known. */
+  costUsd?: number | null;
   /** Answer a waiting approval or question of this message (only the latest, once its run waits). */
   onRespond?: (body: RespondBody) => Promise<void>;
 }
 
 /** One message: markdown text, collapsed reasoning, one card per tool call, data parts inline. */
-export function MessageView({ message, live = false, onRespond }: Props) {
+export function MessageView({ message, live = false, costUsd = null, onRespond }: Props) {
   if (message.role === "user")
     return (
       <div className="message-text">
         {message.parts.map((part, i) => (part.type === "text" ? <p key={i}>{part.text}</p> : null))}
       </div>
     );
-  const usage = live ? null : usageLine(message.metadata);
+  const usage = live ? null : usageLine(message.metadata, costUsd);
   return (
     <div className="assistant-parts">
       {message.parts.map((part, i) => {

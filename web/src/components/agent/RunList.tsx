@@ -3,6 +3,7 @@ import type { Run } from "../../api/client";
 import { useApi } from "../../api/context";
 import { errorMessage } from "../../api/errors";
 import { useLoader } from "../../hooks/useLoader";
+import { formatCost } from "./MessageView";
 
 const STATUS: Record<string, string> = {
   running: "Working",
@@ -28,7 +29,7 @@ function usage(run: Run): string {
     `${u.outputTokens.toLocaleString("en")} out`,
   ];
   if (u.cacheReadTokens) parts.push(`${u.cacheReadTokens.toLocaleString("en")} cached`);
-  if (typeof run.costUsd === "number") parts.push(`$${run.costUsd.toFixed(4)}`);
+  if (typeof run.costUsd === "number") parts.push(`est. ${formatCost(run.costUsd)}`);
   return parts.join(" · ");
 }
 
