@@ -1,4 +1,4 @@
-import { useCallback, useState } from "react";
+import { useCallback, useEffect, useState } from "react";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
@@ -16,9 +16,19 @@ interface Props {
   archived?: boolean;
   onRead: () => void;
   onSent: () => void;
+  /** A turn this client follows started or ended here (the sidebar's Working badge). */
+  onWorking?: (running: boolean) => void;
 }
 
-export function ChatArea({ sessionId, chatId, latestChatId, archived = false, onRead, onSent }: Props) {
+export function ChatArea({
+  sessionId,
+  chatId,
+  latestChatId,
+  archived = false,
+  onRead,
+  onSent,
+  onWorking,
+}: Props) {
   const api = useApi();
   const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
   const chats = useLoader(load);
@@ -50,6 +60,13 @@ export function ChatArea({ sessionId, chatId, latestChatId, archived = false, on
     reloadChats(); // the first message names the chat
     onSent();
   }, [reloadChats, onSent]);
+
+  const busy = working !== null;
+  useEffect(() => {
+    if (!busy) return;
+    onWorking?.(true);
+    return () => onWorking?.(false); // ended, or the session was left
+  }, [busy, onWorking]);
 
   const markWorking = useCallback(
     (running: boolean) =>

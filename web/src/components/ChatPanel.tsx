@@ -121,6 +121,22 @@ export function ChatPanel({
     };
   }, [api, sessionId, chatId, onRead]);
 
+  // a turn that ends while the chat is on screen is read; one that ends in a hidden tab stays
+  // unread (the sidebar's dot) until the tab is seen again
+  const unseen = useRef(false);
+  useEffect(() => {
+    if (ended === 0) return;
+    unseen.current = true;
+    const seen = () => {
+      if (document.visibilityState === "hidden" || !unseen.current) return;
+      unseen.current = false;
+      api.markRead(sessionId, chatId).then(onRead, () => undefined);
+    };
+    seen();
+    document.addEventListener("visibilitychange", seen);
+    return () => document.removeEventListener("visibilitychange", seen);
+  }, [api, sessionId, chatId, onRead, ended]);
+
   useLayoutEffect(() => {
     const box = scroller.current;
     if (!box) return;

@@ -26,9 +26,11 @@ interface Props {
   chatId: string | null;
   /** Something the sidebar shows changed (state, title, unread, archived). */
   onSessionsChanged: () => void;
+  /** A turn this client follows runs in the session, or no longer does. */
+  onWorking?: (sessionId: string, running: boolean) => void;
 }
 
-export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
+export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }: Props) {
   const api = useApi();
   const load = useCallback(
     () => api.getSession(sessionId).then((answer) => answer.session),
@@ -48,6 +50,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
     reloadSession();
     onSessionsChanged();
   }, [refresh, reloadSession, onSessionsChanged]);
+  const working = useCallback((running: boolean) => onWorking?.(sessionId, running), [onWorking, sessionId]);
   const actionDone = useCallback(
     (action: Action, ok: boolean) => {
       if (action === "unarchive" && ok) setUnarchived(true);
@@ -148,6 +151,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged }: Props) {
           archived={archived}
           onRead={onSessionsChanged}
           onSent={resync}
+          onWorking={working}
         />
         <SandboxPanel sessionId={sessionId} chip={label} version={turns} />
       </div>

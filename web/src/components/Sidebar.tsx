@@ -16,6 +16,8 @@ type SessionList = ReturnType<typeof useSessionList>;
 interface Props {
   active: SessionList;
   selectedId: string | null;
+  /** The session whose turn this client follows (Working before the list says so). */
+  workingId?: string | null;
   onNewSession: () => void;
 }
 
@@ -33,11 +35,19 @@ export function WorkingBadge() {
   );
 }
 
-function SessionLink({ session, selected }: { session: SessionSummary; selected: boolean }) {
+function SessionLink({
+  session,
+  selected,
+  working,
+}: {
+  session: SessionSummary;
+  selected: boolean;
+  working: boolean;
+}) {
   const badge = stateBadge(session.lifecycleState, session.status === "archived");
   const name = [
     session.title,
-    session.hasStreaming && "working",
+    working && "working",
     session.hasUnread && "unread",
     repoLabel(session),
     prLabel(session.prNumber, session.prStatus),
@@ -56,7 +66,7 @@ function SessionLink({ session, selected }: { session: SessionSummary; selected:
         <span className="session-title">
           {session.hasUnread && <UnreadDot />}
           {session.title}
-          {session.hasStreaming && <WorkingBadge />}
+          {working && <WorkingBadge />}
         </span>
         <span className="session-meta">
           {repoLabel(session)} <PrBadge number={session.prNumber} status={session.prStatus} />
@@ -70,10 +80,12 @@ function SessionLink({ session, selected }: { session: SessionSummary; selected:
 function Listing({
   list,
   selectedId,
+  workingId = null,
   empty,
 }: {
   list: SessionList;
   selectedId: string | null;
+  workingId?: string | null;
   empty: string;
 }) {
   const { pages, error, busy, loadMore } = list;
@@ -83,7 +95,12 @@ function Listing({
       {pages && pages.sessions.length === 0 && <p className="muted">{empty}</p>}
       <ul className="session-list">
         {pages?.sessions.map((session) => (
-          <SessionLink key={session.id} session={session} selected={session.id === selectedId} />
+          <SessionLink
+            key={session.id}
+            session={session}
+            selected={session.id === selectedId}
+            working={session.hasStreaming || session.id === workingId}
+          />
         ))}
       </ul>
       {pages?.nextCursor && (
@@ -96,7 +113,7 @@ function Listing({
 }
 
 /** Active sessions (newest first, unread dots, state badges) and the archived ones, 50 a page. */
-export function Sidebar({ active, selectedId, onNewSession }: Props) {
+export function Sidebar({ active, selectedId, workingId = null, onNewSession }: Props) {
   const [tab, setTab] = useState<ListTab>("active");
   const archivedCount = active.pages?.archivedCount;
   // archiving or unarchiving changes the count: the archived list then starts again from its top
@@ -126,7 +143,12 @@ export function Sidebar({ active, selectedId, onNewSession }: Props) {
       />
       <div role="tabpanel" id={panelId("lists")} aria-labelledby={tabId("lists", tab)}>
         {tab === "active" ? (
-          <Listing list={active} selectedId={selectedId} empty="No active sessions yet." />
+          <Listing
+            list={active}
+            selectedId={selectedId}
+            workingId={workingId}
+            empty="No active sessions yet."
+          />
         ) : (
           <Listing list={archived} selectedId={selectedId} empty="Nothing archived." />
         )}

@@ -8,6 +8,8 @@ import { SessionView } from "./SessionView";
 import { Sidebar } from "./Sidebar";
 
 const SIDEBAR_REFRESH_MS = 30_000;
+/** While a turn runs somewhere, sooner: its Working badge turns into an unread dot when it ends. */
+const SIDEBAR_WORKING_REFRESH_MS = 5_000;
 
 interface Props {
   user: string;
@@ -23,15 +25,22 @@ export function Workspace({ user, local, onSignOut }: Props) {
   const active = useSessionList("active", true);
   const refresh = active.refresh;
   const sessionsChanged = useCallback(() => void refresh(), [refresh]);
+  const [working, setWorking] = useState<string | null>(null); // the session whose turn runs here
+  const onWorking = useCallback(
+    (sessionId: string, running: boolean) =>
+      setWorking((current) => (running ? sessionId : current === sessionId ? null : current)),
+    [],
+  );
+  const busy = working !== null || (active.pages?.sessions.some((s) => s.hasStreaming) ?? false);
   useEffect(() => {
     // other tabs and agents change sessions too: refresh now and then, and on returning
-    const timer = setInterval(sessionsChanged, SIDEBAR_REFRESH_MS);
+    const timer = setInterval(sessionsChanged, busy ? SIDEBAR_WORKING_REFRESH_MS : SIDEBAR_REFRESH_MS);
     window.addEventListener("focus", sessionsChanged);
     return () => {
       clearInterval(timer);
       window.removeEventListener("focus", sessionsChanged);
     };
-  }, [sessionsChanged]);
+  }, [sessionsChanged, busy]);
 
   return (
     <div className="app" data-view={route.sessionId ? "session" : "list"}>
@@ -52,7 +61,12 @@ export function Workspace({ user, local, onSignOut }: Props) {
           Sign out
         </button>
       </header>
-      <Sidebar active={active} selectedId={route.sessionId} onNewSession={() => setCreating(true)} />
+      <Sidebar
+        active={active}
+        selectedId={route.sessionId}
+        workingId={working}
+        onNewSession={() => setCreating(true)}
+      />
       <main id="main" className="main" tabIndex={-1}>
         {route.sessionId ? (
           <SessionView
@@ -60,6 +74,7 @@ export function Workspace({ user, local, onSignOut }: Props) {
             sessionId={route.sessionId}
             chatId={route.chatId}
             onSessionsChanged={sessionsChanged}
+            onWorking={onWorking}
           />
         ) : (
           <div className="empty">
