@@ -23,7 +23,7 @@ FLOW = Path(__file__).with_name("web_flow.mjs")
 ARTIFACTS = ROOT / "test-artifacts" / "e2e"
 CHROMIUM = Path(os.environ.get("OPENAGENTS_E2E_CHROMIUM", "/usr/bin/chromium"))
 SCRIPT = Path(__file__).with_name("agent-script.json")  # the scripted model's first turn
-FLOW_TIMEOUT_SECONDS = 150
+FLOW_TIMEOUT_SECONDS = 240
 
 
 def _missing() -> str | None:
@@ -66,7 +66,7 @@ def server(tmp_path: Path, prerequisites: None, script: Path) -> Iterator[str]:
         "OPENAGENTS_HOME": str(tmp_path / "home"),
         "OPENAGENTS_LOCAL_REPO_ROOTS": str(tmp_path),  # the repository fixture is made there
         "OPENAGENTS_PORT": str(port),
-        "OPENAGENTS_IDLE_TIMEOUT_SECONDS": "6",
+        "OPENAGENTS_IDLE_TIMEOUT_SECONDS": "15",  # the approval step waits less
         "OPENAGENTS_LIFECYCLE_MIN_SLEEP_SECONDS": "1",
         "OPENAGENTS_SCRIPTED_MODEL_FILE": str(script),
         "OPENAGENTS_MODELS": "scripted/default",
@@ -135,7 +135,7 @@ def repository(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_web_app_end_to_end(server: str, repository: Path, script: Path) -> None:
+def test_web_app_end_to_end(server: str, repository: Path, script: Path, tmp_path: Path) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -155,5 +155,8 @@ def test_web_app_end_to_end(server: str, repository: Path, script: Path) -> None
         check=False,
     )
     print(result.stdout)
-    assert result.returncode == 0, f"web flow failed:\n{result.stdout}\n{result.stderr}"
+    server_log = (tmp_path / "server.log").read_text(errors="replace")[-6000:]
+    assert result.returncode == 0, (
+        f"web flow failed:\n{result.stdout}\n{result.stderr}\nserver log (tail):\n{server_log}"
+    )
     assert time.monotonic() - started < FLOW_TIMEOUT_SECONDS

@@ -3,14 +3,17 @@
 //   E2E_BASE_URL, E2E_REPO (a bare repository with a commit on main), E2E_ARTIFACTS, E2E_CHROMIUM,
 //   E2E_SCRIPT (the scripted model's file, rewritten here for the turn that is stopped)
 // Sign in locally, create a session on the repository, send a message: the agent's answer streams
-// in with a `write` tool card; a long turn is stopped with Stop; watch Active → Paused after the
-// idle timeout, Resume → Active, Archive → the session is under "Archived". One screenshot a step.
+// in with a `write` tool card and Changes shows the new file; watch Active → Paused after the idle
+// timeout, Resume → Active; a long turn reloaded mid-way and stopped with Stop; an approval
+// granted; Archive → the session is under "Archived". Each step is a screenshot at 1280×800 and at
+// 390×844, and axe checks the main screens (no serious or critical violation).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
 const require = createRequire(new URL("../../web/package.json", import.meta.url));
 const { chromium } = require("playwright-core");
+const { AxeBuilder } = require("@axe-core/playwright");
 
 const BASE = process.env.E2E_BASE_URL;
 const REPO = process.env.E2E_REPO;
@@ -28,6 +31,18 @@ const LONG_TURN = {
     { text: "This answer is never reached." },
   ],
 };
+// A turn whose command needs approval (`rm -rf`), and what the continued run answers.
+const APPROVAL_TURN = {
+  responses: [
+    {
+      text: "I'll clear the build folder; that needs your approval.",
+      toolCalls: [{ name: "bash", input: { command: "mkdir -p build && rm -rf build && echo gone" } }],
+    },
+  ],
+};
+const AFTER_APPROVAL = { responses: [{ text: "The build folder is gone." }] };
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
 // The server's bot check refuses "HeadlessChrome" on session create: a plain desktop browser's.
 const USER_AGENT =
   "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36";
@@ -48,11 +63,38 @@ const started = Date.now();
 let shot = 0;
 const log = (message) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${message}`);
 
-async function screenshot(page, name) {
+const settle = (page) => page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+
+/**
+ * The step at both sizes: `NN-name-desktop.png` (1280×800) and `NN-name-phone.png` (390×844, where
+ * the chat and the sandbox are two tabs: `pane` picks the one to show). The page goes back to the
+ * desktop size and pane after.
+ */
+async function screenshot(page, name, { pane = "Chat" } = {}) {
   shot += 1;
-  const path = join(ARTIFACTS, `${String(shot).padStart(2, "0")}-${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  log(`screenshot ${path}`);
+  const base = join(ARTIFACTS, `${String(shot).padStart(2, "0")}-${name}`);
+  await page.screenshot({ path: `${base}-desktop.png`, fullPage: true });
+  await page.setViewportSize(PHONE);
+  await settle(page);
+  const tabs = page.getByRole("tablist", { name: "Session views" });
+  const switched = pane !== "Chat" && (await tabs.count()) > 0;
+  if (switched) await tabs.getByRole("tab", { name: pane }).click();
+  await page.screenshot({ path: `${base}-phone.png`, fullPage: true });
+  if (switched) await tabs.getByRole("tab", { name: "Chat" }).click();
+  await page.setViewportSize(DESKTOP);
+  await settle(page);
+  log(`screenshots ${base}-{desktop,phone}.png`);
+}
+
+const violations = [];
+
+/** axe on the screen as it is: serious and critical violations are collected (the run fails on any). */
+async function accessible(page, screen) {
+  const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  for (const v of bad)
+    violations.push(`${screen}: ${v.id} (${v.impact}) ${v.help}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+  log(`axe on ${screen}: ${bad.length} serious or critical of ${result.violations.length} violations`);
 }
 
 const chip = (page, label) => page.locator(`.session-status [data-state="${label}"]`);
@@ -66,15 +108,26 @@ async function run(page) {
   await page.goto(BASE);
   await page.getByLabel("User name").fill("e2e-user");
   await page.getByLabel(/Full name/).fill("End To End");
+  await accessible(page, "sign-in");
   await screenshot(page, "sign-in");
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("button", { name: "New session" }).waitFor();
+  const newSession = page.getByRole("navigation", { name: "Sessions" }).getByRole("button", { name: "New session" });
+  await newSession.waitFor();
   log("signed in");
+  await page.getByRole("main").getByRole("button", { name: "New session" }).waitFor(); // the empty home page
+  await accessible(page, "home");
 
-  await page.getByRole("button", { name: "New session" }).click();
+  await page.getByRole("button", { name: "Preferences" }).click();
+  const preferences = page.getByRole("dialog", { name: "Preferences" });
+  await preferences.getByRole("combobox", { name: "Default model" }).waitFor();
+  await accessible(page, "preferences");
+  await preferences.getByRole("button", { name: "Cancel" }).click();
+
+  await newSession.click();
   const dialog = page.getByRole("dialog", { name: "New session" });
-  await dialog.getByLabel("Repository").fill(REPO);
+  await dialog.getByLabel("Repository", { exact: true }).fill(REPO);
   await dialog.getByLabel("Title (optional)").fill("E2E session");
+  await accessible(page, "new-session");
   await screenshot(page, "new-session");
   await dialog.getByRole("button", { name: "Create session" }).click();
   await page.getByRole("heading", { level: 1, name: "E2E session" }).waitFor();
@@ -102,25 +155,36 @@ async function run(page) {
   await card.getByText("Done", { exact: true }).waitFor();
   await page.getByRole("button", { name: "Send" }).waitFor(); // the turn ended
   log("turn finished: text, tool card, final text");
-  await screenshot(page, "active-with-message");
-
-
+  // the sandbox idles out 15 s after the turn: the files first, while it runs
   await page.getByRole("button", { name: "README.md" }).click();
   await page.getByLabel("Contents of README.md").getByText("Hello from the e2e repository.").waitFor();
-  await screenshot(page, "files");
+  await screenshot(page, "files", { pane: "Sandbox" });
+  await answer.locator(".message-usage", { hasText: "tokens" }).waitFor();
+  await accessible(page, "session-with-answer");
+  await screenshot(page, "active-with-message");
+
+  // Changes reloads after the turn: the new file, its added lines coloured
+  await page.getByRole("tab", { name: "Changes" }).click();
+  const changed = page.locator(".diff-file").filter({ hasText: "greeting.txt" });
+  await changed.waitFor({ timeout: 15_000 });
+  await changed.locator("summary").click();
+  await changed.locator(".diff-added", { hasText: "Hello from the agent" }).waitFor();
+  log("Changes shows greeting.txt");
+  await accessible(page, "changes");
+  await screenshot(page, "changes", { pane: "Sandbox" });
 
   await waitForChip(page, "Paused", 40_000);
   await page.getByRole("tab", { name: "Activity" }).click();
   await page.getByText("Sandbox hibernated").waitFor();
   await page.getByRole("heading", { name: "Agent runs" }).waitFor();
   await page.locator(".runs li").filter({ hasText: "Completed" }).waitFor();
-  await screenshot(page, "paused");
+  await screenshot(page, "paused", { pane: "Sandbox" });
 
   await page.getByRole("button", { name: "Resume" }).click();
   await waitForChip(page, "Active", 30_000);
   await screenshot(page, "resumed");
 
-  // a long turn, stopped (last before Archive: a stopped turn's hold on hibernation only lapses)
+  // a long turn, reloaded mid-way and stopped
   if (SCRIPT) {
     writeFileSync(SCRIPT, JSON.stringify(LONG_TURN));
     await composer.fill("Run the long job");
@@ -146,43 +210,82 @@ async function run(page) {
     await page.getByRole("tab", { name: "Activity" }).click(); // the reload opened Files
     await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor();
     log("long turn stopped");
-    await screenshot(page, "agent-stopped");
+    await screenshot(page, "agent-stopped", { pane: "Sandbox" });
+  }
+
+  if (SCRIPT) {
+    // an approval granted: the run waits, Approve continues it in the same message (after the
+    // stopped turn: a long turn after an approved one was not followed again after a reload)
+    writeFileSync(SCRIPT, JSON.stringify(APPROVAL_TURN));
+    await composer.fill("Clear the build folder");
+    await composer.press("Enter");
+    const waiting = page.locator(".message-assistant").last().getByRole("article", { name: "Tool bash" });
+    await waiting.getByText("Needs approval").waitFor({ timeout: 20_000 });
+    await page.getByText("Waiting for your answer.").waitFor();
+    await accessible(page, "approval");
+    writeFileSync(SCRIPT, JSON.stringify(AFTER_APPROVAL));
+    await screenshot(page, "approval-requested");
+    await waiting.getByRole("button", { name: "Approve" }).click();
+    await page.locator(".message-assistant").last().getByText("The build folder is gone.").waitFor({ timeout: 20_000 });
+    await waiting.getByText("exit 0").waitFor();
+    await page.getByRole("button", { name: "Send" }).waitFor();
+    log("approval granted: the command ran and the turn went on");
+    await screenshot(page, "approval-granted");
   }
 
   await page.getByRole("button", { name: "Archive" }).click();
   const confirm = page.getByRole("dialog", { name: "Archive session" });
   await confirm.waitFor();
+  await accessible(page, "archive-confirm");
   await screenshot(page, "archive-confirm");
   await confirm.getByRole("button", { name: "Archive" }).click();
   await waitForChip(page, "Archived", 15_000);
   await page.getByRole("button", { name: "Unarchive" }).waitFor();
+  await page.getByRole("textbox", { name: "Message" }).and(page.locator(":disabled")).waitFor();
+  await page.getByText("Unarchive to continue.", { exact: true }).waitFor();
 
   await page.getByRole("tab", { name: /Archived/ }).click();
   const panel = page.getByRole("tabpanel").filter({ has: page.getByRole("link") }).first();
   await panel.getByRole("link", { name: /E2E session/ }).waitFor();
   await page.getByRole("tab", { name: /Archived/ }).getByText("1").waitFor();
   log("found under Archived");
+  await accessible(page, "archived-list");
   await screenshot(page, "archived-list");
 }
 
 async function fitsPhone(page) {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  if (overflow > 0) throw new Error(`the page is ${overflow}px wider than a 360px screen`);
+  if (overflow > 0) throw new Error(`the page is ${overflow}px wider than the ${page.viewportSize().width}px screen`);
 }
 
+/** A phone's layout: the header in one row, the composer at the bottom of the viewport. */
+async function phoneLayout(page) {
+  const topbar = await page.locator(".topbar").boundingBox();
+  const button = await page.locator(".topbar button").first().boundingBox();
+  if (!topbar || !button || topbar.height > button.height * 1.8)
+    throw new Error(`the header is ${topbar?.height}px high: more than one row`);
+  const footer = await page.locator(".chat-footer").boundingBox();
+  const height = page.viewportSize().height;
+  if (!footer || Math.abs(footer.y + footer.height - height) > 2)
+    throw new Error(`the composer ends at ${footer && footer.y + footer.height}px, not at the bottom (${height}px)`);
+}
+
+/** The phone in dark mode (390×844; nothing scrolls sideways at 360 either): list, dialog, session. */
 async function phoneAndDark(browser, storage) {
   const context = await browser.newContext({
     userAgent: USER_AGENT,
-    viewport: { width: 360, height: 740 },
+    viewport: PHONE,
     colorScheme: "dark",
     storageState: storage,
   });
   const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
   await page.goto(BASE);
   await page.getByRole("button", { name: "New session" }).click();
   await page.getByRole("dialog", { name: "New session" }).waitFor();
   await fitsPhone(page);
-  await screenshot(page, "phone-dark-new-session");
+  await accessible(page, "phone-dark-new-session");
+  await page.screenshot({ path: join(ARTIFACTS, "90-phone-dark-new-session.png"), fullPage: true });
   await page.keyboard.press("Escape");
   await page.getByRole("tab", { name: /Archived/ }).click();
   await page.getByRole("link", { name: /E2E session/ }).click();
@@ -190,19 +293,33 @@ async function phoneAndDark(browser, storage) {
   await chip(page, "Archived").waitFor();
   await page.locator(".message-user").first().waitFor();
   await fitsPhone(page);
-  await screenshot(page, "phone-dark-session");
+  await phoneLayout(page);
+  await accessible(page, "phone-dark-session");
+  await page.screenshot({ path: join(ARTIFACTS, "91-phone-dark-session.png") }); // the viewport: the composer at its bottom
+  // the sandbox panel is a tab beside the chat
+  await page.getByRole("tablist", { name: "Session views" }).getByRole("tab", { name: "Sandbox" }).click();
+  await page.getByRole("heading", { name: "Sandbox" }).waitFor();
+  if (await page.locator(".chat-area").isVisible()) throw new Error("the chat shows under the Sandbox tab");
+  await accessible(page, "phone-dark-sandbox");
+  await page.screenshot({ path: join(ARTIFACTS, "92-phone-dark-sandbox.png"), fullPage: true });
+  await page.setViewportSize({ width: 360, height: 740 });
+  await settle(page);
+  await fitsPhone(page);
+  log("phone: one-row header, composer at the bottom, the sandbox as a tab, nothing wider than 360 px");
   await context.close();
 }
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
 let failed = false;
-const context = await browser.newContext({ userAgent: USER_AGENT, viewport: { width: 1280, height: 900 } });
+const context = await browser.newContext({ userAgent: USER_AGENT, viewport: DESKTOP });
 const page = await context.newPage();
 page.setDefaultTimeout(15_000);
 page.on("pageerror", (error) => log(`page error: ${error.message}`));
 try {
   await run(page);
   await phoneAndDark(browser, await context.storageState());
+  if (violations.length > 0)
+    throw new Error(`axe found serious or critical violations:\n${violations.join("\n")}`);
   log("passed");
 } catch (error) {
   failed = true;
