@@ -115,7 +115,7 @@ describe("Working and unread", () => {
     const link = await within(sidebar).findByRole("link", { name: /Lisbon/ });
     expect(within(link).queryByText("Working")).toBeNull();
     await userEvent.type(await screen.findByRole("textbox", { name: "Message" }), "Fix it{Enter}");
-    await screen.findByText("On it.");
+    await screen.findByText("On it.", {}, { timeout: 5000 });
     await waitFor(() => expect(within(link).getByText("Working")).toBeInTheDocument());
     expect(screen.getByRole("tab", { name: "Fix it, working" })).toBeInTheDocument();
     await act(async () => end());
@@ -140,7 +140,7 @@ describe("Working and unread", () => {
     );
     await waitFor(() => expect(markRead).toHaveBeenCalledTimes(1)); // opened
     await userEvent.type(screen.getByRole("textbox", { name: "Message" }), "Go{Enter}");
-    await screen.findByText("On it.");
+    await screen.findByText("On it.", {}, { timeout: 5000 });
     let visibility = "hidden";
     Object.defineProperty(document, "visibilityState", { configurable: true, get: () => visibility });
     await act(async () => end());

@@ -9,6 +9,8 @@ const run = (overrides: Partial<Run>): Run => ({
   runId: "r1",
   chatId: "c1",
   assistantMessageId: "a1",
+  messageId: "u1",
+  reverted: false,
   modelId: "bedrock/claude",
   status: "completed",
   steps: 2,
