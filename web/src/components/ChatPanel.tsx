@@ -84,6 +84,7 @@ export function ChatPanel({
   const { turns, reload: reloadTurns } = useTurnRuns(sessionId);
   const [deleting, setDeleting] = useState<string | null>(null); // the message to delete from
   const [failure, setFailure] = useState<string | null>(null);
+  const [ended, setEnded] = useState(0); // turns ended here (a hidden tab leaves them unread)
   const turn = useRef(onTurn);
   useEffect(() => {
     turn.current = onTurn;
@@ -92,7 +93,8 @@ export function ChatPanel({
     (message: AgentMessage | null, status: RunStatus, failure: string | null) => {
       if (message) append(message as UIMessage);
       reload(); // the stored message carries the usage
-      reloadTurns(); // the turn's checkpoint: it can be reverted now
+      reloadTurns(); // the turn's checkpoint (it can be reverted now) and cost
+      setEnded((n) => n + 1);
       turn.current?.();
       const text = ENDED_NOTICE[status];
       setNotice(text || failure ? { text: text ?? "The turn failed.", error: failure } : null);

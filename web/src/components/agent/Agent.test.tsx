@@ -288,8 +288,6 @@ describe("RunList", () => {
       chatId: "c1",
       messageId: "u1",
       assistantMessageId: "a1",
-      messageId: "u1",
-      reverted: false,
       modelId: "scripted/default",
       status: "completed" as const,
       steps: 3,
