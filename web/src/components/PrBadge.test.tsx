@@ -51,6 +51,7 @@ describe("PrBadge", () => {
       autoCreatePrOverride: false,
       lifecycleVersion: 1,
       lifecycleError: null,
+      lifecycleErrorCode: null,
       hibernateAfter: null,
       sandboxExpiresAt: null,
       updatedAt: "2026-11-01T10:00:00Z",

@@ -20,6 +20,7 @@ const session = (overrides: Partial<Session> = {}) =>
     autoCreatePrOverride: false,
     lifecycleVersion: 1,
     lifecycleError: null,
+    lifecycleErrorCode: null,
     hibernateAfter: null,
     sandboxExpiresAt: null,
     updatedAt: "2026-11-01T10:00:00Z",

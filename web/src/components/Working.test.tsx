@@ -18,6 +18,7 @@ const session = {
   autoCreatePrOverride: false,
   lifecycleVersion: 1,
   lifecycleError: null,
+  lifecycleErrorCode: null,
   hibernateAfter: null,
   sandboxExpiresAt: null,
   updatedAt: "2026-11-01T10:00:00Z",
