@@ -10,6 +10,7 @@ the Stubber and checks the serialized HTTP request.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -423,3 +424,21 @@ def test_a_stream_cut_before_message_stop_is_unavailable(bedrock: Bedrock) -> No
     assert events == [TextDelta("ok")]
     assert raised.value.kind is ModelErrorKind.UNAVAILABLE
     assert raised.value.retryable
+
+
+def test_the_call_runs_in_the_callers_context(bedrock: Bedrock) -> None:
+    """The model call is made on the stream's worker thread, with the caller's context variables
+    (log correlation, the tracer's segment, the least-privilege recorder's function name)."""
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="none")
+    seen: list[str] = []
+    bedrock.client.meta.events.register(
+        "before-parameter-build.bedrock-runtime.ConverseStream",
+        lambda **_: seen.append(current.get()),
+    )
+    bedrock.answer(simple("hi"))
+    token = current.set("turn-7")
+    try:
+        list(model(bedrock).stream(REQUEST))
+    finally:
+        current.reset(token)
+    assert seen == ["turn-7"]

@@ -7,6 +7,7 @@ Stdlib only.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import queue
 import random
 import threading
@@ -93,7 +94,11 @@ class Pump(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         items: queue.Queue[T | _End | _Raised] = queue.Queue()
-        thread = threading.Thread(target=self._work, args=(items,), name=self._name, daemon=True)
+        # the caller's context goes with the call (log correlation, the tracer's segment)
+        work = contextvars.copy_context().run
+        thread = threading.Thread(
+            target=work, args=(self._work, items), name=self._name, daemon=True
+        )
         thread.start()
         try:
             while not self._cancel_requested():
