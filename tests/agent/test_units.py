@@ -1,9 +1,11 @@
 """The loop's pure pieces: UI messages → model history, event coalescing, elision, paths and
-approval rules."""
+approval rules; the host's heartbeat."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from openagents.agent.loop import ELIDED, _elide
@@ -13,7 +15,9 @@ from openagents.agent.tools.base import ToolFailure, cap, workspace_path
 from openagents.agent.tools.files import ReadTool
 from openagents.agent.tools.shell import needs_approval
 from openagents.agent.ui import NOT_RUN, UIMessageJson, history
-from openagents.store.runs import Chunk
+from openagents.domain.identity import Identity
+from openagents.services.agent_turns import AgentHost
+from openagents.store.runs import Chunk, Run
 
 
 def test_history_splits_steps_and_pairs_tool_results() -> None:
@@ -150,3 +154,42 @@ def test_approval_rules_and_the_cap() -> None:
     assert ReadTool().approval({"filePath": "app/.env.production"})
     assert ReadTool().approval({"filePath": "env.py"}) is None
     assert cap("x" * 10, 5) == "xxxxx\n… [truncated: 5 more characters not shown]"
+
+
+class _Lifecycle:
+    """The lifecycle as the heartbeat sees it: each ``activity`` answers the next of ``answers``."""
+
+    def __init__(self, *answers: dict[str, Any]) -> None:
+        self.answers = list(answers)
+        self.beats = 0
+
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any:
+        assert turn == "start"
+        self.beats += 1
+        return self.answers.pop(0)
+
+    def resume(self, identity: Identity, session_id: str) -> Any:
+        raise AssertionError("not resumed here")
+
+
+def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
+    """A turn that resumes its session beats first while it is not active: that beat holds
+    nothing, so the next step beats again; one that took holds for a minute."""
+    lifecycle = _Lifecycle(
+        {"success": False, "reason": "not-active"}, {"success": True}, {"success": True}
+    )
+    host = AgentHost(None, lambda h: None, lifecycle, lambda: datetime.now(UTC), ids=str)  # type: ignore[arg-type]
+    run = Run(
+        id="run-1",
+        session_id="s1",
+        chat_id="c1",
+        user_id="alice",
+        message_id="m1",
+        assistant_message_id="a1",
+        model_id="scripted/default",
+        started_at=datetime.now(UTC),
+    )
+    host.heartbeat(run)  # restoring: not active
+    host.heartbeat(run)  # active now: held
+    host.heartbeat(run)  # within the minute: not sent
+    assert lifecycle.beats == 2

@@ -429,15 +429,22 @@ class AgentHost(TurnHost):
         return Identity(user_id=run.user_id)
 
     def heartbeat(self, run: Run) -> None:
+        """Hold hibernation off, at most once a minute. A beat that did not take (the session
+        not active yet: a turn that resumes it) is not counted: the next step beats again."""
         now = time.monotonic()
         with self._lock:
             if now - self._beats.get(run.id, -HEARTBEAT_EVERY_SECONDS) < HEARTBEAT_EVERY_SECONDS:
                 return
             self._beats[run.id] = now
+        held = False
         try:
-            self._lifecycle.activity(self._identity(run), run.session_id, "start")
+            answer = self._lifecycle.activity(self._identity(run), run.session_id, "start")
+            held = isinstance(answer, Mapping) and answer.get("success") is True
         except Exception:  # a missed heartbeat must not fail the turn
             log.exception("heartbeat of run %s", run.id)
+        if not held:
+            with self._lock:
+                self._beats.pop(run.id, None)
 
     def ended(self, run: Run) -> None:
         with self._lock:
