@@ -44,6 +44,7 @@ THROTTLE_BURST = 100
 # the list is exactly what it uses). TransactWriteItems is authorised per item action.
 NEEDS = Needs(
     table=(
+        "dynamodb:BatchGetItem",  # the session's runs (GET /api/sessions/{id}/runs)
         "dynamodb:BatchWriteItem",
         "dynamodb:DeleteItem",
         "dynamodb:GetItem",
