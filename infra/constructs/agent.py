@@ -35,7 +35,7 @@ from constructs import Construct
 from infra import nag
 from infra.config import StageConfig
 from infra.constructs.control_plane import GITHUB_CREDENTIALS, ControlPlane, Needs
-from infra.constructs.data import MESSAGES_PREFIX
+from infra.constructs.data import DIFFS_PREFIX, MESSAGES_PREFIX
 from infra.constructs.function import (
     ARCHITECTURE,
     VPC_ENI_ACTIONS,
@@ -56,11 +56,13 @@ MEMORY_MB = 1024
 DURABLE_ACTIONS = ("lambda:CheckpointDurableExecution", "lambda:GetDurableExecutionState")
 MODEL_ACTION = "bedrock:InvokeModelWithResponseStream"  # converse_stream
 
-# What the turn's code does: the run store (runs, steps, stream events, the chat's claim; batch
+# What the turn's code does (tests/infra/test_least_privilege.py runs turns and proves the list
+# is exactly what they use): the run store (runs, steps, stream events, the chat's claim; batch
 # writes when a run ends), the message store (the assistant message after every step, large
-# bodies in S3), the host (the session, a hibernated session resumed: its workflows), auto-commit
-# / auto-PR after a natural finish (the GitHub token), sandboxd (the token key), and the probe a
-# tool call that cannot reach sandboxd makes.
+# bodies in S3, an upsert replacing the old object), the host (the session, a hibernated session
+# resumed: its workflows), auto-commit / auto-PR after a natural finish (the GitHub token), the
+# refreshed diff cache, sandboxd (the token key), and the diff refresh that cannot reach sandboxd
+# (the probe, and the stop of the lost task).
 NEEDS = Needs(
     table=(
         "dynamodb:BatchWriteItem",
@@ -70,10 +72,11 @@ NEEDS = Needs(
         "dynamodb:Query",
         "dynamodb:UpdateItem",
     ),
-    message_bodies=("s3:GetObject", "s3:PutObject"),
+    message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+    diffs=("s3:PutObject",),
     secrets=GITHUB_CREDENTIALS,
     starts=("provisioning", "lifecycle"),
-    driver=("probe",),
+    driver=("probe", "stop"),
     token_key=True,
 )
 
@@ -291,6 +294,13 @@ class Agent(Construct):
             "Large message bodies are objects under messages/<chatId>/<messageId>/...: "
             "the prefix is the narrowest resource",
             nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")),
+        )
+        acknowledge(
+            self.role,
+            "IAM5",
+            "The cached diffs are objects diffs/<sessionId>.json: the prefix is the narrowest "
+            "resource",
+            nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{DIFFS_PREFIX}*")),
         )
         acknowledge(
             self.function,

@@ -20,7 +20,7 @@ from openagents.workflows import catalog
 
 from infra import nag
 from infra.config import StageConfig
-from infra.constructs.data import BUNDLES_PREFIX, MESSAGES_PREFIX, Data
+from infra.constructs.data import BUNDLES_PREFIX, DIFFS_PREFIX, MESSAGES_PREFIX, Data
 from infra.constructs.events import Events
 from infra.constructs.function import ServiceFunction
 from infra.constructs.sandbox import Sandbox
@@ -38,6 +38,7 @@ class Needs:
     indexes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # index -> actions
     message_bodies: tuple[str, ...] = ()  # S3 actions on messages/*
     bundles: tuple[str, ...] = ()  # S3 actions on bundles/* (archive git bundles)
+    diffs: tuple[str, ...] = ()  # S3 actions on diffs/* (the sessions' cached diffs)
     secrets: tuple[str, ...] = ()  # secrets it reads (names in ControlPlane.secrets)
     starts: tuple[str, ...] = ()  # state machines (catalog names) it starts
     driver: tuple[str, ...] = ()  # FargateDriver methods it calls
@@ -160,6 +161,14 @@ class ControlPlane:
                     sid="ArchiveBundles",
                     actions=list(needs.bundles),
                     resources=[self.data.artifacts.arn_for_objects(f"{BUNDLES_PREFIX}*")],
+                )
+            )
+        if needs.diffs:
+            statements.append(
+                iam.PolicyStatement(
+                    sid="CachedDiffs",
+                    actions=list(needs.diffs),
+                    resources=[self.data.artifacts.arn_for_objects(f"{DIFFS_PREFIX}*")],
                 )
             )
         if secrets := self._secrets_of(needs):

@@ -19,6 +19,7 @@ from infra.constructs.function import removal
 # Artifact bucket prefixes: the contract with the code that writes them.
 MESSAGES_PREFIX = "messages/"  # message bodies over the item limit (openagents.store.dynamodb)
 BUNDLES_PREFIX = "bundles/"  # git bundles saved when a session is archived
+DIFFS_PREFIX = "diffs/"  # the sessions' cached diffs (openagents.services.sandbox_tools)
 SNAPSHOTS_PREFIX = "snapshots/"  # EFS workspace snapshots (tar.zst) of hibernated sessions
 
 
