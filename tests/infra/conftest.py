@@ -33,6 +33,9 @@ WEB_ACL = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/abc"
 GITHUB_TOKEN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-token-AbCdEf"
 GITHUB_APP_KEY = "arn:aws:secretsmanager:us-east-1:123456789012:secret:platform/github-app-AbCdEf"
 PROXY = "http://egress-proxy.internal:3128"  # an allow-listing proxy inside the VPC
+# the agent's model in the stages the least-privilege flow runs a turn against (dev, ext): a
+# cross-region inference profile, so the agent role has both Bedrock statements
+PROFILE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 
 
 @dataclass
@@ -110,8 +113,9 @@ def synth(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable
 
 @pytest.fixture(scope="session")
 def dev(synth: Callable[..., Synth]) -> Synth:
-    """The default stage (a Cognito pool, no WAF), with a dev-server origin for CORS."""
-    return synth(spaOrigins=SPA_ORIGIN)
+    """The default stage (a Cognito pool, no WAF), with a dev-server origin for CORS and the
+    agent on a Bedrock inference profile."""
+    return synth(spaOrigins=SPA_ORIGIN, agentModels=f"bedrock/{PROFILE}")
 
 
 @pytest.fixture(scope="session")
@@ -124,9 +128,11 @@ def prod(synth: Callable[..., Synth]) -> Synth:
 def ext(synth: Callable[..., Synth]) -> Synth:
     """The other toggles in one stage: workspaces on EFS, an existing OIDC issuer instead of
     Cognito, an existing web ACL, an existing GitHub token secret, Container Insights on outside
-    prod, two NAT gateways, sandbox egress only through a proxy."""
+    prod, two NAT gateways, sandbox egress only through a proxy; the agent on a Bedrock inference
+    profile."""
     return synth(
         stage="ext",
+        agentModels=f"bedrock/{PROFILE}",
         sandboxStorage="efs",
         jwtIssuer=ISSUER,
         jwtAudience="agents-spa,agents-cli",

@@ -63,6 +63,11 @@ class Resolver:
                 f"arn:aws:states:{here}:stateMachine:{self._props(logical)['StateMachineName']}"
             ),
             "AWS::Logs::LogGroup": lambda: str(self._props(logical).get("LogGroupName", name)),
+            "AWS::Lambda::Function": lambda: str(self._props(logical).get("FunctionName", name)),
+            "AWS::Lambda::Alias": lambda: (
+                f"arn:aws:lambda:{here}:function:{self(self._props(logical)['FunctionName'])}"
+                f":{self._props(logical)['Name']}"
+            ),
         }
         return refs.get(kind, lambda: name)()
 

@@ -40,12 +40,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+from botocore.stub import ANY, Stubber
 from openagents import composition
+from openagents.agent.loop import AgentLoop
+from openagents.agent.models import registry as model_registry
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import LifecycleState
@@ -56,23 +59,31 @@ from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sa
 from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
+from openagents.store.keys import SESSION_SK
+from openagents.store.mapping import session_pk
 from openagents.workflows import catalog
 
+from functions.agent import handler as agent_handler
+from infra.config import StageConfig
+from infra.constructs import agent as agent_construct
 from infra.constructs.sandbox import DRIVER_METHODS
 from infra.constructs.web import ORIGIN_HEADER
 from infra.constructs.workflows import catalog_functions
+from tests.bedrock_stub import Bedrock
 from tests.infra import iam
-from tests.infra.conftest import Synth
+from tests.infra.conftest import PROFILE, Synth
 from tests.infra.iam import ACCOUNT, REGION, Call, Request, Resolver, Statement
 from tests.support import LambdaApi, LambdaContext, Reply, provisioning_runtime
 
 API = "api"
 API_HANDLER = "functions.api.handler.lambda_handler"
+AGENT = "agent"
 STATEMACHINES = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
-# The functions the app builds: the API, and every catalog function an ASL file, a schedule or
-# an event rule references
+# The functions the app builds: the API, the durable agent-turn function, and every catalog
+# function an ASL file, a schedule or an event rule references
 HANDLERS = {
     API: API_HANDLER,
+    AGENT: agent_construct.HANDLER,
     **{name: catalog.FUNCTIONS[name] for name in catalog_functions(STATEMACHINES)},
 }
 BY_HANDLER = {handler: name for name, handler in HANDLERS.items()}
@@ -92,9 +103,18 @@ S3_ACTIONS = {
 }
 # What the Lambda runtime needs, whatever the code does: checked on their own
 RUNTIME_SIDS = {"WriteOwnLogs", "LambdaVpcEni"}
-# The API's grants on the durable agent function (infra/constructs/agent.py): the flow runs no
-# agent turn on AWS (no durable runtime in moto), so tests/infra/test_agent.py pins them exactly
-AGENT_TURN_SIDS = {"StartAgentTurns", "StopAgentTurns"}
+# The durable runtime's own: the SDK's checkpoint calls, which its local runner (the flow's)
+# does not make; tests/infra/test_agent.py pins the statement exactly
+DURABLE_SIDS = {AGENT: {"DurableCheckpoints"}}
+# The API's stop of a turn that does not honour its cancel flag (ListDurableExecutionsByFunction,
+# StopDurableExecution): the flow's turns end by themselves, and moto serves no durable
+# executions, so tests/infra/test_agent.py pins it exactly. (The start, an asynchronous invoke,
+# is in the flow: a Stubber answers it and the turn runs in process.)
+AGENT_TURN_SIDS = {"StopAgentTurns"}
+# The flow's agent function: a moto-side name for its alias, and the region a cross-region
+# inference profile routes the model call to
+AGENT_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:agent-turn:live"
+PROFILE_DESTINATION = "us-west-2"
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 # Actions that support no resource-level permissions (the only ones allowed on "*")
 NO_RESOURCE_LEVEL = {
@@ -178,6 +198,13 @@ def _tags(context: dict[str, str], prefix: str) -> dict[str, str]:
     return {f"{prefix}/{key}": value for key, value in context.items()}
 
 
+# (service, operation) -> the action, on the resource ARN the named parameter holds
+ON_PARAMETER = {
+    ("stepfunctions", "StartExecution"): ("states:StartExecution", "stateMachineArn"),
+    ("secretsmanager", "GetSecretValue"): ("secretsmanager:GetSecretValue", "SecretId"),
+}
+
+
 def iam_requests(call: Call, ctx: Context | None) -> set[Request]:
     """The IAM requests AWS authorises for one SDK call (resources as concrete ARNs)."""
     p, here = call.params, f"{REGION}:{ACCOUNT}"
@@ -204,10 +231,11 @@ def iam_requests(call: Call, ctx: Context | None) -> set[Request]:
         if op == "ListObjectsV2":
             return {Request.of("s3:ListBucket", bucket)}
         return {Request.of(f"s3:{S3_ACTIONS.get(op, op)}", f"{bucket}/{p['Key']}")}
-    if call.service == "stepfunctions" and op == "StartExecution":
-        return {Request.of("states:StartExecution", p["stateMachineArn"])}
-    if call.service == "secretsmanager" and op == "GetSecretValue":
-        return {Request.of("secretsmanager:GetSecretValue", p["SecretId"])}
+    if (call.service, op) in ON_PARAMETER:
+        action, parameter = ON_PARAMETER[call.service, op]
+        return {Request.of(action, p[parameter])}
+    if call.service in ("lambda", "bedrock-runtime"):
+        return _turn_requests(call)
     if call.service == "events" and op == "PutEvents":
         return {
             Request.of(
@@ -222,6 +250,34 @@ def iam_requests(call: Call, ctx: Context | None) -> set[Request]:
 
 
 HERE = f"{REGION}:{ACCOUNT}"
+MODEL_ACTION = "bedrock:InvokeModelWithResponseStream"  # ConverseStream
+
+
+def _turn_requests(call: Call) -> set[Request]:
+    """An agent turn's: the API's asynchronous start, the model call."""
+    p = call.params
+    if call.service == "lambda" and call.operation == "Invoke":
+        qualifier = f":{p['Qualifier']}" if p.get("Qualifier") else ""
+        return {Request.of("lambda:InvokeFunction", f"{p['FunctionName']}{qualifier}")}
+    if call.service == "bedrock-runtime" and call.operation == "ConverseStream":
+        return _model_requests(p["modelId"])
+    raise AssertionError(f"unmapped call {call.service}.{call.operation}")
+
+
+def _model_requests(model_id: str) -> set[Request]:
+    """A model id or an ARN: the model itself; a system inference profile: the profile, and its
+    foundation model in the region the profile routes to, through the profile."""
+    if model_id.startswith("arn:"):
+        return {Request.of(MODEL_ACTION, model_id)}
+    behind = StageConfig.inference_profile_model(model_id)
+    if behind is None:
+        return {Request.of(MODEL_ACTION, f"arn:aws:bedrock:{REGION}::foundation-model/{model_id}")}
+    profile = f"arn:aws:bedrock:{HERE}:inference-profile/{model_id}"
+    model = f"arn:aws:bedrock:{PROFILE_DESTINATION}::foundation-model/{behind}"
+    return {
+        Request.of(MODEL_ACTION, profile),
+        Request.of(MODEL_ACTION, model, **{"bedrock:InferenceProfileArn": profile}),
+    }
 
 
 def _pass_roles(roles: list[str], service: str) -> set[Request]:
@@ -576,6 +632,11 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
             "github_token_secret_arn": github_token,
             "github_api_url": "http://127.0.0.1:9",  # nothing listens: PR refreshes fail fast
             "origin_secret_arn": origin,
+            # below moto's own cap (it counts an updated item's old and new body together):
+            # the agent's assistant message outgrows it after a few tool outputs
+            "inline_message_bytes": INLINE_BYTES,
+            "models": (f"bedrock/{PROFILE}",),
+            "agent_function_arn": AGENT_ARN,
         }
     )
     log = DriverLog()
@@ -586,7 +647,11 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
         "resolve",
         lambda handler: iam.attributed(BY_HANDLER[handler], real_resolve(handler)),
     )
-    with iam.recording() as calls, provisioning_runtime(quick, moto_endpoint, monkeypatch) as live:
+    with (
+        iam.recording() as calls,
+        provisioning_runtime(quick, moto_endpoint, monkeypatch) as live,
+        AgentFunction(live, monkeypatch) as agent,
+    ):
         crud = CloudFrontApi(live.model_copy(update={"provision_on_create": False}))
         direct = LambdaApi(live.model_copy(update={"provision_on_create": False}))
         sandbox_api = CloudFrontApi(live)
@@ -600,10 +665,195 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
         archive_a_sandbox(sandbox_api, world)
         auto_archive_a_stale_session(crud, world)
         fail_a_provisioning(crud)
+        run_agent_turns(sandbox_api, world, agent)
     names = {table: "table", bucket: "bucket", secret: "secret", f"bus-{table}": "bus"}
+    names[AGENT_ARN] = "agent-function"
     names |= {webhook: "webhook-secret", github_token: "github-token", origin: "origin-secret"}
     names |= {arn: f"machine:{name}" for name, arn in machines.items()}
     return Flow([c for c in calls if c.function], log, names)
+
+
+class _Attributed:
+    """The agent loop whose steps' AWS calls are recorded as the agent function's, on whatever
+    thread the durable SDK runs a step."""
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._loop, name)
+        return iam.attributed(AGENT, value) if callable(value) else value
+
+
+class AgentFunction:
+    """The durable agent-turn function, in process. The API's asynchronous invoke goes to a real
+    ``lambda`` client answered by a Stubber (moto runs no durable functions) and queues the
+    execution; queued executions run (at once, or when ``release``d after ``hold``) on the
+    durable SDK's local runner: the real handler (``functions.agent.handler.make_handler``
+    around the function's own container, built from its settings), attributed to ``agent``.
+    The model is Bedrock: its ``bedrock-runtime`` client answered at the wire."""
+
+    def __init__(self, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._settings = settings
+        self.client = boto3.client("lambda", region_name=REGION)  # created while recording
+        self.stubber = Stubber(self.client)
+        self.bedrock = Bedrock()
+        monkeypatch.setattr(model_registry, "_bedrock_client", lambda _: self.bedrock.client)
+        build_client = composition._client
+        monkeypatch.setattr(
+            composition,
+            "_client",
+            lambda service, *a: self if service == "lambda" else build_client(service, *a),
+        )
+
+        def loop() -> AgentLoop:
+            attributed: Any = _Attributed(agent_handler.runtime.get(settings).agent_loop)
+            return cast(AgentLoop, attributed)
+
+        self._runner = DurableFunctionTestRunner(
+            handler=agent_handler.make_handler(loop), skip_time=False
+        )
+        self._held = False
+        self._queued: list[dict[str, Any]] = []
+        self._executions: dict[str, str] = {}
+
+    def __enter__(self) -> AgentFunction:
+        self.stubber.activate()
+        self.bedrock.stubber.activate()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._runner.close()  # type: ignore[no-untyped-call]
+        self.stubber.deactivate()
+        self.bedrock.stubber.deactivate()
+        agent_handler.runtime.get(self._settings).driver.close()
+        if exc[0] is None:
+            self.bedrock.stubber.assert_no_pending_responses()
+
+    def invoke(self, **params: Any) -> Any:
+        """``lambda.invoke`` as the API's turn engine calls it."""
+        expected = {
+            "FunctionName": AGENT_ARN,
+            "InvocationType": "Event",
+            "DurableExecutionName": ANY,
+            "Payload": ANY,
+        }
+        self.stubber.add_response("invoke", {"StatusCode": 202}, expected)
+        answer = self.client.invoke(**params)
+        self._queued.append(params)
+        if not self._held:
+            self.release()
+        return answer
+
+    def hold(self) -> None:
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        for params in self._queued:
+            name = params["DurableExecutionName"]
+            self._executions[name] = self._runner.run_async(
+                input=params["Payload"].decode(),
+                execution_name=name,
+                function_name=AGENT,
+                execution_timeout=self._settings.agent_turn_timeout_seconds,
+            )
+        self._queued.clear()
+
+    def wait(self, run_id: str) -> None:
+        self._runner.wait_for_result(self._executions[run_id], timeout=120)
+
+
+def _tool_use(index: int, call_id: str, name: str, tool_input: dict[str, Any]) -> list[Any]:
+    start = {"toolUse": {"toolUseId": call_id, "name": name}}
+    delta = {"toolUse": {"input": json.dumps(tool_input)}}
+    return [
+        {"contentBlockStart": {"start": start, "contentBlockIndex": index}},
+        {"contentBlockDelta": {"delta": delta, "contentBlockIndex": index}},
+        {"contentBlockStop": {"contentBlockIndex": index}},
+    ]
+
+
+def _model_answer(blocks: list[Any], stop: str) -> list[dict[str, Any]]:
+    usage = {"inputTokens": 50, "outputTokens": 20, "totalTokens": 70}
+    return [
+        {"messageStart": {"role": "assistant"}},
+        *blocks,
+        {"messageStop": {"stopReason": stop}},
+        {"metadata": {"usage": usage, "metrics": {"latencyMs": 10}}},
+    ]
+
+
+def _text(text: str) -> list[Any]:
+    return [
+        {"contentBlockDelta": {"delta": {"text": text}, "contentBlockIndex": 0}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+    ]
+
+
+# bash outputs are capped at 50,000 characters: three make the assistant message larger than
+# the flow's inline limit (its body goes to S3, the next step reads it back, and each later
+# upsert replaces the object)
+INLINE_BYTES = 100_000
+BIG_OUTPUTS = 3
+BIG_OUTPUT = "head -c 60000 /dev/zero | tr '\\0' x"
+
+
+def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
+    """Two agent turns on a GitHub session (the repository fields are the test's own write:
+    there is no network to clone from), started through ``POST /api/chat``:
+
+    1. its invocation is queued while the session hibernates, so the turn resumes it; a model
+       step (Bedrock) writes a file and runs bash with large outputs (the assistant message's
+       body goes to S3), the next one ends with text; the natural finish auto-commits (the
+       default branch asked of GitHub with the token, unreachable here), refreshes the diff and
+       kicks the lifecycle loop;
+    2. the sandbox is lost behind the control plane's back during the model call: the diff
+       refresh finds sandboxd unreachable and probes the sandbox."""
+    sid, chat = (lambda created: (created["session"]["id"], created["chat"]["id"]))(
+        _ok(api.post("/api/sessions", {"title": "Agent"}), 201)
+    )
+    wait_state(api, sid, "active")
+    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    tools = f"/api/sessions/{sid}/sandbox"
+    assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
+    world.make_github(sid)
+    bash = [
+        event
+        for i in range(BIG_OUTPUTS)
+        for event in _tool_use(1 + i, f"tu-bash-{i}", "bash", {"command": BIG_OUTPUT})
+    ]
+    written = {"filePath": "multiply.py", "content": "def multiply(a, b):\n    return a * b\n"}
+    agent.bedrock.answer(
+        _model_answer([*_tool_use(0, "tu-write", "write", written), *bash], "tool_use")
+    )
+    agent.bedrock.answer(_model_answer(_text("Added multiply."), "end_turn"))
+    agent.bedrock.answer(
+        _model_answer(_text("Nothing to do."), "end_turn"), then=lambda: world.lose_sandbox(sid)
+    )
+    model = f"bedrock/{PROFILE}"
+
+    def turn(message_id: str, text: str) -> str:
+        message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+        body = {"sessionId": sid, "chatId": chat, "message": message, "modelId": model}
+        run_id: str = _ok(api.post("/api/chat", body), 202)["runId"]
+        return run_id
+
+    agent.hold()
+    first = turn("m-turn-1", "add a multiply function")
+    _ok(api.post("/api/sandbox/snapshot", {"sessionId": sid}), 202)
+    wait_state(api, sid, "hibernated")
+    agent.release()
+    agent.wait(first)
+    (run,) = _ok(api.get(f"/api/sessions/{sid}/runs"))["runs"]
+    assert (run["status"], run["modelId"], run["error"]) == ("completed", model, None), run
+    events = _ok(api.get(f"/api/sessions/{sid}/events"))["events"]
+    (commit,) = [e["detail"] for e in events if e["type"] == "sandbox.auto_commit"]
+    assert commit["committed"] is True, commit  # the agent's file, committed after the turn
+    second = turn("m-turn-2", "anything else?")
+    agent.wait(second)
+    latest = _ok(api.get(f"/api/sessions/{sid}/runs"))["runs"][0]
+    assert (latest["runId"], latest["status"]) == (second, "completed"), latest
 
 
 class _NoMetrics:
@@ -666,6 +916,17 @@ class World:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(DynamoStore, "_purge_now", lambda self, tombstone: None)
             _ok(api.delete(f"/api/sessions/{sid}"))
+
+    def make_github(self, sid: str) -> None:
+        """The session's repository is on GitHub (the test's own write, on the item)."""
+        item = items.SessionItem.get(session_pk(sid), SESSION_SK)
+        item.update(
+            actions=[
+                items.SessionItem.repo_owner.set("octo"),
+                items.SessionItem.repo_name.set("widgets"),
+                items.SessionItem.clone_url.set("https://github.com/octo/widgets"),
+            ]
+        )
 
     def lose_sandbox(self, sid: str) -> None:
         """Kill the sandbox and wait until it is really gone (nothing answers any more)."""
@@ -881,6 +1142,11 @@ def stage_names(flow: Flow, function: Function) -> dict[str, str]:
         "bucket": env["OPENAGENTS_ARTIFACT_BUCKET"],
         "bus": env["OPENAGENTS_EVENT_BUS_NAME"],
         **{role: env[setting] for role, setting in SECRET_SETTINGS.items() if setting in env},
+        **(
+            {"agent-function": env["OPENAGENTS_AGENT_FUNCTION_ARN"]}
+            if "OPENAGENTS_AGENT_FUNCTION_ARN" in env
+            else {}
+        ),
         **{f"machine:{name}": arn for name, arn in machines.items()},
     }
     # a secret the function is not given cannot be read by it: its name stays moto's (and no
@@ -894,15 +1160,18 @@ def declared_driver_methods(name: str) -> set[str]:
     from infra.constructs.api import NEEDS
     from infra.constructs.workflows import SPECS
 
+    if name == AGENT:
+        return set(agent_construct.NEEDS.driver)
     needs = NEEDS if name == API else SPECS[name].needs
     return set(needs.driver)
 
 
 def check_function(synth: Synth, function: Function, used: set[Request], methods: set[str]) -> None:
+    durable = DURABLE_SIDS.get(function.name, set())
     code = [
         s
         for s in function.statements
-        if s.sid not in RUNTIME_SIDS | AGENT_TURN_SIDS and not set(s.actions) <= XRAY
+        if s.sid not in RUNTIME_SIDS | AGENT_TURN_SIDS | durable and not set(s.actions) <= XRAY
     ]
     label = f"{synth.stack.stack_name}/{function.name}"
     # every request is allowed by a statement, and no resource policy denies it
@@ -933,6 +1202,7 @@ def check_function(synth: Synth, function: Function, used: set[Request], methods
     assert runtime["WriteOwnLogs"].resources == [function.log_group]
     assert set(runtime["WriteOwnLogs"].actions) == {"logs:CreateLogStream", "logs:PutLogEvents"}
     assert runtime["LambdaVpcEni"].resources == ["*"]
+    assert durable <= {s.sid for s in function.statements}, label  # pinned in test_agent.py
     xray = [s for s in function.statements if set(s.actions) == XRAY]
     assert len(xray) == 1, label
     assert xray[0].resources == ["*"], label
