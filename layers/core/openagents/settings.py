@@ -10,7 +10,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -25,6 +25,17 @@ def _home_folder() -> tuple[Path, ...]:
         return (Path.home(),)
     except (RuntimeError, KeyError):
         return ()
+
+
+class ModelPrice(BaseModel):
+    """A model's list price in USD per million tokens (``OPENAGENTS_MODEL_PRICES``)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0, ge=0, alias="cacheRead")
+    cache_write: float = Field(default=0, ge=0, alias="cacheWrite")
 
 
 class Settings(BaseSettings):
@@ -135,6 +146,9 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     scripted_model_file: Path | None = None  # local mode: offers `scripted/default`
     model_context_windows: dict[str, int] = {}  # JSON {modelId: tokens}
+    # JSON {modelId: {input, output, cacheRead?, cacheWrite?}}: USD per million tokens, for the
+    # runs' estimated cost (costUsd); a model without a price has none
+    model_prices: dict[str, ModelPrice] = {}
     default_context_window: int = Field(default=128_000, ge=1024)  # models not in that map
     model_max_attempts: int = Field(default=4, ge=1, le=10)  # tries of a throttled model call
 

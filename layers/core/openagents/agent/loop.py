@@ -450,6 +450,13 @@ class AgentLoop:
         )
         return result
 
+    def _cost(self, run: Run) -> float | None:
+        """The run's estimated cost, from its model's price (None without one)."""
+        try:
+            return self._models.info(run.model_id).cost(run.usage)
+        except DomainError:  # the model is no longer configured
+            return None
+
     def finalize(self, run_id: str, outcome: Outcome, error: str | None = None) -> RunStatus:
         """End the run: the closing chunks, the status, the chat released (idempotent)."""
         run = self._run(run_id)
@@ -476,6 +483,7 @@ class AgentLoop:
             status,
             at=self._clock(),
             error=error if status is RunStatus.FAILED else None,
+            cost_usd=self._cost(run),
             retention=self._config.retention,
         )
         try:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from openagents.agent.models.port import ChatModel, ModelUnavailable
-from openagents.settings import Mode, Settings
+from openagents.agent.models.port import ChatModel, ModelUnavailable, Usage
+from openagents.settings import Mode, ModelPrice, Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_bedrock_runtime import BedrockRuntimeClient
@@ -60,6 +60,7 @@ class ModelInfo:
     provider: str
     name: str
     context_window: int  # tokens
+    price: ModelPrice | None = None  # USD per million tokens (OPENAGENTS_MODEL_PRICES)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +69,19 @@ class ModelInfo:
             "name": self.name,
             "contextWindow": self.context_window,
         }
+
+    def cost(self, usage: Usage) -> float | None:
+        """The estimated cost in USD of ``usage`` on this model; None without a price."""
+        if self.price is None:
+            return None
+        price = self.price
+        total = (
+            usage.input_tokens * price.input
+            + usage.output_tokens * price.output
+            + usage.cache_read_tokens * price.cache_read
+            + usage.cache_write_tokens * price.cache_write
+        )
+        return round(total / 1_000_000, 6)
 
 
 ModelFactory = Callable[[ModelId], ChatModel]
@@ -151,7 +165,8 @@ def build_registry(
             unconfigured[key] = factory
             continue
         window = settings.model_context_windows.get(key, settings.default_context_window)
-        models[key] = (ModelInfo(key, parsed.provider, parsed.name, window), factory)
+        price = settings.model_prices.get(key)
+        models[key] = (ModelInfo(key, parsed.provider, parsed.name, window, price), factory)
     return ModelRegistry(models, unconfigured=unconfigured)
 
 
