@@ -18,7 +18,7 @@ from constructs import Construct
 from infra import nag
 from infra.config import StageConfig
 from infra.constructs.control_plane import GITHUB_CREDENTIALS, ControlPlane, Needs
-from infra.constructs.data import MESSAGES_PREFIX
+from infra.constructs.data import DIFFS_PREFIX, MESSAGES_PREFIX
 from infra.constructs.function import Layers, ServiceFunction, removal, retention
 from infra.nag import acknowledge
 
@@ -58,6 +58,7 @@ NEEDS = Needs(
         "byUserStatus": ("dynamodb:Query",),
     },
     message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+    diffs=("s3:GetObject", "s3:PutObject"),  # GET …/sandbox/diff caches it, …/diff/cached reads it
     # the webhook's HMAC key, the GitHub credentials (PR refresh on archive), CloudFront's header
     secrets=("github-webhook", *GITHUB_CREDENTIALS, "origin"),
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
@@ -140,6 +141,13 @@ class Api(Construct):
             "Large message bodies are objects under messages/<chatId>/<messageId>/...: "
             "the prefix is the narrowest resource",
             nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")),
+        )
+        acknowledge(
+            function.role,
+            "IAM5",
+            "The cached diffs are objects diffs/<sessionId>.json: the prefix is the narrowest "
+            "resource",
+            nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{DIFFS_PREFIX}*")),
         )
         return function
 

@@ -510,6 +510,8 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
     assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
     _ok(api.get(f"{tools}/files"))
+    _ok(api.get(f"{tools}/diff"))  # computed, and cached under diffs/
+    _ok(api.get(f"{tools}/diff/cached"))
     _ok(api.post("/api/sandbox/activity", {"sessionId": sid}))
     _ok(api.post("/api/sandbox/extend", {"sessionId": sid}))
     wait_state(api, sid, "hibernated")  # idle: the lifecycle loop snapshots and stops
