@@ -16,6 +16,7 @@ import pytest
 from openagents.composition import Container, build
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import FAILURE_TEXT, Failure
 from openagents.domain.models import LifecycleState, Role, Session, SessionStatus
 from openagents.git.local import LocalGitHost
 from openagents.sandbox.port import SandboxHandle, SandboxState
@@ -207,8 +208,9 @@ def test_archive_while_hibernated_and_a_failed_finalisation_is_retried(
     failed = wait_until(
         container,
         session.id,
-        lambda s: (s.lifecycle_error or "").startswith("Archive finalization failed"),
+        lambda s: s.lifecycle_error_code == Failure.ARCHIVE_FAILED,
     )
+    assert failed.lifecycle_error == FAILURE_TEXT[Failure.ARCHIVE_FAILED]  # a user sentence
     assert failed.snapshot is not None
     assert snapshot.exists()
     assert "session.archive_failed" in events(container, session.id)
