@@ -152,8 +152,9 @@ def test_sandboxd_killed_mid_snapshot(
     assert "sandbox.snapshot_failed" in types or "sandbox.lost" in types, types
     status = live_api.get("/api/sandbox/status", query={"sessionId": sid}).body
     assert status["snapshot"]["id"] == s1["id"]  # the last verified snapshot, kept
-    kept_files = (live_settings.home / "snapshots").iterdir()
-    assert any(snapshot_ref({"id": p.name}) == s1["id"] for p in kept_files)  # opaque ids
+    snapshots = live_settings.home / "snapshots"
+    kept_files = [str(p.relative_to(snapshots)) for p in snapshots.rglob("*") if p.is_file()]
+    assert any(snapshot_ref({"id": p}) == s1["id"] for p in kept_files)  # opaque ids
     assert not partial[0].exists()
     assert not list(folder.glob("*.partial"))
     assert session["lifecycleVersion"] >= first["lifecycleVersion"]
