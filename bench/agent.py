@@ -13,10 +13,8 @@ local sandbox, the durable handler on the SDK's local runtime, the scripted mode
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,30 +26,6 @@ WORDS = 12  # stream turn: text deltas
 
 def _script(path: Path, responses: list[dict[str, Any]]) -> None:
     path.write_text(json.dumps({"responses": responses}))
-
-
-@contextmanager
-def _serve(settings: Any) -> Iterator[tuple[str, Any]]:
-    import uvicorn
-    from openagents.local.dynamodb import free_port
-
-    from functions.api.app import create_app
-
-    port = free_port()
-    app = create_app(lambda: settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("local server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def _until(api: Any, session_id: str, state: str) -> None:
@@ -212,7 +186,7 @@ def durable_steps(folder: Path, steps: int) -> dict[str, float]:
 def run(args: Any) -> dict[str, Any]:
     import pytest
 
-    from tests.support import HttpApi, make_origin, provisioning_runtime
+    from tests.support import HttpApi, make_origin, provisioning_runtime, serve_app
 
     steps = int(args.steps)
     probe = Probe()
@@ -229,7 +203,7 @@ def run(args: Any) -> dict[str, Any]:
         probe.install(patch)
         with (
             provisioning_runtime(settings, moto.endpoint, patch) as live,
-            _serve(live) as (base_url, app),
+            serve_app(live) as (base_url, app),
         ):
             api = HttpApi(live, base_url)
             try:

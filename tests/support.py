@@ -242,13 +242,12 @@ class HttpApi(Api):
 
 
 @contextmanager
-def local_server(settings: Settings) -> Iterator[str]:
-    """Serve the API app on a free 127.0.0.1 port in a thread, as ``openagents dev`` does."""
+def serve_app(settings: Settings) -> Iterator[tuple[str, Any]]:
+    """Serve the API app on a free 127.0.0.1 port in a thread, as ``openagents dev`` does:
+    (its base URL, the app)."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(lambda: settings), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
+    app = create_app(lambda: settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -257,10 +256,16 @@ def local_server(settings: Settings) -> Iterator[str]:
             raise RuntimeError("local server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def local_server(settings: Settings) -> Iterator[str]:
+    with serve_app(settings) as (base_url, _):
+        yield base_url
 
 
 def export_settings(settings: Settings, monkeypatch: Any) -> None:

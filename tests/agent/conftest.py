@@ -4,22 +4,23 @@ local sandboxes, the durable handler on the SDK's local runtime, and the scripte
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from openagents.composition import Container
-from openagents.local.dynamodb import free_port
 from openagents.settings import Settings
 
-from functions.api.app import create_app
-from tests.support import HttpApi, export_settings, make_origin, provisioning_runtime
+from tests.support import (
+    HttpApi,
+    export_settings,
+    make_origin,
+    provisioning_runtime,
+    serve_app,
+)
 
 
 class Script:
@@ -70,25 +71,6 @@ class AgentApi(HttpApi):
         raise AssertionError("the run did not end")
 
 
-@contextmanager
-def serve(settings: Settings) -> Iterator[tuple[str, FastAPI]]:
-    port = free_port()
-    app = create_app(lambda: settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("local server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture
 def agent_api(
     settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -97,7 +79,7 @@ def agent_api(
     scripted = settings.model_copy(update={"scripted_model_file": script.path})
     with provisioning_runtime(scripted, moto_endpoint, monkeypatch) as live:
         export_settings(live, monkeypatch)
-        with serve(live) as (base_url, app):
+        with serve_app(live) as (base_url, app):
             client = AgentApi(live, base_url, app, script)
             try:
                 yield client
