@@ -1,8 +1,7 @@
 import { render, screen, within } from "@testing-library/react";
 import { describe, expect, it, vi } from "vitest";
-import type { Session } from "../api/client";
 import { useSessionList } from "../hooks/useSessionList";
-import { chat, fakeApi, renderWithApi, sandboxStatus, summary } from "../test/fakes";
+import { chat, fakeApi, fullSession, renderWithApi, sandboxStatus, summary } from "../test/fakes";
 import { PrBadge, prLabel } from "./PrBadge";
 import { SessionView } from "./SessionView";
 import { Sidebar } from "./Sidebar";
@@ -43,19 +42,7 @@ describe("PrBadge", () => {
   });
 
   it("shows in the session's header", async () => {
-    const session = {
-      ...summary({ prNumber: 41, prStatus: "merged" }),
-      cloneUrl: null,
-      isNewBranch: true,
-      autoCommitPushOverride: false,
-      autoCreatePrOverride: false,
-      lifecycleVersion: 1,
-      lifecycleError: null,
-      lifecycleErrorCode: null,
-      hibernateAfter: null,
-      sandboxExpiresAt: null,
-      updatedAt: "2026-11-01T10:00:00Z",
-    } as Session;
+    const session = fullSession({ prNumber: 41, prStatus: "merged" });
     const api = fakeApi({
       getSession: vi.fn(async () => ({ session })),
       sandboxStatus: vi.fn(async () => sandboxStatus()),

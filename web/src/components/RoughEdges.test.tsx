@@ -2,30 +2,16 @@
 import { act, render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Api, Session } from "../api/client";
+import type { Api } from "../api/client";
 import { failureInWords } from "../lifecycle/status";
-import { chat, fakeApi, renderWithApi, sandboxStatus, summary } from "../test/fakes";
+import { chat, fakeApi, fullSession, renderWithApi, sandboxStatus } from "../test/fakes";
 import { ChatTabs } from "./ChatTabs";
 import { FileBrowser, NO_FILES } from "./FileBrowser";
 import { NewSessionDialog, repositoryFields } from "./NewSessionDialog";
 import { SessionView } from "./SessionView";
 import { Workspace } from "./Workspace";
 
-const session = (overrides: Partial<Session> = {}) =>
-  ({
-    ...summary(),
-    cloneUrl: null,
-    isNewBranch: true,
-    autoCommitPushOverride: false,
-    autoCreatePrOverride: false,
-    lifecycleVersion: 1,
-    lifecycleError: null,
-    lifecycleErrorCode: null,
-    hibernateAfter: null,
-    sandboxExpiresAt: null,
-    updatedAt: "2026-11-01T10:00:00Z",
-    ...overrides,
-  }) as Session;
+const session = fullSession;
 
 /** A session view over fakes: the session, its status (a function: it may change), one chat. */
 function view(status: () => ReturnType<typeof sandboxStatus>, api: Partial<Api> = {}, data = session()) {

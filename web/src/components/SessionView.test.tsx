@@ -1,22 +1,9 @@
 import { act, screen } from "@testing-library/react";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { Session } from "../api/client";
-import { chat, fakeApi, renderWithApi, sandboxStatus, summary } from "../test/fakes";
+import { chat, fakeApi, fullSession, renderWithApi, sandboxStatus } from "../test/fakes";
 import { SessionView } from "./SessionView";
 
-const session = {
-  ...summary(),
-  cloneUrl: null,
-  isNewBranch: true,
-  autoCommitPushOverride: false,
-  autoCreatePrOverride: false,
-  lifecycleVersion: 1,
-  lifecycleError: null,
-  lifecycleErrorCode: null,
-  hibernateAfter: null,
-  sandboxExpiresAt: null,
-  updatedAt: "2026-11-01T10:00:00Z",
-} as Session;
+const session = fullSession();
 
 beforeEach(() => vi.useFakeTimers({ shouldAdvanceTime: true }));
 afterEach(() => vi.useRealTimers());

@@ -2,27 +2,15 @@
 import { act, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Api, Session } from "../api/client";
+import type { Api } from "../api/client";
 import type { StreamPage } from "../agent/stream";
 import { useSessionList } from "../hooks/useSessionList";
-import { chat, fakeApi, renderWithApi, sandboxStatus, summary } from "../test/fakes";
+import { chat, fakeApi, fullSession, renderWithApi, sandboxStatus, summary } from "../test/fakes";
 import { ChatPanel } from "./ChatPanel";
 import { Sidebar } from "./Sidebar";
 import { Workspace } from "./Workspace";
 
-const session = {
-  ...summary(),
-  cloneUrl: null,
-  isNewBranch: true,
-  autoCommitPushOverride: false,
-  autoCreatePrOverride: false,
-  lifecycleVersion: 1,
-  lifecycleError: null,
-  lifecycleErrorCode: null,
-  hibernateAfter: null,
-  sandboxExpiresAt: null,
-  updatedAt: "2026-11-01T10:00:00Z",
-} as Session;
+const session = fullSession();
 
 /** A turn's stream that runs (text streamed) until `end()`, then completes. */
 function turn() {

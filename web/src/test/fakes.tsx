@@ -2,7 +2,7 @@
 import { render } from "@testing-library/react";
 import type { ReactElement } from "react";
 import { vi } from "vitest";
-import type { Api, Chat, SandboxStatus, SessionSummary } from "../api/client";
+import type { Api, Chat, SandboxStatus, Session, SessionSummary } from "../api/client";
 import { ApiContext } from "../api/context";
 
 export function fakeApi(overrides: Partial<Api> = {}): Api {
@@ -39,6 +39,24 @@ export function summary(overrides: Partial<SessionSummary> = {}): SessionSummary
     latestChatId: "c1",
     ...overrides,
   };
+}
+
+/** A whole session (GET /api/sessions/{id}): the summary's fields and the rest. */
+export function fullSession(overrides: Partial<Session> = {}): Session {
+  return {
+    ...summary(),
+    cloneUrl: null,
+    isNewBranch: true,
+    autoCommitPushOverride: false,
+    autoCreatePrOverride: false,
+    lifecycleVersion: 1,
+    lifecycleError: null,
+    lifecycleErrorCode: null,
+    hibernateAfter: null,
+    sandboxExpiresAt: null,
+    updatedAt: "2026-11-01T10:00:00Z",
+    ...overrides,
+  } as Session;
 }
 
 export function chat(overrides: Partial<Chat> = {}): Chat {
