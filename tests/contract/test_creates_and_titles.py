@@ -65,6 +65,21 @@ def test_rate_limited_create_leaves_nothing_behind(backend: Backend) -> None:
     assert len(backend.snapshot()) > len(before)
 
 
+def test_a_refusal_never_promises_more_than_one_window(backend: Backend) -> None:
+    """Concurrent creates stamp their hits after this one read its clock: the oldest counted
+    hit can leave the window later than now + window. Retry-After still says one window."""
+    limited = backend.settings.model_copy(update={"rate_limit_per_minute": 2})
+    app = composition.build(limited, NoMetrics())
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    for _ in range(2):
+        create(backend.store, "alice", action="create-session", limit=2, at=later)
+
+    with pytest.raises(RateLimited) as info:
+        app.sessions.create(ALICE, NewSession(title="three"))
+
+    assert info.value.retry_after_seconds == limited.rate_limit_window_seconds
+
+
 def test_the_rate_window_slides(store: Store) -> None:
     """At most ``limit`` creates in any window-long span (the helpers' window is an hour),
     whatever clock boundary falls inside it; a refusal says when the oldest hit leaves."""
