@@ -5,6 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+from openagents.agent import loop
+from openagents.agent.models.port import ModelRequest
+from openagents.agent.models.scripted import ScriptedModel
+
 from tests.agent.conftest import AgentApi
 
 TURN: list[dict[str, Any]] = [
@@ -121,3 +126,45 @@ def test_a_turn_changes_files_commits_and_ends_with_text(
     cached = agent_api.get(f"{tools}/diff/cached")
     assert cached.status == 200, cached.body
     assert "calc.py" in {f["path"] for f in cached.body["data"]["files"]}
+
+
+def test_the_project_instructions_are_read_once_per_turn(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENTS.md is in every model call's system prompt, read from the sandbox once per turn
+    (the prompt stays the same for the turn); the next turn reads the file as it is then."""
+    session_id, chat_id = live_session
+    exec_path = f"/api/sessions/{session_id}/sandbox/exec"
+    written = agent_api.post(exec_path, {"command": "echo 'Use tabs.' > AGENTS.md"})
+    assert written.status == 200, written.body
+    systems: list[str] = []
+    reads: list[str] = []
+    streamed = ScriptedModel.stream
+    read = loop.project_instructions
+
+    def recording(self: ScriptedModel, request: ModelRequest, **kw: Any) -> Any:
+        systems.append(request.system)
+        return streamed(self, request, **kw)
+
+    def counted(workspace: Any) -> Any:
+        found = read(workspace)
+        reads.append(found[1] if found else "")
+        return found
+
+    monkeypatch.setattr(ScriptedModel, "stream", recording)
+    monkeypatch.setattr(loop, "project_instructions", counted)
+    todo = {"name": "todo_write", "input": {"todos": []}}
+    agent_api.script.set([{"toolCalls": [todo]}, {"toolCalls": [todo]}, {"text": "Done."}])
+
+    assert agent_api.turn(session_id, chat_id, "go").status == 202
+    agent_api.events(chat_id)
+    assert len(systems) == 3
+    assert all("Use tabs." in system for system in systems)
+    assert reads == ["Use tabs.\n"]
+
+    agent_api.post(exec_path, {"command": "echo 'Use spaces.' > AGENTS.md"})
+    agent_api.script.set([{"text": "Again."}])
+    assert agent_api.turn(session_id, chat_id, "again").status == 202
+    agent_api.events(chat_id)
+    assert reads == ["Use tabs.\n", "Use spaces.\n"]
+    assert "Use spaces." in systems[-1]

@@ -62,6 +62,7 @@ Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
 CANCEL_POLL_SECONDS = 0.25
 ELIDED = "[output elided to fit the model's context window]"
 KEEP_RECENT_RESULTS = 4
+INSTRUCTIONS_KEPT = 256  # runs whose project instructions one process keeps
 STOPPED = "Stopped by the user."
 FINISH_REASONS: dict[RunStatus, str] = {
     RunStatus.COMPLETED: "stop",
@@ -136,6 +137,11 @@ class AgentLoop:
     ) -> None:
         self._runs, self._host, self._models = runs, host, models
         self._clock, self._config = clock, config
+        # the project's AGENTS.md / CLAUDE.md, read once per run in this process: the system
+        # prompt stays the same for the whole turn (as the reference builds it once per
+        # request; a stable prefix is what the model's prompt cache matches), and a step does
+        # not pay one or two sandbox reads. A new invocation (another Lambda) reads it again.
+        self._instructions: dict[str, tuple[str, str] | None] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -248,14 +254,20 @@ class AgentLoop:
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
     ) -> ModelRequest:
-        workspace = self._host.workspace(run)
-        system = system_prompt(self._host.project(run), project_instructions(workspace))
+        system = system_prompt(self._host.project(run), self._project_instructions(run))
         messages = history([*others, message.to_json()])
         request = ModelRequest(system, messages, specs(), step=run.model_calls)
         window = self._models.info(run.model_id).context_window
         if estimate_tokens(request) > int(window * 0.8):
             request = replace(request, messages=_elide(request.messages))
         return request
+
+    def _project_instructions(self, run: Run) -> tuple[str, str] | None:
+        if run.id not in self._instructions:
+            if len(self._instructions) >= INSTRUCTIONS_KEPT:  # runs that never finalized here
+                self._instructions.pop(next(iter(self._instructions)), None)
+            self._instructions[run.id] = project_instructions(self._host.workspace(run))
+        return self._instructions[run.id]
 
     def begin(self, run_id: str) -> StepResult:
         """A run that continues a message (after ``respond``) first runs the approved calls."""
@@ -478,6 +490,7 @@ class AgentLoop:
             chunks.append({"type": "abort", "reason": "stopped by the user"})
         chunks.append({"type": "finish", "finishReason": FINISH_REASONS[status]})
         self._runs.append(run_id, chunks)
+        self._instructions.pop(run_id, None)
         ended = self._runs.finish(
             run_id,
             status,
