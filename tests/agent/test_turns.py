@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import pytest
-from openagents.agent import loop
+from openagents.agent import loop, prompt
 from openagents.agent.models.port import ModelRequest
 from openagents.agent.models.scripted import ScriptedModel
 
@@ -140,7 +140,7 @@ def test_the_project_instructions_are_read_once_per_turn(
     systems: list[str] = []
     reads: list[str] = []
     streamed = ScriptedModel.stream
-    read = loop.project_instructions
+    read = prompt.project_instructions
 
     def recording(self: ScriptedModel, request: ModelRequest, **kw: Any) -> Any:
         systems.append(request.system)
