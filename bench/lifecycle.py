@@ -111,7 +111,7 @@ class Sampler(threading.Thread):
 def is_sandboxd(command: str) -> bool:
     """sandboxd itself (not the prlimit/bubblewrap processes around it)."""
     program = command.split(" ", 1)[0]
-    return "python" in program and "sandboxd.py" in command
+    return "python" in program and " -m sandboxd " in command
 
 
 def _sessions_by_state(client: Client) -> dict[str, str]:

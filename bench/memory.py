@@ -11,11 +11,11 @@
   Goal <= 25 MiB VmRSS. Beside it, the helpers each sandbox adds (bwrap, slirp4netns) and the
   workspace volume's disk use.
 - **where sandboxd's memory goes**: the sandbox's interpreter (``/usr/bin/python3``) measured
-  outside the sandbox in fresh processes: bare; with sandboxd's top-level imports (each alone,
-  and all together); with sandboxd imported from a compiled .pyc; sandboxd serving, idle, run as
-  a script (how the driver runs it: a main script is compiled at every start, never cached)
-  and run from its .pyc; and from its .pyc with ``ssl`` kept out (nothing in it uses ssl;
-  ``http.server`` pulls it in through ``http.client``). ``-X importtime`` self times per
+  outside the sandbox in fresh processes: bare; with sandboxd's standard-library imports (each
+  alone, and all together); with the sandboxd package imported (from its compiled .pyc files);
+  sandboxd serving, idle, run as every driver runs it (``python3 -P -m sandboxd``: from the
+  .pyc files, ``ssl`` kept out: nothing in it uses ssl, ``http.server`` pulls it in through
+  ``http.client``) and, beside it, with ssl allowed. ``-X importtime`` self times per
   top-level module.
 
 From these, how many idle sandboxes fit in the machine's memory."""
@@ -25,7 +25,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
-import py_compile
 import shutil
 import subprocess
 import time
@@ -44,7 +43,6 @@ BREAKDOWN = (
     "interpreter",
     "stdlib imports",
     "sandboxd's own code",
-    "compiling the script at start",
     "serving (socket, threads, buffers)",
 )
 USERS = 10
@@ -226,14 +224,15 @@ def _in_fresh(code: str, cwd: Path) -> dict[str, int]:
     return {"VmRSS": rss, "RssAnon": anon, "RssFile": file}
 
 
-def _imports(source: Path) -> list[str]:
-    """sandboxd's top-level imports, as modules."""
+def _imports(package: Path) -> list[str]:
+    """The standard-library modules sandboxd's modules import at their top level."""
     found: list[str] = []
-    for node in ast.parse(source.read_text()).body:
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
-            found.append(node.module)
+    for source in sorted(package.glob("*.py")):
+        for node in ast.parse(source.read_text()).body:
+            if isinstance(node, ast.Import):
+                found += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found += [node.module] if node.module != "__future__" else []
     return list(dict.fromkeys(found))
 
 
@@ -247,6 +246,7 @@ def _serving(argv: list[str], folder: Path, label: str) -> dict[str, int]:
     process = subprocess.Popen(  # noqa: S603 - the sandbox's interpreter, our daemon
         [*argv, "--workspace", str(workspace), "--unix", str(socket), "--token-stdin"],
         cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(folder)},
     )  # fmt: skip
     try:
         assert process.stdin is not None
@@ -270,25 +270,22 @@ def _serving(argv: list[str], folder: Path, label: str) -> dict[str, int]:
 def _where(sandboxd: Path, home: Path) -> dict[str, Any]:
     folder = home / "where"
     folder.mkdir()
-    shutil.copy(sandboxd, folder / "sandboxd.py")
-    py_compile.compile(str(folder / "sandboxd.py"), cfile=str(folder / "sandboxd_pyc.pyc"))
-    shutil.copy(sandboxd, folder / "sandboxd_mod.py")
-    subprocess.run([SANDBOX_PYTHON, "-c", "import sandboxd_mod"], cwd=folder, check=True)  # noqa: S603
+    shutil.copytree(sandboxd, folder / "sandboxd", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([SANDBOX_PYTHON, "-m", "compileall", "-q", "sandboxd"], cwd=folder, check=True)  # noqa: S603
     modules = _imports(sandboxd)
     bare = _in_fresh("pass", folder)
     alone = {m: _in_fresh(f"import {m}", folder)["VmRSS"] - bare["VmRSS"] for m in modules}
     every = _in_fresh("\n".join(f"import {m}" for m in modules), folder)
-    imported = _in_fresh("import sandboxd_mod", folder)
     block_ssl = "import sys; sys.modules['ssl'] = None\n"
-    imported_no_ssl = _in_fresh(block_ssl + "import sandboxd_mod", folder)
-    run_pyc = "import sys, sandboxd_mod; sys.exit(sandboxd_mod.main(sys.argv[1:]))"
+    imported = _in_fresh(block_ssl + "import sandboxd.http", folder)
+    imported_ssl = _in_fresh("import sandboxd.http", folder)
+    with_ssl = "import sys; from sandboxd.__main__ import main; sys.exit(main(sys.argv[1:]))"
     serving = {
-        "script": _serving([SANDBOX_PYTHON, "sandboxd.py"], folder, "script"),
-        "pyc": _serving([SANDBOX_PYTHON, "sandboxd_pyc.pyc"], folder, "pyc"),
-        "pycNoSsl": _serving([SANDBOX_PYTHON, "-c", block_ssl + run_pyc], folder, "nossl"),
+        "module": _serving([SANDBOX_PYTHON, "-P", "-m", "sandboxd"], folder, "module"),
+        "withSsl": _serving([SANDBOX_PYTHON, "-c", with_ssl], folder, "ssl"),
     }
     times = subprocess.run(  # noqa: S603
-        [SANDBOX_PYTHON, "-X", "importtime", "-c", "import sandboxd_mod"],
+        [SANDBOX_PYTHON, "-X", "importtime", "-c", block_ssl + "import sandboxd.http"],
         cwd=folder, capture_output=True, text=True, check=True,
     ).stderr  # fmt: skip
     self_us: Counter[str] = Counter()
@@ -298,7 +295,7 @@ def _where(sandboxd: Path, home: Path) -> dict[str, Any]:
             with contextlib.suppress(ValueError):
                 name = parts[2].strip().split(".")[0]
                 self_us[name] += int(parts[0].split(":")[1])
-    script, pyc = serving["script"]["VmRSS"], serving["pyc"]["VmRSS"]
+    module = serving["module"]["VmRSS"]
     return {
         "python": subprocess.run(  # noqa: S603
             [SANDBOX_PYTHON, "--version"], capture_output=True, text=True, check=True
@@ -307,14 +304,13 @@ def _where(sandboxd: Path, home: Path) -> dict[str, Any]:
         "importsAloneKiB": dict(sorted(alone.items(), key=lambda kv: -kv[1])[:8]),
         "allImportsKiB": every,
         "sandboxdImportedKiB": imported,
-        "sandboxdImportedNoSslKiB": imported_no_ssl,
+        "sandboxdImportedWithSslKiB": imported_ssl,
         "servingKiB": serving,
         "breakdownKiB": {
             "interpreter": bare["VmRSS"],
             "stdlib imports": every["VmRSS"] - bare["VmRSS"],
             "sandboxd's own code": imported["VmRSS"] - every["VmRSS"],
-            "compiling the script at start": script - pyc,
-            "serving (socket, threads, buffers)": pyc - imported["VmRSS"],
+            "serving (socket, threads, buffers)": module - imported["VmRSS"],
         },
         "importSelfMs": {k: round(v / 1000, 1) for k, v in self_us.most_common(8)},
     }
@@ -383,10 +379,9 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             + " MiB",
         ],
         [
-            "memory: sandboxd idle, as run today vs fixes",
-            f"{serving['script']['VmRSS'] / 1024:.1f} MiB",
-            f"from a .pyc {serving['pyc']['VmRSS'] / 1024:.1f} MiB; from a .pyc without ssl "
-            f"{serving['pycNoSsl']['VmRSS'] / 1024:.1f} MiB (outside the sandbox)",
+            "memory: sandboxd idle, as run (-P -m sandboxd) vs with ssl",
+            f"{serving['module']['VmRSS'] / 1024:.1f} MiB",
+            f"with ssl imported {serving['withSsl']['VmRSS'] / 1024:.1f} MiB (outside the sandbox)",
         ],
         [
             "memory: per idle sandbox, all processes",

@@ -3,13 +3,13 @@ own per-generation token before anything else happens.
 
 The security group lets only the control plane reach sandboxd's port, but the token is the
 second wall (a misconfigured group, a peered VPC, another ENI in the subnet). The route table
-is read from ``sandbox/sandboxd.py`` itself, so a route added later is covered without editing
-this file; tests/sandbox/test_sandboxd.py checks the same with a fixed list.
+is read from the ``sandbox/sandboxd`` package itself, so a route added later is covered without
+editing this file; tests/sandbox/test_sandboxd.py checks the same with a fixed list.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -19,15 +19,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import pytest
+from openagents.sandbox.local import SANDBOXD_MODULE
 from openagents.sandbox.port import sandbox_token
 
 from infra.constructs.sandbox import IMAGE_DIR, SANDBOX_PORT
 
-SANDBOXD = IMAGE_DIR / "sandboxd.py"
 DOCKERFILE = IMAGE_DIR / "Dockerfile"
 KEY = b"k" * 32
 SESSION = "sess_auth"
@@ -35,17 +34,16 @@ METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
 UNAUTHORIZED = {"error": "missing or invalid bearer token", "code": "unauthorized"}
 
 
-def _load_sandboxd() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sandboxd_under_test", SANDBOXD)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+def _routes() -> dict[tuple[str, str], Any]:
+    """sandboxd's route table, from the image folder (its modules dropped again afterwards)."""
+    sys.path.insert(0, str(IMAGE_DIR))
     try:
-        spec.loader.exec_module(module)
+        routes: dict[tuple[str, str], Any] = importlib.import_module("sandboxd.routes").ROUTES
     finally:
-        del sys.modules[spec.name]
-    return module
+        sys.path.remove(str(IMAGE_DIR))
+        for name in [name for name in sys.modules if name.split(".")[0] == "sandboxd"]:
+            del sys.modules[name]
+    return routes
 
 
 @dataclass
@@ -74,10 +72,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     8080 on every interface) and the token the driver would give generation 1."""
     workspace = tmp_path_factory.mktemp("workspace")
     token = sandbox_token(KEY, SESSION, 1)
-    argv = [sys.executable, str(SANDBOXD), "--host", "127.0.0.1", "--port", "0"]
+    argv = [sys.executable, *SANDBOXD_MODULE, "--host", "127.0.0.1", "--port", "0"]
     process = subprocess.Popen(
         [*argv, "--workspace", str(workspace)],
-        env={"PATH": os.environ["PATH"], "SANDBOXD_TOKEN": token, "HOME": str(workspace)},
+        env={
+            "PATH": os.environ["PATH"],
+            "SANDBOXD_TOKEN": token,
+            "HOME": str(workspace),
+            "PYTHONPATH": str(IMAGE_DIR),  # the image's /opt/sandboxd
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -96,9 +99,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 
 def _paths() -> list[str]:
     """Every path sandboxd knows, one manifest path, and paths it does not know."""
-    module = _load_sandboxd()
-    routes: dict[tuple[str, str], Any] = module.ROUTES
-    paths = sorted({path for _, path in routes})
+    paths = sorted({path for _, path in _routes()})
     assert "/health" in paths
     return [*paths, "/snapshots/snap-1/manifest", "/no/such/endpoint", "/", "/health/"]
 

@@ -28,7 +28,7 @@ from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, S
 
 from tests.support import sandbox_workspace
 
-SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd.py"
+SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd"
 KEY = b"k" * 32
 SMALL = Limits(
     memory_bytes=256 << 20,

@@ -19,8 +19,12 @@ from typing import Any
 
 import pytest
 from openagents.sandbox.client import SandboxClient
+from openagents.sandbox.local import SANDBOXD_MODULE
 
-SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd.py"
+SANDBOXD = Path(__file__).resolve().parents[2] / "sandbox" / "sandboxd"
+# sandboxd as every driver starts it: ``python3 -P -m sandboxd``, its parent on PYTHONPATH
+SANDBOXD_ARGV = [sys.executable, *SANDBOXD_MODULE]
+SANDBOXD_ENV = {"PYTHONPATH": str(SANDBOXD.parent)}
 READY_TIMEOUT_SECONDS = 10.0
 
 GIT_ENV = {
@@ -72,11 +76,12 @@ def start_sandboxd(base: Path, extra_path: Path | None = None) -> RunningSandbox
         "HOME": str(base / "home"),
         "TMPDIR": str(base / "tmp"),
         "SANDBOXD_TOKEN": token,
+        **SANDBOXD_ENV,
     }
     log_path = base / "sandboxd.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(SANDBOXD), "--host", "127.0.0.1", "--port", "0",
+            [*SANDBOXD_ARGV, "--host", "127.0.0.1", "--port", "0",
              "--workspace", str(base / "workspace")],
             stdout=subprocess.PIPE, stderr=log, env=env, text=True,
         )  # fmt: skip

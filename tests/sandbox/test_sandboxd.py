@@ -8,7 +8,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -24,7 +23,8 @@ from openagents.sandbox.client import SandboxClient, SandboxRequestError
 from openagents.sandbox.port import SandboxError
 
 from tests.sandbox.conftest import (
-    SANDBOXD,
+    SANDBOXD_ARGV,
+    SANDBOXD_ENV,
     Origin,
     RunningSandbox,
     StartSandbox,
@@ -62,12 +62,26 @@ def expect_error(status: int, code: str) -> pytest.RaisesExc[SandboxRequestError
 
 def test_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, str(SANDBOXD), "--port", "0", "--workspace", str(tmp_path)],
-        env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=10, check=False,
+        [*SANDBOXD_ARGV, "--port", "0", "--workspace", str(tmp_path)],
+        env={"PATH": os.environ["PATH"], **SANDBOXD_ENV},
+        capture_output=True, text=True, timeout=10, check=False,
     )  # fmt: skip
     assert completed.returncode != 0
     assert completed.stdout == ""
     assert "SANDBOXD_TOKEN is required" in completed.stderr
+
+
+def test_a_module_in_the_working_directory_is_never_imported(tmp_path: Path) -> None:
+    """sandboxd starts with -P: its working directory (in a sandbox, the workspace) is not on
+    sys.path, so a hostile ``hashlib.py`` there cannot stand in for the real module."""
+    (tmp_path / "hashlib.py").write_text("raise SystemExit('hijacked')\n")
+    completed = subprocess.run(
+        [*SANDBOXD_ARGV, "--port", "0", "--workspace", str(tmp_path)],
+        env={"PATH": os.environ["PATH"], **SANDBOXD_ENV}, cwd=tmp_path,
+        capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    assert "hijacked" not in completed.stderr
+    assert "SANDBOXD_TOKEN is required" in completed.stderr  # it got past every import
 
 
 def test_health_reports_the_workspace(sandbox: RunningSandbox, client: SandboxClient) -> None:

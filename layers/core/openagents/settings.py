@@ -210,7 +210,7 @@ class Settings(BaseSettings):
     fargate_snapshot_wait_delay_seconds: float = Field(default=15.0, gt=0)
     fargate_snapshot_wait_max_attempts: int = Field(default=55, ge=1)
     origin_secret_arn: str | None = None  # AWS: CloudFront's origin-verify header secret
-    sandboxd_path: Path = Path(__file__).resolve().parents[3] / "sandbox" / "sandboxd.py"
+    sandboxd_path: Path = Path(__file__).resolve().parents[3] / "sandbox" / "sandboxd"
     statemachines_dir: Path = Path(__file__).resolve().parents[3] / "infra" / "statemachines"
 
     @property

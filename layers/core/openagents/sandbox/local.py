@@ -46,12 +46,11 @@ PR_SET_PDEATHSIG = 1
 SOCKET_NAME = "sandboxd.sock"
 SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,80}/[0-9]{1,9}-[0-9]{8}T[0-9]{12}Z\.tar\.zst")
 NETWORKS = ("outbound", "none")
-# sandboxd imported as a module: from its compiled .pyc (a main script is compiled again at
-# every start: ~4 MiB a sandbox); ssl kept out (sandboxd itself connects nowhere: ~1 MiB)
-LAUNCH = (
-    "import sys; sys.modules['ssl'] = None; sys.path[:0] = ['/opt/sandboxd']; "
-    "import {module}; sys.exit({module}.main())"
-)
+# sandboxd starts one way everywhere (the image too): the package's parent on PYTHONPATH and
+# ``python3 -P -m sandboxd`` (-P: the working directory, the workspace, is never on sys.path).
+# A module runs from its compiled .pyc (a main script is compiled again at every start).
+SANDBOXD_MODULE = ("-P", "-m", "sandboxd")
+SANDBOXD_MOUNT = "/opt/sandboxd"  # the package's parent inside a sandbox (the image's too)
 
 
 class _HashingWriter:
@@ -291,6 +290,7 @@ class LocalDriver:
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": "/tmp" if self._bwrap else str(workspace),  # noqa: S108 - private tmpfs
+            "PYTHONPATH": SANDBOXD_MOUNT if self._bwrap else str(self._sandboxd.parent),
         }
         stderr = (root / "sandboxd.log").open("ab")
         try:
@@ -351,7 +351,7 @@ class LocalDriver:
         socket = str(run / SOCKET_NAME)
         label = "/" + "/".join(run.parts[-4:-1])  # /sandboxes/<session>/<generation>: for ps
         if self._bwrap is None:
-            daemon = [self._python, str(self._sandboxd), "--workspace", str(workspace)]
+            daemon = [self._python, *SANDBOXD_MODULE, "--workspace", str(workspace)]
             return [*prefix, "--", *daemon, "--unix", socket, "--token-stdin", "--label", label]
         if uid is not None:  # a dedicated host uid: nproc counts this sandbox's processes only
             prefix = [
@@ -384,12 +384,12 @@ class LocalDriver:
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",  # noqa: S108 - sandbox's own
             "--bind", stage.add(workspace, image=workspace.suffix == ".img"), "/workspace",
             "--bind", stage.add(run), "/run/sandboxd",
-            "--ro-bind", stage.add(self._sandboxd.parent), "/opt/sandboxd",
+            "--ro-bind", stage.add(self._sandboxd), f"{SANDBOXD_MOUNT}/sandboxd",
             *binds,
             "--remount-ro", "/",  # only /workspace, /tmp and sandboxd's socket are writable
             *share,
             "--chdir", "/workspace",
-            "/usr/bin/python3", "-c", LAUNCH.format(module=self._sandboxd.stem),
+            "/usr/bin/python3", *SANDBOXD_MODULE,
             "--workspace", "/workspace", "--unix", f"/run/sandboxd/{SOCKET_NAME}",
             "--token-stdin", "--label", label,
         ]  # fmt: skip
@@ -676,11 +676,11 @@ def _kill(
 
 
 def _compile(sandboxd: Path) -> None:
-    """sandboxd's .pyc, by the interpreter the sandbox runs (its cache tag); best effort: a
-    read-only checkout only costs the sandbox its compile."""
+    """sandboxd's .pyc files, by the interpreter the sandbox runs (its cache tag); best effort:
+    a read-only checkout only costs the sandbox its compile."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(  # noqa: S603 - our own paths
-            ["/usr/bin/python3", "-m", "py_compile", str(sandboxd)],
+            ["/usr/bin/python3", "-m", "compileall", "-q", str(sandboxd)],
             capture_output=True,
             timeout=30,
             check=False,

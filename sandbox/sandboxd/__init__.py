@@ -1,0 +1,21 @@
+"""sandboxd: the small daemon inside every sandbox.
+
+Standard library only. It serves a JSON-over-HTTP protocol (see ``sandbox/README.md``) for one
+workspace folder: exec, files, git, workspace preparation, snapshot and restore. Every request
+carries the per-sandbox bearer token given in the ``SANDBOXD_TOKEN`` environment variable (or
+on stdin with ``--token-stdin``). It starts one way, with its parent folder on ``PYTHONPATH``:
+
+    SANDBOXD_TOKEN=... python3 -P -m sandboxd --host 127.0.0.1 --port 0 --workspace /workspace
+    SANDBOXD_TOKEN=... python3 -P -m sandboxd --unix /run/sandboxd/sandboxd.sock --workspace /ws
+
+(``-P``: the working directory, the workspace, is never on ``sys.path``), prints
+``{"ready": true, "port": N}`` (or ``{"ready": true, "socket": PATH}``) on stdout once
+listening and logs JSON lines on stderr. The one-machine driver uses the Unix socket: the
+sandbox has no network path to the host, only that socket, bind-mounted out of it.
+
+Modules: ``http`` (server, bearer-token check, bodies, answers) and ``routes`` (the route
+table); the endpoints ``exec``, ``files``, ``git`` (branch, status), ``diff``, ``checkpoints``,
+``prepare`` (clone), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace``
+(path confinement), ``process`` (children), ``askpass`` (git tokens), ``fields``, ``errors``,
+``log``.
+"""

@@ -1,0 +1,176 @@
+"""``POST /exec``: one command (bash or an argv) in its own process group, with a time limit and
+capped output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from .errors import JsonObject, bad_request, not_found
+from .fields import bounded_int, bounded_number
+from .process import base_env, kill_group, spawn
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .app import App
+    from .http import Request
+
+
+MAX_EXEC_TIMEOUT_SECONDS = 600.0
+DEFAULT_EXEC_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
+MAX_OUTPUT_BYTES_LIMIT = 16 << 20
+OUTPUT_GRACE_SECONDS = 2.0
+
+
+class OutputCollector(threading.Thread):
+    """Drains one pipe, keeping the first ``cap`` bytes and noting whether more came."""
+
+    def __init__(self, stream: IO[bytes], cap: int) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.cap = cap
+        self.kept = bytearray()
+        self.truncated = False
+
+    def run(self) -> None:
+        try:
+            while data := os.read(self.stream.fileno(), 65536):
+                room = self.cap - len(self.kept)
+                if room > 0:
+                    self.kept += data[:room]
+                if len(data) > room:
+                    self.truncated = True
+        finally:
+            self.stream.close()
+
+    def text(self) -> str:
+        return bytes(self.kept).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    timeout: float
+    max_output: int
+
+
+def exec_command(app: App, request: Request) -> JsonObject:
+    return run_exec(parse_exec(app.workspace, request.json()))
+
+
+def parse_exec(workspace: Workspace, body: JsonObject) -> ExecSpec:
+    return ExecSpec(
+        argv=exec_argv(body.get("command"), body.get("argv")),
+        cwd=exec_cwd(workspace, body.get("cwd")),
+        env={**base_env(workspace), **exec_env(body.get("env"))},
+        timeout=bounded_number(
+            body.get("timeoutSeconds", DEFAULT_EXEC_TIMEOUT_SECONDS),
+            "timeoutSeconds",
+            0.001,
+            MAX_EXEC_TIMEOUT_SECONDS,
+        ),
+        max_output=bounded_int(
+            body.get("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+            "maxOutputBytes",
+            0,
+            MAX_OUTPUT_BYTES_LIMIT,
+        ),
+    )
+
+
+def exec_argv(command: Any, argv: Any) -> list[str]:
+    if (command is None) == (argv is None):
+        raise bad_request("give exactly one of command or argv")
+    if command is not None:
+        if not isinstance(command, str) or not command.strip():
+            raise bad_request("command must be a non-empty string")
+        return ["bash", "-lc", command]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise bad_request("argv must be a non-empty list of strings")
+    return [str(part) for part in argv]
+
+
+def exec_cwd(workspace: Workspace, cwd: Any) -> Path:
+    if cwd is not None and not isinstance(cwd, str):
+        raise bad_request("cwd must be a string")
+    path = workspace.resolve(cwd or "")
+    if not path.exists():
+        raise not_found(cwd or ".")
+    if not path.is_dir():
+        raise bad_request(f"cwd is not a directory: {cwd!r}", "not_a_directory")
+    return path
+
+
+def exec_env(env: Any) -> dict[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise bad_request("env must be an object of strings")
+    for name, value in env.items():
+        if not isinstance(value, str) or not name or "=" in name or "\x00" in name + value:
+            raise bad_request(f"env entry {name!r} must be a NAME (no '=') with a string value")
+    return cast(dict[str, str], env)
+
+
+def run_exec(spec: ExecSpec) -> JsonObject:
+    started = time.monotonic()
+    try:
+        process = spawn(
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as error:
+        code = 127 if isinstance(error, FileNotFoundError) else 126
+        return exec_result(code, "", f"sandboxd: {spec.argv[0]}: {error.strerror}\n", started)
+    stdout = OutputCollector(cast(IO[bytes], process.stdout), spec.max_output)
+    stderr = OutputCollector(cast(IO[bytes], process.stderr), spec.max_output)
+    stdout.start()
+    stderr.start()
+    timed_out = wait_or_kill(process, spec.timeout)
+    # Background children may keep the pipes open: give them a moment, then stop waiting.
+    grace = min(OUTPUT_GRACE_SECONDS, max(0.1, spec.timeout - (time.monotonic() - started)))
+    for collector in (stdout, stderr):
+        collector.join(grace)
+    exit_code = None if timed_out else shell_exit_code(process.returncode)
+    result = exec_result(exit_code, stdout.text(), stderr.text(), started)
+    result["truncated"] = stdout.truncated or stderr.truncated
+    result["timedOut"] = timed_out
+    return result
+
+
+def wait_or_kill(process: subprocess.Popen[bytes], timeout: float) -> bool:
+    try:
+        process.wait(timeout=timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        process.wait()
+        return True
+
+
+def shell_exit_code(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def exec_result(exit_code: int | None, stdout: str, stderr: str, started: float) -> JsonObject:
+    return {
+        "exitCode": exit_code,
+        "stdout": stdout,
+        "stderr": stderr,
+        "truncated": False,
+        "timedOut": False,
+        "durationMs": int((time.monotonic() - started) * 1000),
+    }

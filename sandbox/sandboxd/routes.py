@@ -1,0 +1,58 @@
+"""The route table: which function answers each method and path (and /health)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .checkpoints import git_checkpoint, git_revert
+from .diff import git_diff
+from .errors import ApiError, JsonObject
+from .exec import exec_command
+from .files import list_files, read_file, write_file
+from .git import git_branch, git_status
+from .prepare import prepare_workspace
+from .restore import restore
+from .snapshot import MANIFEST_ROUTE, get_manifest, snapshot, sync
+
+if TYPE_CHECKING:
+    from .app import App
+    from .http import Request
+
+
+PROTOCOL_VERSION = 1
+
+Route = Callable[["App", "Request"], "JsonObject | None"]
+
+
+def health(app: App, request: Request) -> JsonObject:
+    return {"ok": True, "version": PROTOCOL_VERSION, "workspace": str(app.workspace.root)}
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("GET", "/health"): health,
+    ("POST", "/exec"): exec_command,
+    ("GET", "/files"): list_files,
+    ("GET", "/files/content"): read_file,
+    ("PUT", "/files/content"): write_file,
+    ("POST", "/workspace/prepare"): prepare_workspace,
+    ("GET", "/git/branch"): git_branch,
+    ("GET", "/git/status"): git_status,
+    ("GET", "/git/diff"): git_diff,
+    ("POST", "/git/checkpoint"): git_checkpoint,
+    ("POST", "/git/revert"): git_revert,
+    ("POST", "/snapshot"): snapshot,
+    ("POST", "/restore"): restore,
+    ("POST", "/sync"): sync,
+}
+
+
+def find_route(method: str, path: str) -> Route:
+    route = ROUTES.get((method, path))
+    if route is not None:
+        return route
+    if method == "GET" and MANIFEST_ROUTE.match(path):
+        return get_manifest
+    if any(known_path == path for _, known_path in ROUTES):
+        raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
+    raise ApiError(404, "not_found", f"no such endpoint: {method} {path}")
