@@ -78,11 +78,17 @@ class ExecServer:
     def active_session(self, user: str) -> str:
         """A session of ``user`` whose (fake) sandbox is running."""
         session, _ = self.container.sessions.create(Identity(user, user), NewSession(title=None))
-        handle = SandboxHandle("local", session.id, 1, "fake", endpoint="http://fake.invalid")
+        handle = SandboxHandle(
+            driver="local",
+            session_id=session.id,
+            generation=1,
+            ref="fake",
+            endpoint="http://fake.invalid",
+        )
         self.container.lifecycle._store.transition(
             session.id,
             expect=frozenset(LifecycleState),
-            changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle.to_dict()},
+            changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle},
             entry=None,
         )
         return session.id

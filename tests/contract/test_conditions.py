@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from openagents.domain.models import LifecycleState, SessionStatus
+from openagents.domain.models import LifecycleState, SandboxHandle, SessionStatus
 from openagents.store.port import (
     ChatIdTaken,
     Gone,
@@ -19,6 +19,7 @@ from tests.contract.helpers import create, entry, new_chat
 
 PROVISIONING = frozenset({LifecycleState.PROVISIONING})
 ACTIVE = frozenset({LifecycleState.ACTIVE})
+HANDLE = SandboxHandle(driver="local", session_id="sess-1", generation=1, ref="4242")
 
 
 def activate(store: Store, session_id: str, **changes: object) -> None:
@@ -73,13 +74,13 @@ def test_transition_checks_generation_and_lease(store: Store) -> None:
     done = store.transition(
         session.id,
         expect=ACTIVE,
-        changes={"lines_added": 3, "sandbox": {"id": "sb-1", "nested": {"a": [1, 2]}}},
+        changes={"lines_added": 3, "sandbox": HANDLE},
         entry=None,
         generation=1,
         lease="run-1",
     )
     assert done.lines_added == 3
-    assert done.sandbox == {"id": "sb-1", "nested": {"a": [1, 2]}}
+    assert done.sandbox == HANDLE
     cleared = store.transition(session.id, expect=ACTIVE, changes={"sandbox": None}, entry=None)
     assert cleared.sandbox is None
 

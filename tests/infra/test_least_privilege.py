@@ -933,8 +933,8 @@ class World:
     def lose_sandbox(self, sid: str) -> None:
         """Kill the sandbox and wait until it is really gone (nothing answers any more)."""
         session = self._container.sessions.get(ALICE, sid)
-        assert session.sandbox
-        handle = SandboxHandle.from_dict(session.sandbox)
+        handle = session.sandbox
+        assert handle
         self._container.driver.stop(handle)
         deadline = time.monotonic() + 10
         while self._container.driver.probe(handle).state not in (
@@ -1080,7 +1080,7 @@ class FargateScenario:
         run("probe", lambda: driver.probe(handle))
         ecs.add_response("describe_tasks", described)  # a handle with no endpoint yet
         run("client", lambda: driver.client(handle))
-        ready = SandboxHandle.from_dict({**handle.to_dict(), "endpoint": "http://10.40.16.7:8080"})
+        ready = handle.model_copy(update={"endpoint": "http://10.40.16.7:8080"})
         if not self.efs_mode:  # the volume is found by its tags (ECS reported no attachment)
             tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
             volume = self.moto("ec2").create_volume(

@@ -123,14 +123,14 @@ def test_archive_bundles_the_work_and_unarchive_brings_it_back(
     assert done.sandbox is None
     assert done.snapshot is None
     assert done.bundle is not None
-    stored = container.settings.artifacts_dir / done.bundle["key"]
+    stored = container.settings.artifacts_dir / done.bundle.key
     assert stored.exists()
-    assert hashlib.sha256(stored.read_bytes()).hexdigest() == done.bundle["sha256"]
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == done.bundle.sha256
     refs = git(tmp_path, "bundle", "list-heads", str(stored))
     assert "refs/openagents/archive/worktree" in refs
     assert "refs/heads/feature" in refs
-    old = SandboxHandle.from_dict(session.sandbox or {})
-    assert container.driver.probe(old).state is SandboxState.STOPPED
+    assert session.sandbox is not None
+    assert container.driver.probe(session.sandbox).state is SandboxState.STOPPED
     messages = container.chats.messages(ALICE, session.id, chat_id, 100, None)
     assert [m.id for m in messages.items] == ["m0", "m1", "m2"]
     kinds = events(container, session.id)
@@ -197,7 +197,8 @@ def test_archive_while_hibernated_and_a_failed_finalisation_is_retried(
     hibernated = wait_until(
         container, session.id, lambda s: s.lifecycle_state is LifecycleState.HIBERNATED
     )
-    snapshot = container.settings.home / "snapshots" / str((hibernated.snapshot or {})["id"])
+    assert hibernated.snapshot is not None
+    snapshot = container.settings.home / "snapshots" / hibernated.snapshot.id
     assert snapshot.exists()
     # Given the artifact store cannot take the bundle (a file where its folder goes)
     blocker = container.settings.artifacts_dir / "bundles" / session.id
@@ -221,13 +222,13 @@ def test_archive_while_hibernated_and_a_failed_finalisation_is_retried(
     assert done.snapshot is None
     assert done.sandbox is None
     assert not snapshot.exists()
-    restored = container.settings.artifacts_dir / done.bundle["key"]
+    restored = container.settings.artifacts_dir / done.bundle.key
     assert "refs/openagents/archive/worktree" in git(
         tmp_path, "bundle", "list-heads", str(restored)
     )
     # The temporary sandbox that produced it is stopped
     generation = container.settings.home / "sandboxes" / session.id / str(done.sandbox_generation)
-    handle = SandboxHandle.from_dict(json.loads((generation / "sandbox.json").read_text()))
+    handle = SandboxHandle.model_validate_json((generation / "sandbox.json").read_text())
     assert container.driver.probe(handle).state is SandboxState.STOPPED
 
 

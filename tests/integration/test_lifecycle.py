@@ -90,14 +90,14 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     # Then it was snapshotted, verified and stopped
     assert hibernated.snapshot is not None
     assert hibernated.sandbox is None
-    assert (container.settings.home / "snapshots" / hibernated.snapshot["id"]).exists()
-    assert hibernated.snapshot["manifest"]["fileCount"] >= 5
+    assert (container.settings.home / "snapshots" / hibernated.snapshot.id).exists()
+    assert hibernated.snapshot.manifest["fileCount"] >= 5
     assert hibernated.lifecycle_run_id is None
     assert "sandbox.hibernated" in events(container, session.id)
     with pytest.raises(SandboxNotRunning):
         container.sandbox_tools.git_status(ALICE, session.id)
-    old_handle = SandboxHandle.from_dict(session.sandbox or {})
-    assert container.driver.probe(old_handle).state is SandboxState.STOPPED
+    assert session.sandbox is not None
+    assert container.driver.probe(session.sandbox).state is SandboxState.STOPPED
     # When the user resumes
     result = container.lifecycle.resume(ALICE, session.id)
     assert result["restoring"] is True
@@ -159,8 +159,8 @@ def test_a_failing_snapshot_never_stops_the_sandbox(runtime: Container, tmp_path
     assert (current.lifecycle_error or "").startswith("Snapshot failed"), current.lifecycle_error
     assert current.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
     assert current.snapshot is None
-    handle = SandboxHandle.from_dict(current.sandbox or {})
-    assert container.driver.probe(handle).state is SandboxState.RUNNING
+    assert current.sandbox is not None
+    assert container.driver.probe(current.sandbox).state is SandboxState.RUNNING
     # When the cause goes away, the retried hibernation succeeds
     run(container, session.id, "chmod 644 locked.txt")
     hibernated = wait_for(container, session.id, LifecycleState.HIBERNATED, limit=40)
@@ -197,7 +197,8 @@ def test_a_lost_sandbox_is_detected(runtime: Container, tmp_path: Path) -> None:
     container = runtime
     session = start_session(container, tmp_path)
     # When the sandbox dies on its own (no snapshot yet)
-    container.driver.stop(SandboxHandle.from_dict(session.sandbox or {}))
+    assert session.sandbox is not None
+    container.driver.stop(session.sandbox)
     with pytest.raises(SandboxNotRunning):
         container.sandbox_tools.files(ALICE, session.id, ".", 1)
     lost = container.sessions.get(ALICE, session.id)
@@ -321,10 +322,11 @@ def test_a_crash_between_snapshot_and_stop_keeps_the_newest_snapshot(
     crashed = container.sessions.get(ALICE, session.id)
     assert crashed.lifecycle_state is LifecycleState.HIBERNATING
     assert crashed.snapshot is not None
-    assert crashed.snapshot["generation"] == session.sandbox_generation
-    assert (container.settings.home / "snapshots" / crashed.snapshot["id"]).exists()
+    assert crashed.snapshot.generation == session.sandbox_generation
+    assert (container.settings.home / "snapshots" / crashed.snapshot.id).exists()
     # When the restarted runtime's reconciler finds the sandbox gone
-    container.driver.stop(SandboxHandle.from_dict(crashed.sandbox or {}))
+    assert crashed.sandbox is not None
+    container.driver.stop(crashed.sandbox)
     container.lifecycle.reconcile(check_all=True)
     # Then the session is hibernated from that newest snapshot, and resume brings the work back
     recovered = container.sessions.get(ALICE, session.id)

@@ -83,11 +83,13 @@ def running(app: Container, **changes: Any) -> Session:
     session, _ = app.sessions.create(
         ALICE, NewSession(repo_url="https://github.com/acme/widget", branch="feature")
     )
-    handle = SandboxHandle("local", session.id, 1, "r", endpoint="http://x")
+    handle = SandboxHandle(
+        driver="local", session_id=session.id, generation=1, ref="r", endpoint="http://x"
+    )
     return app.archive._store.transition(
         session.id,
         expect=frozenset({LifecycleState.PROVISIONING}),
-        changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle.to_dict(), **changes},
+        changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle, **changes},
         entry=None,
     )
 

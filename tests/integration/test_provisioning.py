@@ -4,7 +4,6 @@ Lambda in process and real sandboxes (sandboxd processes) from the local driver.
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,7 +116,7 @@ def test_a_failed_clone_marks_the_session_failed_and_stops_the_sandbox(
     assert (failed.lifecycle_error or "").startswith("Provisioning failed")
     assert failed.sandbox is None  # the handle of the stopped sandbox is dropped
     recorded = container.settings.home / "sandboxes" / session.id / "1" / "sandbox.json"
-    handle = SandboxHandle.from_dict(json.loads(recorded.read_text()))
+    handle = SandboxHandle.model_validate_json(recorded.read_text())
     probe = container.driver.probe(handle)
     assert probe.state in {SandboxState.STOPPED, SandboxState.GONE}
     events = container.sessions.events(ALICE, session.id, None, None).items
@@ -162,7 +161,8 @@ def test_the_reconciler_restarts_a_start_that_was_lost(runtime: Container) -> No
     assert active.lifecycle_state is LifecycleState.ACTIVE, active.lifecycle_error
     assert active.sandbox_generation == 1
     # Given a start that was under way when the runtime died (its sandbox died with it)
-    container.driver.stop(SandboxHandle.from_dict(active.sandbox or {}))
+    assert active.sandbox is not None
+    container.driver.stop(active.sandbox)
     store = container.lifecycle._store
     store.transition(
         session.id,

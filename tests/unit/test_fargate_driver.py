@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -218,7 +218,9 @@ def run_task_ok(arn: str = TASK_ARN) -> dict[str, Any]:
 
 
 def handle(generation: int = 1, **extra: Any) -> SandboxHandle:
-    return SandboxHandle("fargate", SESSION, generation, TASK_ARN, **extra)
+    return SandboxHandle(
+        driver="fargate", session_id=SESSION, generation=generation, ref=TASK_ARN, **extra
+    )
 
 
 def ebs_ref(size_gib: int = 20, generation: int = 1) -> SnapshotRef:
@@ -243,7 +245,7 @@ def test_start_new_ebs_sandbox_pins_the_run_task_request(world: World) -> None:
 
     started = world.driver.start(SESSION, 1)
 
-    assert started == SandboxHandle("fargate", SESSION, 1, TASK_ARN)
+    assert started == handle()
     assert world.driver.name == "fargate"
 
 
@@ -299,8 +301,8 @@ def test_run_task_client_error_raises_sandbox_error(world: World) -> None:
 @pytest.mark.parametrize(
     "ref",
     [
-        replace(ebs_ref(), driver="local"),
-        replace(ebs_ref(), manifest={"kind": "efs"}),
+        ebs_ref().model_copy(update={"driver": "local"}),
+        ebs_ref().model_copy(update={"manifest": {"kind": "efs"}}),
     ],
 )
 def test_start_rejects_snapshots_it_cannot_use(world: World, ref: SnapshotRef) -> None:
@@ -733,7 +735,7 @@ def test_ebs_snapshot_of_an_unreachable_sandbox_raises(world: World) -> None:
 def test_delete_ebs_snapshot_is_idempotent(world: World) -> None:
     volume = world.ec2.create_volume(AvailabilityZone="us-east-1a", Size=20)["VolumeId"]
     snapshot_id = world.ec2.create_snapshot(VolumeId=volume)["SnapshotId"]
-    ref = replace(ebs_ref(), id=snapshot_id)
+    ref = ebs_ref().model_copy(update={"id": snapshot_id})
 
     world.driver.delete_snapshot(ref)
     world.driver.delete_snapshot(ref)
@@ -792,7 +794,7 @@ def test_efs_snapshot_checksum_mismatch_uploads_nothing(efs: World) -> None:
 def test_efs_restore_streams_the_verified_archive(efs: World) -> None:
     ref = efs.driver.snapshot(efs_handle())
 
-    result = efs.driver.restore(replace(efs_handle(), generation=2), ref)
+    result = efs.driver.restore(efs_handle().model_copy(update={"generation": 2}), ref)
 
     assert result == {"restored": True}
     assert efs.sandboxd.restored == [(efs.sandboxd.payload, ref.sha256)]
@@ -819,7 +821,7 @@ def test_delete_efs_snapshot_is_idempotent(efs: World) -> None:
 
 def test_delete_refuses_another_drivers_snapshot(world: World) -> None:
     with pytest.raises(SandboxError, match="local driver"):
-        world.driver.delete_snapshot(replace(ebs_ref(), driver="local"))
+        world.driver.delete_snapshot(ebs_ref().model_copy(update={"driver": "local"}))
 
 
 # -- the token stays secret -------------------------------------------------------------------
@@ -841,8 +843,8 @@ def test_token_only_travels_in_the_container_environment(
 
     started = w.driver.start(SESSION, 1)
     probe = w.driver.probe(started)
-    ref = w.driver.snapshot(replace(started, endpoint=probe.endpoint))
-    w.driver.restore(replace(started, endpoint=probe.endpoint), ref)
+    ref = w.driver.snapshot(started.model_copy(update={"endpoint": probe.endpoint}))
+    w.driver.restore(started.model_copy(update={"endpoint": probe.endpoint}), ref)
     w.driver.stop(started)
     w.driver.delete_snapshot(ref)
 

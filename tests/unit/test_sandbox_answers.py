@@ -21,15 +21,15 @@ def test_absolute_paths_are_replaced_and_relative_ones_kept() -> None:
 
 
 def test_snapshot_refs_are_opaque_and_stable() -> None:
-    local = {"id": "20261201T120000-abc.tar.zst"}
-    ebs = {"id": "snap-0123456789abcdef0"}
-    assert snapshot_ref(local) == snapshot_ref(dict(local))
+    local = "20261201T120000-abc.tar.zst"
+    ebs = "snap-0123456789abcdef0"
+    assert snapshot_ref(local) == snapshot_ref("".join(local))
     assert snapshot_ref(local) != snapshot_ref(ebs)
-    for snapshot in (local, ebs):
-        ref = snapshot_ref(snapshot)
+    for snapshot_id in (local, ebs):
+        ref = snapshot_ref(snapshot_id)
         assert ref.startswith("snap_")
         assert len(ref) == 29
-        assert str(snapshot["id"]) not in ref
+        assert snapshot_id not in ref
 
 
 def test_every_lifecycle_failure_is_a_plain_sentence_with_its_code() -> None:

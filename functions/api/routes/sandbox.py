@@ -128,9 +128,9 @@ def sandbox_status(
             error_code=session.lifecycle_error_code,
         ),
         snapshot=SnapshotInfo(
-            id=snapshot_ref(snapshot),
-            created_at=_ms(datetime.fromisoformat(str(snapshot["createdAt"]))) or 0,
-            size_bytes=int(snapshot["sizeBytes"]),
+            id=snapshot_ref(snapshot.id),
+            created_at=_ms(snapshot.created_at) or 0,
+            size_bytes=snapshot.size_bytes,
         )
         if snapshot
         else None,

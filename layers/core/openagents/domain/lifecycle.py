@@ -132,10 +132,11 @@ def idle_shard(session_id: str) -> str:
     return f"idle#{zlib.crc32(session_id.encode()) % DUE_SHARDS}"
 
 
-def snapshot_ref(snapshot: dict[str, Any]) -> str:
-    """The id a client sees for a snapshot: opaque and stable (a digest), so no answer names
-    the snapshot store's own id (an EBS snapshot, an S3 key, a file on the host)."""
-    digest = hashlib.sha256(str(snapshot.get("id", "")).encode()).hexdigest()
+def snapshot_ref(snapshot_id: str) -> str:
+    """The id a client sees for a snapshot (``SnapshotRef.id``): opaque and stable (a digest),
+    so no answer names the snapshot store's own id (an EBS snapshot, an S3 key, a file on the
+    host)."""
+    digest = hashlib.sha256(snapshot_id.encode()).hexdigest()
     return f"snap_{digest[:24]}"
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PlainSerializer, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -75,6 +75,49 @@ class Repo(Model):
     clone_url: str | None = None
 
 
+IsoTime = Annotated[datetime, PlainSerializer(datetime.isoformat, when_used="json")]
+"""A time kept as ``datetime.isoformat()`` (``+00:00``), the stored shape of the refs below."""
+
+
+class SandboxHandle(Model):
+    """Where a sandbox lives. Persisted on the session (the token is not: it is derived)."""
+
+    driver: str  # "local" | "fargate"
+    session_id: str
+    generation: int
+    ref: str  # driver id: a pid for local, a task ARN for Fargate
+    endpoint: str | None = None  # once known; informative: clients ask driver.endpoint()
+    volume_id: str | None = None  # EBS volume / EFS access point, when the driver has one
+
+
+class SnapshotRef(Model):
+    """A completed, verified snapshot: ``id`` is a file path, an EBS snapshot id or an S3 key."""
+
+    driver: str
+    id: str
+    session_id: str
+    generation: int
+    size_bytes: int
+    sha256: str | None = None
+    created_at: IsoTime
+    manifest: dict[str, Any] = {}  # what the driver (and sandboxd) recorded, free-form
+
+
+class BundleRef(Model):
+    """An archived session's git bundle in the artifact store (every ref plus uncommitted
+    work), with what restoring it needs."""
+
+    key: str
+    generation: int
+    sha256: str
+    size_bytes: int
+    branch: str | None = None
+    head: str | None = None
+    upstream: str | None = None
+    origin_head: str | None = None
+    created_at: IsoTime
+
+
 class Session(Model):
     id: str
     user_id: str
@@ -104,14 +147,14 @@ class Session(Model):
     # sandbox bookkeeping (never returned by the API as such)
     owner_name: str | None = None
     owner_email: str | None = None
-    sandbox: dict[str, Any] | None = None  # a SandboxHandle as a dict
+    sandbox: SandboxHandle | None = None
     sandbox_generation: int = 0
     cached_diff_at: datetime | None = None
     lifecycle_run_id: str | None = None  # the lease of the one lifecycle run
-    snapshot: dict[str, Any] | None = None  # the last verified snapshot (a SnapshotRef)
+    snapshot: SnapshotRef | None = None  # the last verified snapshot
     turn_active_until: datetime | None = None  # an agent turn holds activity until then
     hibernated_at: datetime | None = None  # while hibernated (auto-archive)
-    bundle: dict[str, Any] | None = None  # the archive's git bundle (a BundleRef as a dict)
+    bundle: BundleRef | None = None  # the archive's git bundle
     archive_pending: bool | None = None  # archive finalisation has not completed yet
 
     @property

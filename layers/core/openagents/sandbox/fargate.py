@@ -141,7 +141,11 @@ class FargateDriver:
             extra={"sessionId": session_id, "generation": generation, "taskArn": task_arn},
         )
         return SandboxHandle(
-            DRIVER_NAME, session_id, generation, task_arn, volume_id=launch.volume_id
+            driver=DRIVER_NAME,
+            session_id=session_id,
+            generation=generation,
+            ref=task_arn,
+            volume_id=launch.volume_id,
         )
 
     def _run_task_request(

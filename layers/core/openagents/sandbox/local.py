@@ -250,7 +250,7 @@ class LocalDriver:
             ref=str(child.process.pid),
             endpoint=self.endpoint_for(root),
         )
-        (root / "sandbox.json").write_text(json.dumps(handle.to_dict()))
+        (root / "sandbox.json").write_text(handle.model_dump_json(by_alias=True))
         log.info(
             "sandbox %s/%s started (pid %s, %s)",
             session_id,
@@ -425,7 +425,7 @@ class LocalDriver:
         state = root / "sandbox.json"
         if not state.exists():
             return None
-        handle = SandboxHandle.from_dict(json.loads(state.read_text()))
+        handle = SandboxHandle.model_validate_json(state.read_text())
         if handle.session_id != session_id or handle.generation != generation:
             return None
         return handle

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO, Protocol
+
+# the domain's models, persisted on the session; re-exported as the port's vocabulary
+from openagents.domain.models import SandboxHandle as SandboxHandle
+from openagents.domain.models import SnapshotRef as SnapshotRef
 
 
 class SandboxState(StrEnum):
@@ -17,78 +20,6 @@ class SandboxState(StrEnum):
     RUNNING = "running"  # sandboxd answers /health
     STOPPED = "stopped"  # stopped or stopping
     GONE = "gone"  # unknown to the driver
-
-
-@dataclass(frozen=True)
-class SandboxHandle:
-    """Where a sandbox lives. Persisted on the session (the token is not: it is derived)."""
-
-    driver: str  # "local" | "fargate"
-    session_id: str
-    generation: int
-    ref: str  # driver id: a pid for local, a task ARN for Fargate
-    endpoint: str | None = None  # once known; informative: clients ask driver.endpoint()
-    volume_id: str | None = None  # EBS volume / EFS access point, when the driver has one
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "driver": self.driver,
-            "sessionId": self.session_id,
-            "generation": self.generation,
-            "ref": self.ref,
-            "endpoint": self.endpoint,
-            "volumeId": self.volume_id,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SandboxHandle:
-        return cls(
-            driver=str(data["driver"]),
-            session_id=str(data["sessionId"]),
-            generation=int(data["generation"]),
-            ref=str(data["ref"]),
-            endpoint=data.get("endpoint"),
-            volume_id=data.get("volumeId"),
-        )
-
-
-@dataclass(frozen=True)
-class SnapshotRef:
-    """A completed, verified snapshot: ``id`` is a file path, an EBS snapshot id or an S3 key."""
-
-    driver: str
-    id: str
-    session_id: str
-    generation: int
-    size_bytes: int
-    sha256: str | None
-    created_at: datetime
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "driver": self.driver,
-            "id": self.id,
-            "sessionId": self.session_id,
-            "generation": self.generation,
-            "sizeBytes": self.size_bytes,
-            "sha256": self.sha256,
-            "createdAt": self.created_at.isoformat(),
-            "manifest": self.manifest,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SnapshotRef:
-        return cls(
-            driver=str(data["driver"]),
-            id=str(data["id"]),
-            session_id=str(data["sessionId"]),
-            generation=int(data["generation"]),
-            size_bytes=int(data["sizeBytes"]),
-            sha256=data.get("sha256"),
-            created_at=datetime.fromisoformat(str(data["createdAt"])),
-            manifest=dict(data.get("manifest") or {}),
-        )
 
 
 @dataclass(frozen=True)

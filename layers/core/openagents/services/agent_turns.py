@@ -405,8 +405,7 @@ class AgentHost(TurnHost):
             session = self._session(run)
             state = session.lifecycle_state
             if state is LifecycleState.ACTIVE and session.sandbox:
-                handle = SandboxHandle.from_dict(session.sandbox)
-                return WorkspaceClient(self._sandboxd(handle))
+                return WorkspaceClient(self._sandboxd(session.sandbox))
             if state not in WAITING or time.monotonic() > deadline:
                 raise SandboxError(f"the session's sandbox is not running ({state or 'none'})")
             if state is LifecycleState.HIBERNATED:  # it hibernated meanwhile: bring it back

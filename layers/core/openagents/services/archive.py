@@ -11,6 +11,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from openagents.domain.errors import Conflict
 from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import (
     AuditEntry,
+    BundleRef,
     LifecycleState,
     PrStatus,
     Repo,
@@ -32,7 +34,6 @@ from openagents.sandbox.port import (
     SandboxExec,
     SandboxHandle,
     SandboxState,
-    SnapshotRef,
 )
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
@@ -117,6 +118,10 @@ git symbolic-ref -q --short HEAD || git rev-parse HEAD
 """.replace("REFS", ARCHIVE_REFS).replace("RESTORE", RESTORE_DIR)
 
 
+def _key(bundle: BundleRef | None) -> str | None:
+    return bundle.key if bundle else None
+
+
 class ArchiveFailed(Exception):
     """Finalisation failed; the error is recorded on the session and the caller retries."""
 
@@ -153,7 +158,17 @@ def _checked(result: dict[str, Any], what: str) -> str:
     return str(result.get("stdout") or "")
 
 
-def save_bundle(client: GitOps, session: Session) -> tuple[bytes, dict[str, Any]]:
+@dataclass(frozen=True)
+class SavedBundle:
+    """What the bundle script reports besides the bytes: where HEAD and the remotes pointed."""
+
+    branch: str | None
+    head: str | None
+    upstream: str | None
+    origin_head: str | None
+
+
+def save_bundle(client: GitOps, session: Session) -> tuple[bytes, SavedBundle]:
     """Commit uncommitted work under refs/openagents/archive/ and read ``git bundle --all``."""
     out = _checked(
         client.exec(SAVE_SCRIPT, env=git_identity(session), timeout_seconds=GIT_TIMEOUT_SECONDS),
@@ -179,30 +194,29 @@ def save_bundle(client: GitOps, session: Session) -> tuple[bytes, dict[str, Any]
     if hashlib.sha256(data).hexdigest() != sha256.strip():
         raise SandboxError("the bundle read back does not match its sha256")
     client.exec(f"rm -f {BUNDLE_FILE}")
-    return bytes(data), {
-        "branch": branch.strip() or None,
-        "head": head.strip() or None,
-        "upstream": upstream.strip() or None,
-        "originHead": origin_head.strip() or None,
-    }
+    return bytes(data), SavedBundle(
+        branch=branch.strip() or None,
+        head=head.strip() or None,
+        upstream=upstream.strip() or None,
+        origin_head=origin_head.strip() or None,
+    )
 
 
-def restore_bundle(client: GitOps, session: Session, data: bytes) -> str:
+def restore_bundle(client: GitOps, session: Session, ref: BundleRef, data: bytes) -> str:
     """Rebuild the workspace's repository from an archive bundle; returns the branch (or the
     detached commit)."""
-    ref = session.bundle or {}
     for index, start in enumerate(range(0, max(len(data), 1), WRITE_CHUNK_BYTES)):
         client.write_file(
             f"{RESTORE_DIR}/part-{index:05d}", data[start : start + WRITE_CHUNK_BYTES]
         )
     env = {
         **git_identity(session),
-        "OA_SHA256": str(ref.get("sha256") or ""),
-        "OA_BRANCH": str(ref.get("branch") or ""),
-        "OA_HEAD": str(ref.get("head") or ""),
+        "OA_SHA256": ref.sha256,
+        "OA_BRANCH": ref.branch or "",
+        "OA_HEAD": ref.head or "",
         "OA_CLONE_URL": session.clone_url or "",
-        "OA_UPSTREAM": str(ref.get("upstream") or ""),
-        "OA_ORIGIN_HEAD": str(ref.get("originHead") or ""),
+        "OA_UPSTREAM": ref.upstream or "",
+        "OA_ORIGIN_HEAD": ref.origin_head or "",
     }
     out = _checked(
         client.exec(RESTORE_SCRIPT, env=env, timeout_seconds=GIT_TIMEOUT_SECONDS),
@@ -312,8 +326,7 @@ class ArchiveService:
         try:
             branch = session.branch
             if session.sandbox and session.lifecycle_state in LIVE:
-                handle = SandboxHandle.from_dict(session.sandbox)
-                current = self._workspaces(handle).git_branch().get("branch")
+                current = self._workspaces(session.sandbox).git_branch().get("branch")
                 if not current:
                     return {}
                 if current != session.branch:
@@ -369,12 +382,11 @@ class ArchiveService:
                 )
             self._metrics.count("ArchiveFinalizeFailed")
             raise ArchiveFailed(message) from exc
-        handle = session.sandbox
-        if handle is not None:
-            self._stop(SandboxHandle.from_dict(handle))
+        if session.sandbox is not None:
+            self._stop(session.sandbox)
         if session.snapshot:
             try:
-                self._driver.delete_snapshot(SnapshotRef.from_dict(session.snapshot))
+                self._driver.delete_snapshot(session.snapshot)
             except SandboxError as exc:  # an orphan costs storage, never data
                 log.warning("could not delete the snapshot of %s: %s", session_id, exc)
         done = self._move(
@@ -388,16 +400,15 @@ class ArchiveService:
                 "hibernate_after": None,
             },
             "session.archive_finalized",
-            {"bundle": (session.bundle or {}).get("key")},
+            {"bundle": _key(session.bundle)},
         )
         self._metrics.count("ArchiveFinalized")
-        return {"finalized": True, "bundle": (done.bundle or {}).get("key")}
+        return {"finalized": True, "bundle": _key(done.bundle)}
 
     def _save(self, session: Session) -> Session:
         """Store the bundle (from the running sandbox, or from a temporary sandbox restored
         from the snapshot) and record it on the session. Skipped when already stored."""
-        bundle = session.bundle or {}
-        if bundle.get("generation") == session.sandbox_generation:
+        if session.bundle and session.bundle.generation == session.sandbox_generation:
             return session  # stored by an earlier attempt that failed later
         if session.sandbox is not None and not self._running(session.sandbox):
             if session.snapshot is None:
@@ -407,7 +418,9 @@ class ArchiveService:
             return session
         if session.sandbox is None:
             session = self._temporary_sandbox(session)
-        handle = SandboxHandle.from_dict(session.sandbox or {})
+        handle = session.sandbox
+        if handle is None:  # the temporary sandbox's transition always records it
+            raise SandboxError("no sandbox to bundle the workspace from")
         client = self._workspaces(handle)
         has_git = client.exec("test -d .git").get("exitCode") == 0
         if not has_git:  # a session without a repository keeps only its chats
@@ -415,23 +428,23 @@ class ArchiveService:
         data, info = save_bundle(client, session)
         key = bundle_key(session.id, handle.generation)
         self._artifacts.put(key, data)
-        ref = {
-            "key": key,
-            "generation": handle.generation,
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "sizeBytes": len(data),
-            "branch": info["branch"],
-            "head": info["head"],
-            "upstream": info["upstream"],
-            "originHead": info["originHead"],
-            "createdAt": self._clock().isoformat(),
-        }
+        ref = BundleRef(
+            key=key,
+            generation=handle.generation,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            branch=info.branch,
+            head=info.head,
+            upstream=info.upstream,
+            origin_head=info.origin_head,
+            created_at=self._clock(),
+        )
         previous = session.bundle
         session = self._store.transition(
             session.id, expect=ARCHIVED, changes={"bundle": ref}, entry=None
         )
-        if previous and previous.get("key") != key:
-            self._artifacts.delete(str(previous["key"]))
+        if previous and previous.key != key:
+            self._artifacts.delete(previous.key)
         return session
 
     def _temporary_sandbox(self, session: Session) -> Session:
@@ -445,13 +458,11 @@ class ArchiveService:
         # with its generation-conditional writes.
         generation = session.sandbox_generation + ARCHIVER_GENERATION_STEP
         self._store.claim_generation(session.id, generation)
-        handle = self._driver.start(
-            session.id, generation, from_snapshot=SnapshotRef.from_dict(session.snapshot)
-        )
+        handle = self._driver.start(session.id, generation, from_snapshot=session.snapshot)
         session = self._store.transition(
             session.id,
             expect=ARCHIVED,
-            changes={"sandbox": handle.to_dict()},
+            changes={"sandbox": handle},
             generation=generation,
             entry=None,
         )
@@ -459,13 +470,11 @@ class ArchiveService:
             probe = self._driver.probe(handle)
             if probe.state is SandboxState.RUNNING:
                 if probe.endpoint and probe.endpoint != handle.endpoint:
-                    handle = SandboxHandle.from_dict(
-                        {**handle.to_dict(), "endpoint": probe.endpoint}
-                    )
+                    handle = handle.model_copy(update={"endpoint": probe.endpoint})
                     session = self._store.transition(
                         session.id,
                         expect=ARCHIVED,
-                        changes={"sandbox": handle.to_dict()},
+                        changes={"sandbox": handle},
                         entry=None,
                     )
                 return session
@@ -474,8 +483,8 @@ class ArchiveService:
             self._sleep(1)
         raise SandboxError("the temporary sandbox did not become ready")
 
-    def _running(self, sandbox: dict[str, Any]) -> bool:
-        probe = self._driver.probe(SandboxHandle.from_dict(sandbox))
+    def _running(self, sandbox: SandboxHandle) -> bool:
+        probe = self._driver.probe(sandbox)
         return probe.state not in (SandboxState.STOPPED, SandboxState.GONE)
 
     def _stop(self, handle: SandboxHandle) -> None:
@@ -498,7 +507,7 @@ class ArchiveService:
         restoring = session.bundle is None and session.snapshot is not None
         state = LifecycleState.RESTORING if restoring else LifecycleState.PROVISIONING
         if session.sandbox is not None and (session.bundle or session.snapshot):
-            self._stop(SandboxHandle.from_dict(session.sandbox))  # a failed finalisation's
+            self._stop(session.sandbox)  # a failed finalisation's
         changes: dict[str, Any] = {
             "lifecycle_error": None,
             "archive_pending": None,
@@ -523,7 +532,7 @@ class ArchiveService:
         entry = self._entry(
             session,
             "session.unarchived",
-            {"from": "archived", "to": str(state), "fromBundle": (session.bundle or {}).get("key")},
+            {"from": "archived", "to": str(state), "fromBundle": _key(session.bundle)},
         )
         updated = self._store.set_status(session, SessionStatus.RUNNING, state, entry, changes)
         self._journal.publish(session.user_id, entry)
@@ -540,11 +549,13 @@ class ArchiveService:
     def restore_workspace(self, session: Session, handle: SandboxHandle) -> str:
         """Provisioning's ``prepare`` for a session that has an archive bundle."""
         client = self._workspaces(handle)
-        ref = session.bundle or {}
-        data = self._artifacts.get(str(ref["key"]))
-        if hashlib.sha256(data).hexdigest() != ref.get("sha256"):
+        ref = session.bundle
+        if ref is None:
+            raise SandboxError("the session has no archive bundle")
+        data = self._artifacts.get(ref.key)
+        if hashlib.sha256(data).hexdigest() != ref.sha256:
             raise SandboxError("the stored bundle does not match its sha256")
-        return restore_bundle(client, session, data)
+        return restore_bundle(client, session, ref, data)
 
     # -------------------------------------------------------------------- webhook
 

@@ -114,9 +114,7 @@ class AutoCommitService:
         if session.lifecycle_state not in LOOPED_STATES or not session.sandbox:
             return self._record(session, {"skipped": "no running sandbox"})
         try:
-            outcome = self._commit_and_push(
-                session, self._clients(SandboxHandle.from_dict(session.sandbox))
-            )
+            outcome = self._commit_and_push(session, self._clients(session.sandbox))
         except SandboxError as exc:
             outcome = {"skipped": f"sandbox error: {exc}"}
         if auto_pr and outcome.get("pushed"):

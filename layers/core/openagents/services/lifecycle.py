@@ -30,7 +30,6 @@ from openagents.domain.models import AuditEntry, LifecycleState, Session, Sessio
 from openagents.sandbox.port import (
     SandboxDriver,
     SandboxError,
-    SandboxHandle,
     SandboxState,
     SnapshotRef,
 )
@@ -178,7 +177,9 @@ class LifecycleService:
                 "sandbox.hibernating",
                 run_id,
             )
-        handle = SandboxHandle.from_dict(session.sandbox or {})
+        handle = session.sandbox
+        if handle is None:
+            raise SandboxError("the hibernating session has no sandbox")
         try:
             snapshot = self._driver.snapshot(handle)
         except SandboxError as exc:
@@ -222,7 +223,7 @@ class LifecycleService:
             "lifecycle_state": LifecycleState.HIBERNATED,
             "hibernated_at": self._clock(),
             "lifecycle_error": None,
-            "snapshot": snapshot.to_dict(),
+            "snapshot": snapshot,
             "sandbox": None,
             "sandbox_expires_at": None,
             "hibernate_after": None,
@@ -265,12 +266,12 @@ class LifecycleService:
     def _alive(self, session: Session) -> bool:
         if not session.sandbox:
             return False
-        probe = self._driver.probe(SandboxHandle.from_dict(session.sandbox))
+        probe = self._driver.probe(session.sandbox)
         return probe.state not in (SandboxState.STOPPED, SandboxState.GONE)
 
     def mark_lost(self, session: Session, reason: str) -> Session:
         """A sandbox that died on its own: back to its last snapshot, or failed without one."""
-        taken = (session.snapshot or {}).get("createdAt")
+        taken = session.snapshot.created_at.isoformat() if session.snapshot else None
         if session.snapshot:
             code = Failure.SANDBOX_LOST
             changes: dict[str, Any] = {
@@ -423,7 +424,11 @@ class LifecycleService:
             return busy
         if self._restore is not None:
             self._restore(restoring, restoring.sandbox_generation + 1)
-        return {"success": True, "restoring": True, "restoredFrom": snapshot_ref(session.snapshot)}
+        return {
+            "success": True,
+            "restoring": True,
+            "restoredFrom": snapshot_ref(session.snapshot.id),
+        }
 
     @staticmethod
     def _already_running(session: Session) -> dict[str, Any] | None:
@@ -571,7 +576,7 @@ class LifecycleService:
         before its sandbox is stopped. Another run that took the lease meanwhile still gets
         it (it is the newest copy); a session no longer hibernating (archived, lost) does
         not, and the snapshot is deleted: None."""
-        changes = {"snapshot": snapshot.to_dict()}
+        changes = {"snapshot": snapshot}
         try:
             return self._store.transition(
                 session.id, expect=HIBERNATING, changes=changes, entry=None, lease=run_id
@@ -583,12 +588,12 @@ class LifecycleService:
                 session.id, expect=HIBERNATING, changes=changes, entry=None
             )
         except StaleState:
-            self._drop_snapshot(snapshot.to_dict(), keep=None)
+            self._drop_snapshot(snapshot, keep=None)
             return None
 
-    def _drop_snapshot(self, previous: dict[str, Any] | None, keep: SnapshotRef | None) -> None:
-        if previous and (keep is None or previous.get("id") != keep.id):
+    def _drop_snapshot(self, previous: SnapshotRef | None, keep: SnapshotRef | None) -> None:
+        if previous and (keep is None or previous.id != keep.id):
             try:
-                self._driver.delete_snapshot(SnapshotRef.from_dict(previous))
+                self._driver.delete_snapshot(previous)
             except SandboxError as exc:  # an orphan costs storage, never data
                 log.warning("could not delete the previous snapshot: %s", exc)

@@ -23,7 +23,6 @@ from openagents.sandbox.port import (
     SandboxError,
     SandboxHandle,
     SandboxState,
-    SnapshotRef,
 )
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
@@ -157,16 +156,13 @@ class ProvisioningService:
         if session.lifecycle_state not in PROVISIONING:
             return {"started": False, "reason": f"session is {session.lifecycle_state}"}
         claimed = self._store.claim_generation(session_id, generation)
-        if not claimed and session.sandbox and session.sandbox.get("generation") == generation:
+        if not claimed and session.sandbox and session.sandbox.generation == generation:
             return {"started": True, "retry": True}
         restoring = session.lifecycle_state is LifecycleState.RESTORING
-        snapshot = (
-            SnapshotRef.from_dict(session.snapshot) if restoring and session.snapshot else None
-        )
         handle = self._driver.start(
             session_id,
             generation,
-            from_snapshot=snapshot,
+            from_snapshot=session.snapshot if restoring else None,
             shared_paths=_local_repo_paths(session, self._local_roots),
         )
         try:
@@ -174,7 +170,7 @@ class ProvisioningService:
                 session.user_id,
                 session_id,
                 expect=PROVISIONING,
-                changes={"sandbox": handle.to_dict()},
+                changes={"sandbox": handle},
                 generation=generation,
                 entry=self._entry(session_id, "sandbox.starting", {"generation": generation}),
             )
@@ -189,11 +185,10 @@ class ProvisioningService:
         if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
             raise SandboxError(f"sandbox {probe.state}: {probe.reason or 'no reason given'}")
         if probe.endpoint and probe.endpoint != handle.endpoint:
-            updated = SandboxHandle.from_dict({**handle.to_dict(), "endpoint": probe.endpoint})
             self._store.transition(
                 session_id,
                 expect=PROVISIONING,
-                changes={"sandbox": updated.to_dict()},
+                changes={"sandbox": handle.model_copy(update={"endpoint": probe.endpoint})},
                 generation=generation,
                 entry=None,
             )
@@ -232,8 +227,7 @@ class ProvisioningService:
     def _verify_restore(self, session: Session, handle: SandboxHandle) -> dict[str, Any]:
         """The restored workspace is the snapshot's: git HEAD as the manifest recorded it (a
         workspace that was no git repository has no HEAD to compare)."""
-        manifest = (session.snapshot or {}).get("manifest") or {}
-        expected = manifest.get("gitHead")
+        expected = session.snapshot.manifest.get("gitHead") if session.snapshot else None
         if not expected:
             return {"branch": None}
         branch = self._workspaces(handle).git_branch()
@@ -287,9 +281,9 @@ class ProvisioningService:
         except Gone:
             return {"state": "gone"}
         handle = session.sandbox
-        if handle is not None and int(handle.get("generation", -1)) == generation:
+        if handle is not None and handle.generation == generation:
             try:
-                self._driver.stop(SandboxHandle.from_dict(handle))
+                self._driver.stop(handle)
             except SandboxError as exc:  # stopping is best effort; the error is recorded
                 log.warning("could not stop the half-started sandbox: %s", exc)
         restoring = session.lifecycle_state is LifecycleState.RESTORING
@@ -338,9 +332,9 @@ class ProvisioningService:
 
     @staticmethod
     def _handle(session: Session, generation: int) -> SandboxHandle:
-        if session.sandbox is None or int(session.sandbox.get("generation", -1)) != generation:
+        if session.sandbox is None or session.sandbox.generation != generation:
             raise NotFound(f"no sandbox of generation {generation}")
-        return SandboxHandle.from_dict(session.sandbox)
+        return session.sandbox
 
     def _entry(self, session_id: str, kind: str, detail: dict[str, Any]) -> AuditEntry:
         return AuditEntry(

@@ -107,7 +107,7 @@ class PullRequestService:
         is saved when it changed; none found leaves the stored PR alone."""
         if session.lifecycle_state not in LIVE or not session.sandbox:
             return {}
-        branch = self._workspaces(SandboxHandle.from_dict(session.sandbox)).git_branch()
+        branch = self._workspaces(session.sandbox).git_branch()
         current = branch.get("branch")
         if branch.get("detached") or not current:
             has_pr = session.pr_number is not None or session.pr_status is not None

@@ -174,10 +174,9 @@ class SandboxTools:
         handle = session.sandbox
         if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
             raise SandboxNotRunning(NOT_RUNNING)
-        sandbox = SandboxHandle.from_dict(handle)
-        if sandbox.endpoint is None:
+        if handle.endpoint is None:
             raise SandboxNotRunning(NOT_RUNNING)
-        return session, self._clients(sandbox)
+        return session, self._clients(handle)
 
     def _call(self, identity: Identity, session_id: str, op: Callable[[ToolsOps], Any]) -> Any:
         session, client = self._running(identity, session_id)

@@ -15,6 +15,7 @@ from openagents.domain.models import (
     AuditEntry,
     Chat,
     ChatMark,
+    Model,
     Session,
     pr_key,
 )
@@ -84,7 +85,14 @@ def set_or_remove(name: str, value: Any) -> Action:
         value = iso(value)
     elif isinstance(value, StrEnum):
         value = value.value
+    elif isinstance(value, Model):
+        value = stored_map(value)
     return attribute.set(value)  # type: ignore[no-any-return]
+
+
+def stored_map(ref: Model | None) -> dict[str, Any] | None:
+    """A sandbox, snapshot or bundle ref as the session item's map keeps it."""
+    return None if ref is None else ref.model_dump(mode="json", by_alias=True)
 
 
 def plain(raw: Any) -> dict[str, Any]:
@@ -133,16 +141,16 @@ def session_item(session: Session) -> SessionItem:
         chat_count=len(session.chats),
         owner_name=session.owner_name,
         owner_email=session.owner_email,
-        sandbox=session.sandbox,
+        sandbox=stored_map(session.sandbox),
         sandbox_generation=session.sandbox_generation,
         cached_diff_at=iso_or_none(session.cached_diff_at),
         lifecycle_run_id=session.lifecycle_run_id,
-        snapshot=session.snapshot,
+        snapshot=stored_map(session.snapshot),
         turn_active_until=iso_or_none(session.turn_active_until),
         hibernated_at=iso_or_none(session.hibernated_at),
         due_shard=index["due_shard"],  # a new session being provisioned is in the overdue index
         due_at=iso_or_none(index["due_at"]),
-        bundle=session.bundle,
+        bundle=stored_map(session.bundle),
         archive_pending=session.archive_pending,
         pr_key=pr_key(session.repo_owner, session.repo_name, session.pr_number),
     )
