@@ -4,8 +4,8 @@
 //   E2E_SCRIPT (the scripted model's file, rewritten here for the turn that is stopped)
 // Sign in locally, create a session on the repository, send a message: the agent's answer streams
 // in with a `write` tool card and Changes shows the new file; watch Active → Paused after the idle
-// timeout, Resume → Active; a long turn reloaded mid-way and stopped with Stop; an approval
-// granted; Archive → the session is under "Archived". Each step is a screenshot at 1280×800 and at
+// timeout, Resume → Active; an approval granted; right after it a long turn reloaded while its
+// command runs, and stopped with Stop; Archive → the session is under "Archived". Each step is a screenshot at 1280×800 and at
 // 390×844, and axe checks the main screens (no serious or critical violation).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -184,38 +184,8 @@ async function run(page) {
   await waitForChip(page, "Active", 30_000);
   await screenshot(page, "resumed");
 
-  // a long turn, reloaded mid-way and stopped
   if (SCRIPT) {
-    writeFileSync(SCRIPT, JSON.stringify(LONG_TURN));
-    await composer.fill("Run the long job");
-    await composer.press("Enter");
-    const stop = page.getByRole("button", { name: "Stop" });
-    await stop.waitFor({ timeout: 20_000 });
-    await page.getByText("Working…").waitFor();
-    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
-    await screenshot(page, "agent-working");
-    // a reload mid-turn continues from the chat's checkpoint: the streamed text is there once
-    await page.reload();
-    await stop.waitFor({ timeout: 20_000 });
-    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
-    await page.waitForTimeout(1_500); // a few more events folded in
-    const copies = await page.locator(".message-assistant", { hasText: "Starting a long job" }).count();
-    if (copies !== 1) throw new Error(`after the reload the streamed message shows ${copies} times`);
-    const texts = await page.locator(".message-assistant").last().locator(".markdown").count();
-    if (texts !== 1) throw new Error(`after the reload the streamed message has ${texts} text parts`);
-    log("reload mid-turn resumed without duplicates");
-    await stop.click();
-    await page.getByText("Stopped.").waitFor({ timeout: 15_000 });
-    await page.getByRole("button", { name: "Send" }).waitFor();
-    await page.getByRole("tab", { name: "Activity" }).click(); // the reload opened Files
-    await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor();
-    log("long turn stopped");
-    await screenshot(page, "agent-stopped", { pane: "Sandbox" });
-  }
-
-  if (SCRIPT) {
-    // an approval granted: the run waits, Approve continues it in the same message (after the
-    // stopped turn: a long turn after an approved one was not followed again after a reload)
+    // an approval granted: the run waits, Approve continues it in the same message
     writeFileSync(SCRIPT, JSON.stringify(APPROVAL_TURN));
     await composer.fill("Clear the build folder");
     await composer.press("Enter");
@@ -231,6 +201,38 @@ async function run(page) {
     await page.getByRole("button", { name: "Send" }).waitFor();
     log("approval granted: the command ran and the turn went on");
     await screenshot(page, "approval-granted");
+  }
+
+  // right after it, a long turn, reloaded mid-way and stopped
+  if (SCRIPT) {
+    writeFileSync(SCRIPT, JSON.stringify(LONG_TURN));
+    await composer.fill("Run the long job");
+    await composer.press("Enter");
+    const stop = page.getByRole("button", { name: "Stop" });
+    await stop.waitFor({ timeout: 20_000 });
+    await page.getByText("Working…").waitFor();
+    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
+    await screenshot(page, "agent-working");
+    // a reload mid-turn, while its command runs (no event for a while), continues from the chat's
+    // checkpoint at once (sooner than a long poll's 20 s): the streamed text is there once
+    const command = page.locator(".message-assistant").last().getByRole("article", { name: "Tool bash" });
+    await command.getByText("Running").waitFor({ timeout: 20_000 });
+    await page.reload();
+    await stop.waitFor({ timeout: 10_000 });
+    await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(1_500); // a few more events folded in
+    const copies = await page.locator(".message-assistant", { hasText: "Starting a long job" }).count();
+    if (copies !== 1) throw new Error(`after the reload the streamed message shows ${copies} times`);
+    const texts = await page.locator(".message-assistant").last().locator(".markdown").count();
+    if (texts !== 1) throw new Error(`after the reload the streamed message has ${texts} text parts`);
+    log("reload mid-turn resumed without duplicates");
+    await stop.click();
+    await page.getByText("Stopped.").waitFor({ timeout: 15_000 });
+    await page.getByRole("button", { name: "Send" }).waitFor();
+    await page.getByRole("tab", { name: "Activity" }).click(); // the reload opened Files
+    await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor();
+    log("long turn stopped");
+    await screenshot(page, "agent-stopped", { pane: "Sandbox" });
   }
 
   await page.getByRole("button", { name: "Archive" }).click();

@@ -32,6 +32,7 @@ interface Options {
 }
 
 const ENDED = new Set<string>(["completed", "failed", "aborted", "waiting"]);
+const LONG_POLL_SECONDS = 20;
 
 /**
  * The chat's live agent run: follows its stream (folded by the AI SDK), keeps a checkpoint per
@@ -66,10 +67,17 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
               ...patch,
             }));
         };
-        if (!resume) update({ runId: runId ?? null, status, message, error: null, reconnecting: false });
+        if (!resume) {
+          update({ runId: runId ?? null, status, message, error: null, reconnecting: false });
+          // this run is the chat's now: a reload before its first safe seq starts it from the top
+          if (expected) saveCheckpoint(chatId, { runId: expected, seq: 0, message });
+        }
+        let polls = 0;
         try {
           await foldRun({
-            poll: (after) => api.stream(chatId, after),
+            // the first poll answers at once: a reload while the run is quiet (a command running)
+            // learns that it is live without waiting for its next event
+            poll: (after) => api.stream(chatId, after, polls++ === 0 ? 0 : LONG_POLL_SECONDS),
             after: checkpoint?.seq ?? 0,
             runId: expected,
             message: message ?? undefined,
@@ -88,6 +96,7 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
               if (!(resume && status === "starting")) update({ reconnecting: true });
             },
             onMessage: (state, seq) => {
+              if (controller.signal.aborted) return; // a newer follow owns the chat's checkpoint
               message = withoutMarker(state);
               update({ message });
               if (seq !== null && expected) saveCheckpoint(chatId, { runId: expected, seq, message: state });
@@ -134,10 +143,7 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
   const respond = useCallback(
     async (body: RespondBody, message: AgentMessage) => {
       const answer = await api.respond(chatId, body);
-      if (answer.pending === 0) {
-        saveCheckpoint(chatId, { runId: answer.runId, seq: 0, message });
-        void follow({ runId: answer.runId, base: message });
-      }
+      if (answer.pending === 0) void follow({ runId: answer.runId, base: message });
       return answer;
     },
     [api, chatId, follow],
