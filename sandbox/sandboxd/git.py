@@ -8,11 +8,11 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
-from .errors import ApiError, JsonObject
-from .process import run_tool, tool_env
-from .workspace import Workspace
+from .errors import ApiError, JsonObject, bad_request
+from .process import run_tool, spawn, tool_env
+from .workspace import IGNORED_TOP_LEVEL, Workspace
 
 if TYPE_CHECKING:
     from .app import App
@@ -21,11 +21,8 @@ if TYPE_CHECKING:
 
 GIT_LOCAL_TIMEOUT_SECONDS = 60.0
 GIT_NETWORK_TIMEOUT_SECONDS = 600.0
-
-
 GIT_PROTOCOLS = "file:https:http:ssh:git"
-
-
+SHA_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # a commit id (SHA-1 or SHA-256)
 CHANGE_WORDS = {
     "M": "modified",
     "T": "modified",
@@ -34,8 +31,6 @@ CHANGE_WORDS = {
     "R": "renamed",
     "C": "copied",
 }
-
-
 URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
 
 
@@ -53,12 +48,26 @@ class Git:
         }
         self.secrets: list[str] = []
 
+    def argv(self, *args: str) -> list[str]:
+        # An empty credential.helper list: no helper may store a token anywhere.
+        return ["git", "-c", "credential.helper=", "-c", "core.quotePath=false", *args]
+
     def run(
         self, *args: str, cwd: Path | None = None, timeout: float = GIT_LOCAL_TIMEOUT_SECONDS
     ) -> subprocess.CompletedProcess[bytes]:
-        # An empty credential.helper list: no helper may store a token anywhere.
-        argv = ["git", "-c", "credential.helper=", "-c", "core.quotePath=false", *args]
+        argv = self.argv(*args)
         return run_tool(argv, cwd=cwd or self.workspace.root, env=self.env, timeout=timeout)
+
+    def start(self, *args: str, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+        """git running in the background, its stdout a pipe (a stream to answer with)."""
+        return spawn(
+            self.argv(*args),
+            cwd=self.workspace.root,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
 
     def output(self, *args: str, timeout: float = GIT_LOCAL_TIMEOUT_SECONDS) -> bytes:
         """stdout of a git command that must succeed; 422 with git's stderr otherwise."""
@@ -99,6 +108,22 @@ class Git:
 
     def has_ref(self, ref: str) -> bool:
         return self.maybe("rev-parse", "--verify", "--quiet", ref) is not None
+
+
+def validate_branch_name(git: Git, branch: str) -> None:
+    completed = git.run("check-ref-format", "--branch", branch)
+    if branch.startswith("-") or completed.returncode != 0:
+        raise bad_request(f"invalid branch name: {branch!r}", "invalid_branch")
+
+
+def exclude_volume_leftovers(workspace: Workspace) -> None:
+    """Keep a volume's lost+found out of git status and diffs."""
+    present = [name for name in IGNORED_TOP_LEVEL if (workspace.root / name).exists()]
+    if present:
+        info = workspace.root / ".git" / "info"
+        info.mkdir(exist_ok=True)
+        with open(info / "exclude", "a") as exclude:
+            exclude.writelines(f"/{name}/\n" for name in present)
 
 
 # ---------------------------------------------------------------------------- git endpoints

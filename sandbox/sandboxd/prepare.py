@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 from .askpass import askpass_env
 from .errors import ApiError, JsonObject, bad_request
 from .fields import optional_bool, optional_str, required_str, single_line
-from .git import GIT_NETWORK_TIMEOUT_SECONDS, Git
+from .git import GIT_NETWORK_TIMEOUT_SECONDS, Git, exclude_volume_leftovers, validate_branch_name
 from .log import log
-from .workspace import IGNORED_TOP_LEVEL, Workspace
 
 if TYPE_CHECKING:
     from .app import App
@@ -74,12 +73,6 @@ def parse_prepare(body: JsonObject) -> PrepareSpec:
     return spec
 
 
-def validate_branch_name(git: Git, branch: str) -> None:
-    completed = git.run("check-ref-format", "--branch", branch)
-    if branch.startswith("-") or completed.returncode != 0:
-        raise bad_request(f"invalid branch name: {branch!r}", "invalid_branch")
-
-
 def ensure_clone(git: Git, spec: PrepareSpec) -> None:
     """Clone into the empty workspace, or accept a clone of the same URL that is already there."""
     workspace = git.workspace
@@ -120,16 +113,6 @@ def ensure_init(git: Git, spec: PrepareSpec) -> str | None:
         identity = ("-c", f"user.name={spec.git_name}", "-c", f"user.email={spec.git_email}")
         git.output(*identity, "commit", "--quiet", "--allow-empty", "-m", "Initial commit")
     return git.current_branch()
-
-
-def exclude_volume_leftovers(workspace: Workspace) -> None:
-    """Keep a volume's lost+found out of git status and diffs."""
-    present = [name for name in IGNORED_TOP_LEVEL if (workspace.root / name).exists()]
-    if present:
-        info = workspace.root / ".git" / "info"
-        info.mkdir(exist_ok=True)
-        with open(info / "exclude", "a") as exclude:
-            exclude.writelines(f"/{name}/\n" for name in present)
 
 
 def checkout(git: Git, spec: PrepareSpec, default_ref: str | None) -> str | None:

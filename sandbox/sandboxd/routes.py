@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .bundle import git_archive, git_bundle, git_bundle_restore
 from .checkpoints import git_checkpoint, git_revert
 from .diff import git_diff
 from .errors import ApiError, JsonObject
@@ -12,6 +13,7 @@ from .exec import exec_command
 from .files import list_files, read_file, write_file
 from .git import git_branch, git_status
 from .prepare import prepare_workspace
+from .push import git_commit, git_push, git_remote, git_upstream
 from .restore import restore
 from .snapshot import MANIFEST_ROUTE, get_manifest, snapshot, sync
 
@@ -41,6 +43,13 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/git/diff"): git_diff,
     ("POST", "/git/checkpoint"): git_checkpoint,
     ("POST", "/git/revert"): git_revert,
+    ("GET", "/git/remote"): git_remote,
+    ("POST", "/git/commit"): git_commit,
+    ("POST", "/git/push"): git_push,
+    ("POST", "/git/upstream"): git_upstream,
+    ("POST", "/git/archive"): git_archive,
+    ("POST", "/git/bundle"): git_bundle,
+    ("POST", "/git/bundle/restore"): git_bundle_restore,
     ("POST", "/snapshot"): snapshot,
     ("POST", "/restore"): restore,
     ("POST", "/sync"): sync,

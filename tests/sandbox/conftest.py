@@ -10,12 +10,14 @@ import secrets
 import select
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from openagents.sandbox.client import SandboxClient
@@ -155,6 +157,40 @@ def raw_call(
     except urllib.error.HTTPError as error:
         with error:
             return error.code, json.loads(error.read())
+
+
+# ---------------------------------------------------------------------------- git remotes
+
+
+class CredentialRecorder(BaseHTTPRequestHandler):
+    """A git HTTP remote that asks for credentials, records them, then says not found."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        authorization = self.headers.get("Authorization")
+        if authorization is None:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+        else:
+            self.seen.append(authorization)
+            self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def credential_remote() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), CredentialRecorder)
+    CredentialRecorder.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/owner/repo.git"
+    server.shutdown()
+    server.server_close()
 
 
 # ---------------------------------------------------------------------------- git

@@ -9,14 +9,10 @@ import json
 import os
 import subprocess
 import tarfile
-import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from http.client import IncompleteRead
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
@@ -25,6 +21,7 @@ from openagents.sandbox.port import SandboxError
 from tests.sandbox.conftest import (
     SANDBOXD_ARGV,
     SANDBOXD_ENV,
+    CredentialRecorder,
     Origin,
     RunningSandbox,
     StartSandbox,
@@ -45,6 +42,13 @@ ENDPOINTS = [
     ("GET", "/git/diff"),
     ("POST", "/git/checkpoint"),
     ("POST", "/git/revert"),
+    ("GET", "/git/remote"),
+    ("POST", "/git/commit"),
+    ("POST", "/git/push"),
+    ("POST", "/git/upstream"),
+    ("POST", "/git/archive"),
+    ("POST", "/git/bundle"),
+    ("POST", "/git/bundle/restore"),
     ("POST", "/snapshot"),
     ("GET", "/snapshots/snap-1/manifest"),
     ("POST", "/restore"),
@@ -328,37 +332,6 @@ def test_prepare_keeps_the_token_out_of_the_workspace(
     assert token not in client.exec("git config --list --show-origin")["stdout"]
     assert token not in sandbox.log_path.read_text()
     assert list(sandbox.tmpdir.iterdir()) == []  # the askpass directory is gone
-
-
-class CredentialRecorder(BaseHTTPRequestHandler):
-    """A git HTTP remote that asks for credentials, records them, then says not found."""
-
-    seen: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        authorization = self.headers.get("Authorization")
-        if authorization is None:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="git"')
-        else:
-            self.seen.append(authorization)
-            self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def credential_remote() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), CredentialRecorder)
-    CredentialRecorder.seen = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/owner/repo.git"
-    server.shutdown()
-    server.server_close()
 
 
 def test_the_token_reaches_git_through_askpass(

@@ -24,12 +24,14 @@ from http.client import HTTPException, HTTPResponse
 from typing import Any, BinaryIO, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
 
 CHUNK_BYTES = 1 << 20
 NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
 EXEC_MARGIN_SECONDS = 15.0
 CHECKPOINT_TIMEOUT = 120.0  # git add -A of a large workspace (sandboxd's own git limit: 60 s)
+BUNDLE_TYPE = "application/x-git-bundle"
 
 JsonObject = dict[str, Any]
 UNIX_SCHEME = "http+unix"
@@ -213,6 +215,85 @@ class SandboxClient:
         on ``save_ref`` (none for a dry run): ``{dryRun, restored, removed, saved}``."""
         body = {"ref": ref, "saveRef": save_ref, "dryRun": dry_run}
         return self._json("POST", "/git/revert", body, timeout=CHECKPOINT_TIMEOUT)
+
+    # ------------------------------------------------------------------ git publishing
+
+    def git_remote(self) -> GitRemote:
+        """Origin's default branch and the current branch's upstream."""
+        return GitRemote.from_answer(self._json("GET", "/git/remote"))
+
+    def git_commit(self, message: str, git_name: str, git_email: str) -> GitPlace:
+        """``git add --all`` and one commit; a SandboxRequestError (422 ``git_failed``, git's
+        words in ``detail``) when git refuses, e.g. nothing to commit."""
+        body = {"message": message, "gitName": git_name, "gitEmail": git_email}
+        return GitPlace.from_answer(
+            self._json("POST", "/git/commit", body, timeout=CHECKPOINT_TIMEOUT)
+        )
+
+    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace:
+        """Push HEAD to origin's ``branch`` (and track it); ``token`` reaches git only through
+        sandboxd's askpass helper, which is gone when this returns."""
+        body = {"branch": branch, "token": token, "timeoutSeconds": timeout_seconds}
+        wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
+        return GitPlace.from_answer(self._json("POST", "/git/push", body, timeout=wait))
+
+    def git_upstream(self, branch: str, commit: str) -> None:
+        """Record ``commit`` as origin's ``branch``, the branch's upstream (what a push records)."""
+        self._json("POST", "/git/upstream", {"branch": branch, "commit": commit})
+
+    def git_archive(self) -> GitPlace:
+        """Keep the uncommitted work (staging area, working tree) on hidden refs, for a bundle
+        of every ref; HEAD, the branch and the index stay as they are."""
+        return GitPlace.from_answer(
+            self._json("POST", "/git/archive", {}, timeout=CHECKPOINT_TIMEOUT)
+        )
+
+    def git_bundle(self, *, branch: str | None = None, thin: bool = False, max_bytes: int) -> bytes:
+        """A git bundle of every ref (``branch`` None) or of one branch (``thin``: only what
+        origin lacks, when git can make that), streamed; a SandboxError when the stream is cut
+        or grows past ``max_bytes``."""
+        body = json.dumps({"branch": branch, "thin": thin}).encode()
+        headers = {"Content-Type": "application/json"}
+        wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
+        data = bytearray()
+        with self._open("POST", "/git/bundle", body, headers, wait) as response:
+            for chunk in self._chunks(response, "git bundle"):
+                data += chunk
+                if len(data) > max_bytes:
+                    raise SandboxError(
+                        f"sandbox request failed: the bundle exceeds {max_bytes} bytes"
+                    )
+        return bytes(data)
+
+    def git_bundle_restore(
+        self,
+        data: bytes,
+        *,
+        place: GitPlace,
+        remote: GitRemote,
+        clone_url: str | None,
+        git_name: str,
+        git_email: str,
+    ) -> GitPlace:
+        """Rebuild the repository from an archive bundle in the empty workspace: HEAD at
+        ``place``, the archived work checked out and staged as it was, origin and upstream."""
+        query = {
+            "branch": place.branch or "",
+            "head": place.head or "",
+            "upstream": remote.upstream or "",
+            "originHead": remote.origin_head or "",
+            "cloneUrl": clone_url or "",
+            "gitName": git_name,
+            "gitEmail": git_email,
+        }
+        headers = {
+            "X-Expected-Sha256": hashlib.sha256(data).hexdigest(),
+            "Content-Type": BUNDLE_TYPE,
+        }
+        target = f"/git/bundle/restore?{urlencode(query)}"
+        wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
+        with self._open("POST", target, data, headers, wait) as response:
+            return GitPlace.from_answer(self._decode(response, "POST /git/bundle/restore"))
 
     # ------------------------------------------------------------------ snapshot, restore
 

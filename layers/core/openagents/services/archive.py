@@ -5,13 +5,11 @@ published as an event (``docs/archive.md``)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -28,10 +26,10 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.git import GitHost
+from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import (
     SandboxDriver,
     SandboxError,
-    SandboxExec,
     SandboxHandle,
     SandboxState,
 )
@@ -43,79 +41,10 @@ from openagents.store.port import StaleState, Store
 log = logging.getLogger(__name__)
 ARCHIVED = frozenset({LifecycleState.ARCHIVED})
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
-BUNDLE_FILE = ".git/openagents/archive.bundle"
-RESTORE_DIR = ".openagents-restore"
 ARCHIVER_GENERATION_STEP = 2  # past a kicked, not yet started generation (see _temporary_sandbox)
 DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
-READ_CHUNK_BYTES = 6 << 20  # base64 of it stays under sandboxd's 16 MiB exec output cap
-WRITE_CHUNK_BYTES = 24 << 20  # base64 of it stays under sandboxd's 64 MiB JSON body cap
-GIT_TIMEOUT_SECONDS = 600.0
-ARCHIVE_REFS = "refs/openagents/archive"
+MAX_BUNDLE_BYTES = 2 << 30  # an archive bundle larger than this is refused (it is held in memory)
 ERROR_PREFIX = "Archive finalization failed: "
-
-# Saves the staging area and the working tree (tracked changes and untracked files, .gitignore
-# respected) as two commits under refs/openagents/archive/ without moving HEAD, the branch or
-# the index, then bundles every ref. Prints branch, head, sha256 and size, one per line.
-SAVE_SCRIPT = r"""
-set -euo pipefail
-out=.git/openagents
-mkdir -p "$out"
-rm -f "$out/archive.bundle" "$out/index"
-git() { command git -c user.name="$OA_NAME" -c user.email="$OA_EMAIL" "$@"; }
-head=$(git rev-parse -q --verify HEAD || true)
-parent=()
-if [ -n "$head" ]; then parent=(-p "$head"); fi
-branch=$(git symbolic-ref -q --short HEAD || true)
-index_tree=$(git write-tree)
-if [ -f .git/index ]; then cp .git/index "$out/index"; fi
-export GIT_INDEX_FILE="$out/index"
-worktree_tree=$(git add -A && git write-tree)
-unset GIT_INDEX_FILE
-rm -f "$out/index"
-index_commit=$(git commit-tree "$index_tree" "${parent[@]}" -m "openagents archive: staged")
-worktree_commit=$(git commit-tree "$worktree_tree" "${parent[@]}" -m "openagents archive: work")
-git update-ref REFS/index "$index_commit"
-git update-ref REFS/worktree "$worktree_commit"
-git bundle create -q "$out/archive.bundle" --all
-printf '%s\n%s\n' "$branch" "$head"
-sha256sum "$out/archive.bundle" | cut -d' ' -f1
-stat -c %s "$out/archive.bundle"
-git rev-parse -q --abbrev-ref --symbolic-full-name '@{upstream}' 2>/dev/null || echo
-git symbolic-ref -q refs/remotes/origin/HEAD || echo
-""".replace("REFS", ARCHIVE_REFS)
-
-# Rebuilds the repository from the bundle in an empty workspace: every ref, HEAD on the saved
-# branch (or detached at the saved commit), the working tree and then the staging area as saved.
-RESTORE_SCRIPT = r"""
-set -euo pipefail
-d=RESTORE
-cat "$d"/part-* > "$d/archive.bundle"
-echo "$OA_SHA256  $d/archive.bundle" | sha256sum -c --quiet -
-git init -q
-git fetch -q --update-head-ok "$d/archive.bundle" '+refs/*:refs/*'
-rm -rf "$d"
-if [ -n "$OA_BRANCH" ]; then
-  git symbolic-ref HEAD "refs/heads/$OA_BRANCH"
-elif [ -n "$OA_HEAD" ]; then
-  git update-ref --no-deref HEAD "$OA_HEAD"
-fi
-git read-tree -u --reset REFS/worktree
-git read-tree REFS/index
-git update-ref -d REFS/worktree
-git update-ref -d REFS/index
-git config user.name "$OA_NAME"
-git config user.email "$OA_EMAIL"
-if [ -n "$OA_CLONE_URL" ]; then
-  git remote add origin "$OA_CLONE_URL" 2>/dev/null || git remote set-url origin "$OA_CLONE_URL"
-fi
-if [ -n "$OA_ORIGIN_HEAD" ] && git rev-parse -q --verify "$OA_ORIGIN_HEAD" >/dev/null; then
-  git symbolic-ref refs/remotes/origin/HEAD "$OA_ORIGIN_HEAD"
-fi
-if [ -n "$OA_BRANCH" ] && [ -n "$OA_UPSTREAM" ]; then
-  git branch -q --set-upstream-to="$OA_UPSTREAM" "$OA_BRANCH" 2>/dev/null || true
-fi
-git symbolic-ref -q --short HEAD || git rev-parse HEAD
-""".replace("REFS", ARCHIVE_REFS).replace("RESTORE", RESTORE_DIR)
 
 
 def _key(bundle: BundleRef | None) -> str | None:
@@ -126,9 +55,23 @@ class ArchiveFailed(Exception):
     """Finalisation failed; the error is recorded on the session and the caller retries."""
 
 
-class GitOps(SandboxExec, Protocol):
+class GitOps(Protocol):
     def git_branch(self) -> dict[str, Any]: ...
-    def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
+    def git_remote(self) -> GitRemote: ...
+    def git_archive(self) -> GitPlace: ...
+    def git_bundle(
+        self, *, branch: str | None = None, thin: bool = False, max_bytes: int
+    ) -> bytes: ...
+    def git_bundle_restore(
+        self,
+        data: bytes,
+        *,
+        place: GitPlace,
+        remote: GitRemote,
+        clone_url: str | None,
+        git_name: str,
+        git_email: str,
+    ) -> GitPlace: ...
 
 
 Workspaces = Callable[[SandboxHandle], GitOps]
@@ -144,85 +87,40 @@ def bundle_key(session_id: str, generation: int) -> str:
     return f"bundles/{session_id}/{generation}.bundle"
 
 
-def git_identity(session: Session) -> dict[str, str]:
-    return {
-        "OA_NAME": session.owner_name or session.user_id,
-        "OA_EMAIL": session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
-    }
-
-
-def _checked(result: dict[str, Any], what: str) -> str:
-    if result.get("exitCode") != 0:
-        detail = (result.get("stderr") or result.get("stdout") or "").strip()[-500:]
-        raise SandboxError(f"{what} failed (exit {result.get('exitCode')}): {detail}")
-    return str(result.get("stdout") or "")
-
-
-@dataclass(frozen=True)
-class SavedBundle:
-    """What the bundle script reports besides the bytes: where HEAD and the remotes pointed."""
-
-    branch: str | None
-    head: str | None
-    upstream: str | None
-    origin_head: str | None
-
-
-def save_bundle(client: GitOps, session: Session) -> tuple[bytes, SavedBundle]:
-    """Commit uncommitted work under refs/openagents/archive/ and read ``git bundle --all``."""
-    out = _checked(
-        client.exec(SAVE_SCRIPT, env=git_identity(session), timeout_seconds=GIT_TIMEOUT_SECONDS),
-        "git bundle",
+def git_identity(session: Session) -> tuple[str, str]:
+    """(name, email) of the session's commits."""
+    return (
+        session.owner_name or session.user_id,
+        session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
     )
-    branch, head, sha256, size, upstream, origin_head = [*out.split("\n"), *[""] * 6][:6]
-    total = int(size.strip() or 0)
-    data = bytearray()
-    while len(data) < total:
-        count = min(READ_CHUNK_BYTES, total - len(data))
-        chunk = _checked(
-            client.exec(
-                f"tail -c +{len(data) + 1} {BUNDLE_FILE} | head -c {count} | base64 -w0",
-                timeout_seconds=GIT_TIMEOUT_SECONDS,
-                max_output_bytes=16 << 20,
-            ),
-            "reading the bundle",
-        )
-        piece = base64.b64decode(chunk)
-        if not piece:
-            raise SandboxError("reading the bundle: no bytes")
-        data += piece
-    if hashlib.sha256(data).hexdigest() != sha256.strip():
-        raise SandboxError("the bundle read back does not match its sha256")
-    client.exec(f"rm -f {BUNDLE_FILE}")
-    return bytes(data), SavedBundle(
-        branch=branch.strip() or None,
-        head=head.strip() or None,
-        upstream=upstream.strip() or None,
-        origin_head=origin_head.strip() or None,
-    )
+
+
+def save_bundle(client: GitOps, session: Session) -> tuple[bytes, GitPlace, GitRemote] | None:
+    """Keep the uncommitted work on refs/openagents/archive/ and read a bundle of every ref,
+    with where HEAD and origin pointed; None when the workspace is no git repository."""
+    try:
+        place = client.git_archive()
+    except SandboxError as exc:
+        if exc.code == "not_a_repository":
+            return None
+        raise
+    remote = client.git_remote()
+    return client.git_bundle(max_bytes=MAX_BUNDLE_BYTES), place, remote
 
 
 def restore_bundle(client: GitOps, session: Session, ref: BundleRef, data: bytes) -> str:
     """Rebuild the workspace's repository from an archive bundle; returns the branch (or the
     detached commit)."""
-    for index, start in enumerate(range(0, max(len(data), 1), WRITE_CHUNK_BYTES)):
-        client.write_file(
-            f"{RESTORE_DIR}/part-{index:05d}", data[start : start + WRITE_CHUNK_BYTES]
-        )
-    env = {
-        **git_identity(session),
-        "OA_SHA256": ref.sha256,
-        "OA_BRANCH": ref.branch or "",
-        "OA_HEAD": ref.head or "",
-        "OA_CLONE_URL": session.clone_url or "",
-        "OA_UPSTREAM": ref.upstream or "",
-        "OA_ORIGIN_HEAD": ref.origin_head or "",
-    }
-    out = _checked(
-        client.exec(RESTORE_SCRIPT, env=env, timeout_seconds=GIT_TIMEOUT_SECONDS),
-        "restoring the bundle",
+    name, email = git_identity(session)
+    restored = client.git_bundle_restore(
+        data,
+        place=GitPlace(branch=ref.branch, head=ref.head),
+        remote=GitRemote(default_branch=None, origin_head=ref.origin_head, upstream=ref.upstream),
+        clone_url=session.clone_url,
+        git_name=name,
+        git_email=email,
     )
-    return out.strip().splitlines()[-1] if out.strip() else ""
+    return restored.branch or restored.head or ""
 
 
 class ArchiveService:
@@ -421,11 +319,10 @@ class ArchiveService:
         handle = session.sandbox
         if handle is None:  # the temporary sandbox's transition always records it
             raise SandboxError("no sandbox to bundle the workspace from")
-        client = self._workspaces(handle)
-        has_git = client.exec("test -d .git").get("exitCode") == 0
-        if not has_git:  # a session without a repository keeps only its chats
+        saved = save_bundle(self._workspaces(handle), session)
+        if saved is None:  # a session without a repository keeps only its chats
             return session
-        data, info = save_bundle(client, session)
+        data, place, remote = saved
         key = bundle_key(session.id, handle.generation)
         self._artifacts.put(key, data)
         ref = BundleRef(
@@ -433,10 +330,10 @@ class ArchiveService:
             generation=handle.generation,
             sha256=hashlib.sha256(data).hexdigest(),
             size_bytes=len(data),
-            branch=info.branch,
-            head=info.head,
-            upstream=info.upstream,
-            origin_head=info.origin_head,
+            branch=place.branch,
+            head=place.head,
+            upstream=remote.upstream,
+            origin_head=remote.origin_head,
             created_at=self._clock(),
         )
         previous = session.bundle

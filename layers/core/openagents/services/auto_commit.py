@@ -1,26 +1,25 @@
 """Auto-commit and auto-PR when an agent ends a turn (reference §4.9, issue "Archive").
 
 Commit everything with a conventional message, push the branch — to a remote with a short-lived
-token that reaches git only through an askpass helper outside the workspace; to a local
-repository (read-only in the sandbox) as a git bundle the control plane fetches through the
-local git host, hardened — and, when auto-PR is on, create the pull request or sync the open
-one. Skips are recorded with their reason. Every outcome is an audit entry (and so an event);
-nothing here ever fails the agent's call.
+token that reaches git only through sandboxd's askpass helper (``POST /git/push``), the one way
+a token reaches a sandbox's git; to a local repository (read-only in the sandbox) as a git
+bundle sandboxd streams (``POST /git/bundle``) and the control plane fetches through the local
+git host, hardened — and, when auto-PR is on, create the pull request or sync the open one.
+Skips are recorded with their reason. Every outcome is an audit entry (and so an event); nothing
+here ever fails the agent's call.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
-import shlex
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from openagents.domain.lifecycle import LOOPED_STATES
 from openagents.domain.models import AuditEntry, PrStatus, Repo, Session, pr_key
 from openagents.git import GitHost, GitHostError, ReceivesPushes
-from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
+from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.port import SandboxError, SandboxHandle
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.journal import Journal
@@ -28,55 +27,19 @@ from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
 PUSH_TIMEOUT_SECONDS = 20  # the agent's call stays inside API Gateway's 29 s
-COMMIT = r"""
-set -euo pipefail
-git add -A
-git -c user.name="$OA_NAME" -c user.email="$OA_EMAIL" commit -q -m "$OA_MESSAGE"
-git rev-parse HEAD
-"""
-# The token lives only in this process's environment; the helper that hands it to git is a
-# private temporary file outside the workspace, removed right after the push.
-PUSH = r"""
-set -uo pipefail
-helper=$(mktemp)
-trap 'rm -f "$helper"' EXIT
-chmod 700 "$helper"
-printf '#!/bin/sh\ncase "$1" in Username*) echo x-access-token ;; *) echo "$OA_TOKEN" ;; esac\n' \
-  > "$helper"
-GIT_ASKPASS="$helper" GIT_TERMINAL_PROMPT=0 git push -q -u origin "HEAD:refs/heads/$OA_BRANCH"
-"""
-# A local repository is read-only in the sandbox: the branch goes to the control plane as a
-# bundle in a private folder under the sandbox's /tmp (outside the workspace), holding only the
-# commits origin lacks (all of them when OA_FULL=1 or no thin bundle can be made). Prints the
-# bundle's path, sha256, size and the branch's commit.
-BUNDLE = r"""
-set -euo pipefail
-out=$(mktemp -d)
-f="$out/push.bundle"
-ref="refs/heads/$OA_BRANCH"
-if [ "$OA_FULL" = 1 ] || ! git bundle create -q "$f" "$ref" --not --remotes=origin 2>/dev/null
-then
-  git bundle create -q "$f" "$ref"
-fi
-printf '%s\n' "$f"
-sha256sum "$f" | cut -d' ' -f1
-stat -c %s "$f"
-git rev-parse "$ref"
-"""
-# After the host took the bundle: what `git push -u` would have recorded.
-PUSHED = r"""
-set -euo pipefail
-git update-ref "refs/remotes/origin/$OA_BRANCH" "$OA_SHA"
-git config "branch.$OA_BRANCH.remote" origin
-git config "branch.$OA_BRANCH.merge" "refs/heads/$OA_BRANCH"
-"""
-READ_CHUNK_BYTES = 6 << 20  # base64 of it stays under sandboxd's 16 MiB exec output cap
 MAX_BUNDLE_BYTES = 512 << 20
-DEFAULT_BRANCH = "git symbolic-ref -q --short refs/remotes/origin/HEAD | sed 's|^origin/||'"
 
 
-class GitClient(SandboxExec, Protocol):
+class GitClient(Protocol):
     def git_status(self) -> dict[str, Any]: ...
+    def git_branch(self) -> dict[str, Any]: ...
+    def git_remote(self) -> GitRemote: ...
+    def git_commit(self, message: str, git_name: str, git_email: str) -> GitPlace: ...
+    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace: ...
+    def git_upstream(self, branch: str, commit: str) -> None: ...
+    def git_bundle(
+        self, *, branch: str | None = None, thin: bool = False, max_bytes: int
+    ) -> bytes: ...
 
 
 def commit_message(status: dict[str, Any]) -> str:
@@ -131,11 +94,11 @@ class AutoCommitService:
             return {"skipped": f"{branch} is the default branch", "branch": branch}
         outcome: dict[str, Any] = {"branch": branch, "base": base, "committed": False}
         if status.get("hasUncommittedChanges"):
-            env = git_identity(session) | {"OA_MESSAGE": commit_message(status)}
-            done = client.exec(COMMIT, env=env)
-            if done.get("exitCode") != 0:
-                return outcome | {"skipped": f"commit failed: {_tail(done)}"}
-            outcome |= {"committed": True, "commit": str(done.get("stdout", "")).strip()}
+            try:
+                done = client.git_commit(commit_message(status), *git_identity(session))
+            except SandboxError as exc:
+                return outcome | {"skipped": f"commit failed: {_tail(exc)}"}
+            outcome |= {"committed": True, "commit": done.head}
         elif not status.get("hasUnpushedCommits"):
             return outcome | {"pushed": False, "skipped": "nothing to commit or push"}
         repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
@@ -144,10 +107,12 @@ class AutoCommitService:
             if failure is not None:
                 return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
             return outcome | {"pushed": True}
-        env = {"OA_BRANCH": branch, "OA_TOKEN": self._token(session) or ""}
-        pushed = client.exec(PUSH, env=env, timeout_seconds=PUSH_TIMEOUT_SECONDS)
-        if pushed.get("exitCode") != 0:
-            return outcome | {"pushed": False, "skipped": f"push failed: {_tail(pushed)}"}
+        try:
+            client.git_push(
+                branch, token=self._token(session), timeout_seconds=PUSH_TIMEOUT_SECONDS
+            )
+        except SandboxError as exc:
+            return outcome | {"pushed": False, "skipped": f"push failed: {_tail(exc)}"}
         return outcome | {"pushed": True}
 
     def _push_bundle(
@@ -162,18 +127,22 @@ class AutoCommitService:
         force = session.is_new_branch and branch == session.branch
         for full in (False, True):
             try:
-                data, sha = _read_bundle(client, branch, full=full)
+                head = GitPlace.from_answer(client.git_branch()).head
+                data = client.git_bundle(branch=branch, thin=not full, max_bytes=MAX_BUNDLE_BYTES)
             except SandboxError as exc:
-                return str(exc)
+                return f"bundle failed: {_tail(exc)}"
             try:
                 landed = host.receive_bundle(repo, branch=branch, bundle=data, force=force)
             except GitHostError as exc:
                 if exc.status == 412 and not full:
                     continue  # the repository lacks the thin bundle's base: send it all
                 return exc.message
-            done = client.exec(PUSHED, env={"OA_BRANCH": branch, "OA_SHA": landed or sha})
-            if done.get("exitCode") != 0:  # pushed all the same; status just looks ahead
-                log.warning("session %s: upstream not recorded: %s", session.id, _tail(done))
+            commit = landed or head
+            try:
+                if commit is not None:
+                    client.git_upstream(branch, commit)
+            except SandboxError as exc:  # pushed all the same; status just looks ahead
+                log.warning("session %s: upstream not recorded: %s", session.id, _tail(exc))
             return None
         return "the repository refused the bundle"  # pragma: no cover - the loop returns
 
@@ -211,8 +180,7 @@ class AutoCommitService:
                 found = None
             if found:
                 return found
-        guessed = client.exec(DEFAULT_BRANCH)
-        return str(guessed.get("stdout", "")).strip() or None
+        return client.git_remote().default_branch
 
     def _token(self, session: Session) -> str | None:
         if self._git_host is None:
@@ -242,50 +210,10 @@ def _is_local(clone_url: str | None) -> bool:
     return (clone_url or "").startswith(("file://", "/"))
 
 
-def _read_bundle(client: GitClient, branch: str, *, full: bool) -> tuple[bytes, str]:
-    """Bundle the branch in the sandbox and read it back in base64 chunks; (bytes, commit)."""
-    env = {"OA_BRANCH": branch, "OA_FULL": "1" if full else "0"}
-    made = client.exec(BUNDLE, env=env, timeout_seconds=PUSH_TIMEOUT_SECONDS)
-    if made.get("exitCode") != 0:
-        raise SandboxError(f"bundle failed: {_tail(made)}")
-    lines = [*str(made.get("stdout", "")).strip().split("\n"), "", "", "", ""]
-    path, sha256, size, sha = (line.strip() for line in lines[:4])
-    try:
-        total = int(size)
-    except ValueError:
-        raise SandboxError("bundle failed: no size") from None
-    if not (path.startswith("/") and path.endswith("/push.bundle")):
-        raise SandboxError(f"bundle failed: unexpected path {path[:200]!r}")
-    quoted = shlex.quote(path)
-    try:
-        if total > MAX_BUNDLE_BYTES:
-            raise SandboxError(f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
-        data = bytearray()
-        while len(data) < total:
-            count = min(READ_CHUNK_BYTES, total - len(data))
-            chunk = client.exec(
-                f"tail -c +{len(data) + 1} {quoted} | head -c {count} | base64 -w0",
-                timeout_seconds=PUSH_TIMEOUT_SECONDS,
-                max_output_bytes=16 << 20,
-            )
-            piece = (
-                base64.b64decode(str(chunk.get("stdout", "")))
-                if chunk.get("exitCode") == 0
-                else b""
-            )
-            if not piece:
-                raise SandboxError(f"reading the bundle failed: {_tail(chunk)}")
-            data += piece
-    finally:
-        client.exec(f"rm -rf -- {shlex.quote(path.removesuffix('/push.bundle'))}")
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise SandboxError("the bundle read back does not match its sha256")
-    return bytes(data), sha
-
-
 def _choose(override: bool | None, preference: bool) -> bool:
     return override if override is not None else preference
 
 
-def _tail(result: dict[str, Any]) -> str:
-    return str(result.get("stderr") or result.get("stdout") or "").strip()[-300:]
+def _tail(error: SandboxError) -> str:
+    """sandboxd's own words (git's, redacted), else the whole error; the end of it."""
+    return (error.detail or str(error)).strip()[-300:]
