@@ -1,9 +1,9 @@
 """sandboxd: the small daemon inside every sandbox.
 
 Standard library only. It serves a JSON-over-HTTP protocol (see ``sandbox/README.md``) for one
-workspace folder: exec, files, git, workspace preparation, snapshot and restore. Every request
-carries the per-sandbox bearer token given in the ``SANDBOXD_TOKEN`` environment variable (or
-on stdin with ``--token-stdin``). It starts one way, with its parent folder on ``PYTHONPATH``:
+workspace folder: exec, files, git (and publishing it), workspace preparation, snapshot and
+restore. Every request carries the per-sandbox bearer token given in the ``SANDBOXD_TOKEN``
+environment variable (or on stdin with ``--token-stdin``). It starts one way, with its parent folder on ``PYTHONPATH``:
 
     SANDBOXD_TOKEN=... python3 -P -m sandboxd --host 127.0.0.1 --port 0 --workspace /workspace
     SANDBOXD_TOKEN=... python3 -P -m sandboxd --unix /run/sandboxd/sandboxd.sock --workspace /ws
@@ -15,7 +15,8 @@ sandbox has no network path to the host, only that socket, bind-mounted out of i
 
 Modules: ``http`` (server, bearer-token check, bodies, answers) and ``routes`` (the route
 table); the endpoints ``exec``, ``files``, ``git`` (branch, status), ``diff``, ``checkpoints``,
-``prepare`` (clone), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace``
+``prepare`` (clone), ``push`` (commit, push, upstream, remote), ``bundle`` (archive, bundle,
+bundle restore), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace``
 (path confinement), ``process`` (children), ``askpass`` (git tokens), ``fields``, ``errors``,
 ``log``.
 """

@@ -19,6 +19,8 @@ from openagents.domain.identity import Identity
 from openagents.services.agent_turns import AgentHost
 from openagents.store.runs import Chunk, Run
 
+from tests.sandboxd_fake import SandboxdFake
+
 
 def test_history_splits_steps_and_pairs_tool_results() -> None:
     messages: list[UIMessageJson] = [
@@ -178,7 +180,7 @@ def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
     lifecycle = _Lifecycle(
         {"success": False, "reason": "not-active"}, {"success": True}, {"success": True}
     )
-    host = AgentHost(None, lambda h: None, lifecycle, lambda: datetime.now(UTC), ids=str)  # type: ignore[arg-type]
+    host = AgentHost(None, lambda h: SandboxdFake(), lifecycle, lambda: datetime.now(UTC), ids=str)  # type: ignore[arg-type]
     run = Run(
         id="run-1",
         session_id="s1",

@@ -22,6 +22,7 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
 from functions.api.app import create_app
+from tests.sandboxd_fake import SandboxdFake
 from tests.support import USER_AGENT, NoMetrics
 
 BLOCK = "block"  # the command that waits for FakeSandbox.release
@@ -36,7 +37,7 @@ DONE = {
 }
 
 
-class FakeSandbox:
+class FakeSandbox(SandboxdFake):
     """Every session's sandbox: counts the commands inside, holds ``block`` ones."""
 
     def __init__(self) -> None:

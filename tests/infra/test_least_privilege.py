@@ -73,6 +73,7 @@ from tests.bedrock_stub import Bedrock
 from tests.infra import iam
 from tests.infra.conftest import PROFILE, Synth
 from tests.infra.iam import ACCOUNT, REGION, Call, Request, Resolver, Statement
+from tests.sandboxd_fake import SandboxdFake
 from tests.support import LambdaApi, LambdaContext, Reply, provisioning_runtime
 
 API = "api"
@@ -969,8 +970,8 @@ class World:
 
 
 @dataclass
-class FakeSandboxd:
-    """sandboxd as the driver sees it (``SandboxdOps``): no AWS calls of its own."""
+class FakeSandboxd(SandboxdFake):
+    """sandboxd as the driver sees it: no AWS calls of its own."""
 
     payload: bytes = b"zstd archive " * 100
 

@@ -21,13 +21,14 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store.runs import Run, RunStatus
 
+from tests.sandboxd_fake import SandboxdFake
 from tests.support import NoMetrics
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice", email="a@example.com")
 
 
 @dataclass
-class Workspace:
+class Workspace(SandboxdFake):
     branch: str | None = "feature"
 
     def git_branch(self) -> dict[str, Any]:
@@ -181,7 +182,7 @@ def test_every_turn_end_refreshes_the_pr_after_the_auto_commit_and_survives_its_
 
     host = AgentHost(
         app.archive._store,
-        lambda handle: None,
+        lambda handle: SandboxdFake(),
         lifecycle,  # type: ignore[arg-type]  # only activity is used here
         app.archive._clock,
         ids=app.archive._ids,

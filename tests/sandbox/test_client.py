@@ -15,7 +15,7 @@ from openagents.sandbox.client import (
     read_chunks,
     verify_manifest,
 )
-from openagents.sandbox.port import SandboxdOps, SandboxError
+from openagents.sandbox.port import Sandboxd, SandboxError
 
 from tests.sandbox.conftest import RunningSandbox
 
@@ -95,6 +95,6 @@ def test_snapshot_to_a_file_object(sandbox: RunningSandbox) -> None:
 
 
 def test_the_client_fits_the_driver_port() -> None:
-    ops: SandboxdOps = SandboxClient("http://127.0.0.1:1", "token")  # checked by mypy
+    ops: Sandboxd = SandboxClient("http://127.0.0.1:1", "token")  # checked by mypy
     assert callable(ops.snapshot_to)
     assert callable(ops.restore_from)

@@ -17,7 +17,7 @@ from moto import mock_aws
 from openagents.sandbox.fargate import FargateConfig, FargateDriver, run_task_client_token
 from openagents.sandbox.fargate_efs import access_point_client_token
 from openagents.sandbox.port import (
-    SandboxdOps,
+    Sandboxd,
     SandboxDriver,
     SandboxError,
     SandboxHandle,
@@ -25,6 +25,8 @@ from openagents.sandbox.port import (
     SnapshotRef,
     sandbox_token,
 )
+
+from tests.sandboxd_fake import SandboxdFake
 
 REGION = "us-east-1"
 KEY = b"k" * 32
@@ -48,8 +50,8 @@ def token(generation: int = 1) -> str:
 
 
 @dataclass
-class FakeSandboxd:
-    """Implements SandboxdOps; records every call in the shared event list."""
+class FakeSandboxd(SandboxdFake):
+    """The driver's part of sandboxd; records every call in the shared event list."""
 
     events: list[str]
     healthy: bool = True
@@ -142,7 +144,7 @@ def build(storage: str = "ebs", *, ec2: Any = None, efs: Any = None, **cfg: Any)
     sandboxd = FakeSandboxd(events)
     factory_calls: list[tuple[str, str]] = []
 
-    def factory(endpoint: str, sandbox_token: str) -> SandboxdOps:
+    def factory(endpoint: str, sandbox_token: str) -> Sandboxd:
         factory_calls.append((endpoint, sandbox_token))
         return sandboxd
 

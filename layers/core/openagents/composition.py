@@ -17,7 +17,7 @@ from openagents.clients import LazyClient
 from openagents.domain.models import Repo, Session
 from openagents.events import EventBus
 from openagents.git import GitHost, GitHostError
-from openagents.sandbox.port import SandboxDriver, SandboxHandle
+from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxDriver, SandboxHandle
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
 from openagents.services.auto_commit import AutoCommitService
@@ -265,7 +265,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     outboxed = settings.store_adapter == "sqlite" or settings.mode is Mode.AWS
     driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
 
-    def sandboxd(handle: SandboxHandle) -> Any:
+    def sandboxd(handle: SandboxHandle) -> Sandboxd:  # the one way to a sandbox's client
         from openagents.sandbox.client import SandboxClient
 
         return SandboxClient(driver.endpoint(handle), driver.token(handle))
@@ -389,7 +389,7 @@ def _agent(
     settings: Settings,
     store: Store,
     runs: RunStore,
-    sandboxd: Callable[[SandboxHandle], Any],
+    sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
     chats: ChatService,
     journal: Journal,

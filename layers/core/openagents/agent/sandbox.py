@@ -1,17 +1,19 @@
-"""The one typed sandbox protocol the agent's tools use, and its adapter over sandboxd's client.
+"""What the agent's tools may do in a sandbox (``Workspace``), and its adapter over the one
+sandboxd client protocol (``openagents.sandbox.port.Sandboxd``).
 
 Tools never see sandboxd's JSON: ``Workspace`` answers typed results and raises
-``SandboxError`` (sandboxd's own error, readable) on failure.
+``SandboxError`` (sandboxd's own error, readable) on failure. It is the tools' narrow, typed
+view, not a second client: ``WorkspaceClient`` is its one implementation, over ``Sandboxd``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from openagents.domain.checkpoints import Checkpoint
-from openagents.sandbox.port import SandboxError, SandboxExec
+from openagents.sandbox.port import Sandboxd, SandboxError
 
 __all__ = ["ExecResult", "FileText", "SandboxError", "Workspace", "WorkspaceClient"]
 
@@ -56,21 +58,10 @@ class Workspace(Protocol):
         ...
 
 
-class SandboxdClient(SandboxExec, Protocol):
-    """The part of ``openagents.sandbox.client.SandboxClient`` the adapter calls: the services'
-    exec protocol, plus files."""
-
-    def read_file(self, path: str, max_bytes: int = 1 << 20) -> dict[str, Any]: ...
-
-    def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
-
-    def checkpoint(self, ref: str) -> dict[str, Any]: ...
-
-
 class WorkspaceClient:
     """``Workspace`` over sandboxd."""
 
-    def __init__(self, client: SandboxdClient) -> None:
+    def __init__(self, client: Sandboxd) -> None:
         self._client = client
 
     def exec(

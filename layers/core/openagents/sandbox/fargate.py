@@ -36,7 +36,7 @@ from openagents.sandbox.fargate_storage import (
 from openagents.sandbox.port import (
     ClientFactory,
     Probe,
-    SandboxdOps,
+    Sandboxd,
     SandboxError,
     SandboxHandle,
     SandboxState,
@@ -238,7 +238,7 @@ class FargateDriver:
         """The EBS volume attached to the task (EFS: the session's access point)."""
         return self._storage.attached_volume(handle)
 
-    def client(self, handle: SandboxHandle) -> SandboxdOps:
+    def client(self, handle: SandboxHandle) -> Sandboxd:
         """A sandboxd client for a running sandbox."""
         endpoint = handle.endpoint
         if endpoint is None:

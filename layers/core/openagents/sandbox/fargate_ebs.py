@@ -22,7 +22,7 @@ from openagents.sandbox.fargate_storage import (
     error_code,
     error_message,
 )
-from openagents.sandbox.port import SandboxdOps, SandboxError, SandboxHandle, SnapshotRef
+from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
 
 if TYPE_CHECKING:
     from openagents.sandbox.fargate import FargateConfig
@@ -131,7 +131,7 @@ class EbsStorage:
         volumes = sorted(response.get("Volumes", []), key=lambda v: v.get("CreateTime", ""))
         return str(volumes[-1]["VolumeId"]) if volumes else None
 
-    def snapshot(self, handle: SandboxHandle, ops: SandboxdOps) -> SnapshotRef:
+    def snapshot(self, handle: SandboxHandle, ops: Sandboxd) -> SnapshotRef:
         volume_id = self.attached_volume(handle)
         if volume_id is None:
             raise SandboxError("no EBS volume is attached to the sandbox task")

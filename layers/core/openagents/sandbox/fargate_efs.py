@@ -23,7 +23,7 @@ from openagents.sandbox.fargate_storage import (
     error_code,
     error_message,
 )
-from openagents.sandbox.port import SandboxdOps, SandboxError, SandboxHandle, SnapshotRef
+from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -65,7 +65,7 @@ class EfsStorage:
         ecs: Any,
         efs: Any,
         s3: S3Client,
-        client: Callable[[SandboxHandle], SandboxdOps],
+        client: Callable[[SandboxHandle], Sandboxd],
         clock: Callable[[], datetime],
     ) -> None:
         self._config = config
@@ -185,7 +185,7 @@ class EfsStorage:
 
     # -- snapshot and restore through sandboxd and S3 ---------------------------------------
 
-    def snapshot(self, handle: SandboxHandle, ops: SandboxdOps) -> SnapshotRef:
+    def snapshot(self, handle: SandboxHandle, ops: Sandboxd) -> SnapshotRef:
         key = self._archive_key(handle)
         with tempfile.TemporaryFile() as archive:
             manifest = ops.snapshot_to(archive)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from openagents.sandbox.port import SandboxdOps, SandboxError, SandboxHandle, SnapshotRef
+from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
 
 DRIVER_NAME = "fargate"
 TAG_SESSION = "openagents:session-id"
@@ -39,7 +39,7 @@ class Storage(Protocol):
 
     def attached_volume(self, handle: SandboxHandle) -> str | None: ...
 
-    def snapshot(self, handle: SandboxHandle, ops: SandboxdOps) -> SnapshotRef: ...
+    def snapshot(self, handle: SandboxHandle, ops: Sandboxd) -> SnapshotRef: ...
 
     def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]: ...
 

@@ -8,11 +8,14 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 # the domain's models, persisted on the session; re-exported as the port's vocabulary
 from openagents.domain.models import SandboxHandle as SandboxHandle
 from openagents.domain.models import SnapshotRef as SnapshotRef
+
+if TYPE_CHECKING:  # they check answers with SandboxError, defined here
+    from openagents.sandbox.git_answers import GitPlace, GitRemote
 
 
 class SandboxState(StrEnum):
@@ -47,20 +50,12 @@ class SandboxError(Exception):
         self.detail = detail  # sandboxd's own error text (no route, no status), when it answered
 
 
-class SandboxdOps(Protocol):
-    """The part of the sandboxd client the drivers use."""
+class Sandboxd(Protocol):
+    """What sandboxd answers, one method per endpoint (``sandbox/README.md``): the one protocol
+    of its client (``openagents.sandbox.client.SandboxClient``) that drivers, services and the
+    agent use. Every failure is a ``SandboxError`` (``status``/``code`` when sandboxd refused)."""
 
     def health(self) -> dict[str, Any]: ...
-    def sync(self) -> dict[str, Any]: ...
-    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]: ...
-    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]: ...
-
-
-ClientFactory = Callable[[str, str], SandboxdOps]  # (endpoint, token) -> client
-
-
-class SandboxExec(Protocol):
-    """sandboxd's exec, as the services that run commands in a sandbox see it."""
 
     def exec(
         self,
@@ -72,6 +67,56 @@ class SandboxExec(Protocol):
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
     ) -> dict[str, Any]: ...
+
+    # files
+    def list_files(self, path: str = ".", depth: int = 1) -> dict[str, Any]: ...
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> dict[str, Any]: ...
+    def write_file(self, path: str, content: str | bytes) -> dict[str, Any]: ...
+
+    # the workspace and its git
+    def prepare_workspace(
+        self,
+        clone_url: str,
+        branch: str | None,
+        is_new_branch: bool,
+        git_name: str,
+        git_email: str,
+        token: str | None = None,
+    ) -> dict[str, Any]: ...
+    def git_branch(self) -> dict[str, Any]: ...
+    def git_status(self) -> dict[str, Any]: ...
+    def git_diff(self) -> dict[str, Any]: ...
+    def checkpoint(self, ref: str) -> dict[str, Any]: ...
+    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> dict[str, Any]: ...
+
+    # publishing the work
+    def git_remote(self) -> GitRemote: ...
+    def git_commit(self, message: str, git_name: str, git_email: str) -> GitPlace: ...
+    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace: ...
+    def git_upstream(self, branch: str, commit: str) -> None: ...
+    def git_archive(self) -> GitPlace: ...
+    def git_bundle(
+        self, *, branch: str | None = None, thin: bool = False, max_bytes: int
+    ) -> bytes: ...
+    def git_bundle_restore(
+        self,
+        data: bytes,
+        *,
+        place: GitPlace,
+        remote: GitRemote,
+        clone_url: str | None,
+        git_name: str,
+        git_email: str,
+    ) -> GitPlace: ...
+
+    # snapshot and restore
+    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]: ...
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]: ...
+    def sync(self) -> dict[str, Any]: ...
+
+
+ClientFactory = Callable[[str, str], Sandboxd]  # a driver's: (endpoint, token) -> client
+SandboxdClients = Callable[[SandboxHandle], Sandboxd]  # the services': a sandbox's client
 
 
 class SandboxDriver(Protocol):

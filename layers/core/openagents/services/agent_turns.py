@@ -38,7 +38,7 @@ from openagents.domain.models import (
     Session,
     SessionStatus,
 )
-from openagents.sandbox.port import SandboxHandle
+from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory
 from openagents.services.chats import ChatService, message_error
 from openagents.services.journal import Journal
@@ -350,7 +350,7 @@ class AgentHost(TurnHost):
     def __init__(
         self,
         store: Store,
-        sandboxd: Callable[[SandboxHandle], Any],
+        sandboxd: SandboxdClients,
         lifecycle: Lifecycle,
         clock: Clock,
         *,

@@ -28,6 +28,8 @@ from openagents.domain.models import (
 from openagents.git import GitHost
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import (
+    Sandboxd,
+    SandboxdClients,
     SandboxDriver,
     SandboxError,
     SandboxHandle,
@@ -55,28 +57,6 @@ class ArchiveFailed(Exception):
     """Finalisation failed; the error is recorded on the session and the caller retries."""
 
 
-class GitOps(Protocol):
-    def git_branch(self) -> dict[str, Any]: ...
-    def git_remote(self) -> GitRemote: ...
-    def git_archive(self) -> GitPlace: ...
-    def git_bundle(
-        self, *, branch: str | None = None, thin: bool = False, max_bytes: int
-    ) -> bytes: ...
-    def git_bundle_restore(
-        self,
-        data: bytes,
-        *,
-        place: GitPlace,
-        remote: GitRemote,
-        clone_url: str | None,
-        git_name: str,
-        git_email: str,
-    ) -> GitPlace: ...
-
-
-Workspaces = Callable[[SandboxHandle], GitOps]
-
-
 class ArtifactBytes(Protocol):
     def put(self, key: str, data: bytes) -> None: ...
     def get(self, key: str) -> bytes: ...
@@ -95,7 +75,7 @@ def git_identity(session: Session) -> tuple[str, str]:
     )
 
 
-def save_bundle(client: GitOps, session: Session) -> tuple[bytes, GitPlace, GitRemote] | None:
+def save_bundle(client: Sandboxd, session: Session) -> tuple[bytes, GitPlace, GitRemote] | None:
     """Keep the uncommitted work on refs/openagents/archive/ and read a bundle of every ref,
     with where HEAD and origin pointed; None when the workspace is no git repository."""
     try:
@@ -108,7 +88,7 @@ def save_bundle(client: GitOps, session: Session) -> tuple[bytes, GitPlace, GitR
     return client.git_bundle(max_bytes=MAX_BUNDLE_BYTES), place, remote
 
 
-def restore_bundle(client: GitOps, session: Session, ref: BundleRef, data: bytes) -> str:
+def restore_bundle(client: Sandboxd, session: Session, ref: BundleRef, data: bytes) -> str:
     """Rebuild the workspace's repository from an archive bundle; returns the branch (or the
     detached commit)."""
     name, email = git_identity(session)
@@ -128,7 +108,7 @@ class ArchiveService:
         self,
         store: Store,
         driver: SandboxDriver,
-        workspaces: Workspaces,
+        workspaces: SandboxdClients,
         artifacts: ArtifactBytes,
         git_host: GitHost | None,
         settings: Settings,

@@ -12,14 +12,13 @@ here ever fails the agent's call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from openagents.domain.lifecycle import LOOPED_STATES
 from openagents.domain.models import AuditEntry, PrStatus, Repo, Session, pr_key
 from openagents.git import GitHost, GitHostError, ReceivesPushes
-from openagents.sandbox.git_answers import GitPlace, GitRemote
-from openagents.sandbox.port import SandboxError, SandboxHandle
+from openagents.sandbox.git_answers import GitPlace
+from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.journal import Journal
@@ -28,18 +27,6 @@ from openagents.store.port import StaleState, Store
 log = logging.getLogger(__name__)
 PUSH_TIMEOUT_SECONDS = 20  # the agent's call stays inside API Gateway's 29 s
 MAX_BUNDLE_BYTES = 512 << 20
-
-
-class GitClient(Protocol):
-    def git_status(self) -> dict[str, Any]: ...
-    def git_branch(self) -> dict[str, Any]: ...
-    def git_remote(self) -> GitRemote: ...
-    def git_commit(self, message: str, git_name: str, git_email: str) -> GitPlace: ...
-    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace: ...
-    def git_upstream(self, branch: str, commit: str) -> None: ...
-    def git_bundle(
-        self, *, branch: str | None = None, thin: bool = False, max_bytes: int
-    ) -> bytes: ...
 
 
 def commit_message(status: dict[str, Any]) -> str:
@@ -53,7 +40,7 @@ class AutoCommitService:
     def __init__(
         self,
         store: Store,
-        clients: Callable[[SandboxHandle], GitClient],
+        clients: SandboxdClients,
         git_host: GitHost | None,
         clock: Clock,
         ids: IdFactory,
@@ -84,7 +71,7 @@ class AutoCommitService:
             outcome |= self._pull_request(session, outcome["branch"], outcome["base"])
         return self._record(session, outcome)
 
-    def _commit_and_push(self, session: Session, client: GitClient) -> dict[str, Any]:
+    def _commit_and_push(self, session: Session, client: Sandboxd) -> dict[str, Any]:
         status = client.git_status()
         branch = status.get("branch")
         if status.get("isDetachedHead") or not branch:
@@ -116,7 +103,7 @@ class AutoCommitService:
         return outcome | {"pushed": True}
 
     def _push_bundle(
-        self, session: Session, client: GitClient, repo: Repo, branch: str
+        self, session: Session, client: Sandboxd, repo: Repo, branch: str
     ) -> str | None:
         """Push to a local repository through the git host: a thin bundle first, the whole
         branch when the repository lacks the thin one's prerequisites. None: pushed."""
@@ -171,7 +158,7 @@ class AutoCommitService:
             log.info("session %s moved on; PR #%s not recorded", session.id, pr.number)
         return {"prNumber": pr.number, "prUrl": pr.url}
 
-    def _default_branch(self, session: Session, client: GitClient) -> str | None:
+    def _default_branch(self, session: Session, client: Sandboxd) -> str | None:
         repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
         if self._git_host is not None:
             try:

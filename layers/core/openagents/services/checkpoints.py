@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from openagents.domain.checkpoints import Checkpoint, NoCheckpoint, RevertRecord, checkpoint_ref
 from openagents.domain.errors import Conflict, NotFound
@@ -18,6 +17,7 @@ from openagents.domain.identity import Identity
 from openagents.domain.models import AuditEntry
 from openagents.services import Clock, IdFactory
 from openagents.services.journal import Journal
+from openagents.services.sandbox_tools import SandboxTools
 from openagents.services.sessions import owned
 from openagents.store.port import Store
 from openagents.store.runs import Run, RunStore, started_key
@@ -29,14 +29,6 @@ RUNS_PAGE = 100
 
 class TurnRunning(Conflict):
     code = "turn_in_progress"
-
-
-class RevertTools(Protocol):
-    """The sandbox side (``SandboxTools.revert``: the session's running sandbox, or 409)."""
-
-    def revert(
-        self, identity: Identity, session_id: str, ref: str, *, save_ref: str | None, dry_run: bool
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +46,7 @@ class Checkpoints:
         self,
         store: Store,
         runs: RunStore,
-        tools: RevertTools,
+        tools: SandboxTools,  # revert: the session's running sandbox, or 409
         clock: Clock,
         ids: IdFactory,
         journal: Journal,

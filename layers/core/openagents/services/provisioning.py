@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
@@ -19,6 +19,7 @@ from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import (
+    SandboxdClients,
     SandboxDriver,
     SandboxError,
     SandboxHandle,
@@ -38,24 +39,6 @@ MACHINE = "provisioning"
 
 class SandboxNotReady(Exception):
     """The sandbox did not become healthy within the allowed probes."""
-
-
-class WorkspaceOps(Protocol):
-    def git_branch(self) -> dict[str, Any]: ...
-
-    def prepare_workspace(
-        self,
-        clone_url: str,
-        branch: str | None,
-        is_new_branch: bool,
-        git_name: str,
-        git_email: str,
-        token: str | None = None,
-    ) -> dict[str, Any]: ...
-
-
-class WorkspaceClients(Protocol):
-    def __call__(self, handle: SandboxHandle) -> WorkspaceOps: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +70,7 @@ class ProvisioningService:
         store: Store,
         driver: SandboxDriver,
         workflows: Workflows,
-        workspaces: WorkspaceClients,
+        workspaces: SandboxdClients,
         settings: Settings,
         clock: Clock,
         ids: IdFactory,

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from openagents.domain.errors import Conflict, InvalidInput, Unavailable
 from openagents.domain.identity import Identity
@@ -21,7 +21,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.git import GitHost, GitHostError, MergeMethod
-from openagents.sandbox.port import SandboxHandle
+from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
 from openagents.services.sessions import ArchiveFlow, owned
@@ -41,15 +41,11 @@ class NotMergeable(Conflict):
     code = "not_mergeable"
 
 
-class BranchOps(Protocol):
-    def git_branch(self) -> dict[str, Any]: ...
-
-
 class PullRequestService:
     def __init__(
         self,
         store: Store,
-        workspaces: Callable[[SandboxHandle], BranchOps],
+        workspaces: SandboxdClients,
         git_host: GitHost | None,
         clock: Clock,
         ids: IdFactory,

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from openagents.artifacts import ArtifactStore
 from openagents.domain.checkpoints import NoCheckpoint
 from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import SandboxError, SandboxExec, SandboxHandle
+from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
@@ -30,14 +30,6 @@ log = logging.getLogger(__name__)
 ACTIVE = frozenset({LifecycleState.ACTIVE})
 NOT_RUNNING = "Sandbox is not running. Resume it first."
 CHECKPOINT_GONE = frozenset({"checkpoint_not_found", "not_a_checkpoint", "not_a_repository"})
-
-
-class ToolsOps(SandboxExec, Protocol):
-    def list_files(self, path: str = ".", depth: int = 1) -> dict[str, Any]: ...
-    def read_file(self, path: str, max_bytes: int = 1_048_576) -> dict[str, Any]: ...
-    def git_status(self) -> dict[str, Any]: ...
-    def git_diff(self) -> dict[str, Any]: ...
-    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> dict[str, Any]: ...
 
 
 def diff_key(session_id: str) -> str:
@@ -156,7 +148,7 @@ class SandboxTools:
     def __init__(
         self,
         store: Store,
-        clients: Callable[[SandboxHandle], ToolsOps],
+        clients: SandboxdClients,
         clock: Clock,
         artifacts: ArtifactStore,
         exec_pool: ExecPool,
@@ -169,7 +161,7 @@ class SandboxTools:
         self._clock = clock
         self._artifacts = artifacts
 
-    def _running(self, identity: Identity, session_id: str) -> tuple[Session, ToolsOps]:
+    def _running(self, identity: Identity, session_id: str) -> tuple[Session, Sandboxd]:
         session = owned(self._store.get_session(session_id), identity)
         handle = session.sandbox
         if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
@@ -178,7 +170,7 @@ class SandboxTools:
             raise SandboxNotRunning(NOT_RUNNING)
         return session, self._clients(handle)
 
-    def _call(self, identity: Identity, session_id: str, op: Callable[[ToolsOps], Any]) -> Any:
+    def _call(self, identity: Identity, session_id: str, op: Callable[[Sandboxd], Any]) -> Any:
         session, client = self._running(identity, session_id)
         return self._sandbox_call(session, lambda: op(client))
 
@@ -240,7 +232,7 @@ class SandboxTools:
     ) -> dict[str, Any]:
         """The workspace back to checkpoint ``ref`` (``services/checkpoints.py``)."""
 
-        def call(client: ToolsOps) -> dict[str, Any]:
+        def call(client: Sandboxd) -> dict[str, Any]:
             try:
                 return client.revert(ref, save_ref=save_ref, dry_run=dry_run)
             except SandboxError as exc:
