@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from openagents.sandbox.client import (
@@ -98,3 +100,32 @@ def test_the_client_fits_the_driver_port() -> None:
     ops: Sandboxd = SandboxClient("http://127.0.0.1:1", "token")  # checked by mypy
     assert callable(ops.snapshot_to)
     assert callable(ops.restore_from)
+
+
+class NotABundle(BaseHTTPRequestHandler):
+    """A hostile sandboxd: every POST answers 200 with a JSON object instead of a bundle."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_bundle_must_be_a_git_bundle() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotABundle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
+        with pytest.raises(SandboxError, match="sandboxd answered no git bundle"):
+            client.git_bundle(max_bytes=1 << 20)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -32,6 +32,7 @@ NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
 EXEC_MARGIN_SECONDS = 15.0
 CHECKPOINT_TIMEOUT = 120.0  # git add -A of a large workspace (sandboxd's own git limit: 60 s)
 BUNDLE_TYPE = "application/x-git-bundle"
+BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
 JsonObject = dict[str, Any]
 UNIX_SCHEME = "http+unix"
@@ -263,6 +264,8 @@ class SandboxClient:
                     raise SandboxError(
                         f"sandbox request failed: the bundle exceeds {max_bytes} bytes"
                     )
+        if not data.startswith(BUNDLE_SIGNATURES):  # the sandbox is hostile: a bundle or nothing
+            raise SandboxError("sandbox request failed: sandboxd answered no git bundle")
         return bytes(data)
 
     def git_bundle_restore(

@@ -94,12 +94,13 @@ class AutoCommitService:
             if failure is not None:
                 return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
             return outcome | {"pushed": True}
+        token = self._token(session)
         try:
-            client.git_push(
-                branch, token=self._token(session), timeout_seconds=PUSH_TIMEOUT_SECONDS
-            )
+            client.git_push(branch, token=token, timeout_seconds=PUSH_TIMEOUT_SECONDS)
         except SandboxError as exc:
-            return outcome | {"pushed": False, "skipped": f"push failed: {_tail(exc)}"}
+            # sandboxd redacts the token, but the sandbox is hostile: so does the control plane
+            said = _tail(exc).replace(token, "***") if token else _tail(exc)
+            return outcome | {"pushed": False, "skipped": f"push failed: {said}"}
         return outcome | {"pushed": True}
 
     def _push_bundle(
