@@ -3,7 +3,8 @@
 Standard library only. It serves a JSON-over-HTTP protocol (see ``sandbox/README.md``) for one
 workspace folder: exec, files, git (and publishing it), workspace preparation, snapshot and
 restore. Every request carries the per-sandbox bearer token given in the ``SANDBOXD_TOKEN``
-environment variable (or on stdin with ``--token-stdin``). It starts one way, with its parent folder on ``PYTHONPATH``:
+environment variable (or on stdin with ``--token-stdin``). It starts one way, with its parent
+folder on ``PYTHONPATH``:
 
     SANDBOXD_TOKEN=... python3 -P -m sandboxd --host 127.0.0.1 --port 0 --workspace /workspace
     SANDBOXD_TOKEN=... python3 -P -m sandboxd --unix /run/sandboxd/sandboxd.sock --workspace /ws
