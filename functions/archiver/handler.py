@@ -4,7 +4,8 @@ Invoked by the EventBridge rule on ``Session Archived`` events whose ``detail.fi
 (``openagents.workflows.catalog.RULES``), or by the one-machine bus running the same rule; and
 by the auto-archive schedule (``{"step": "auto-archive"}``, ``catalog.SCHEDULES``). A
 failure raises: EventBridge (asynchronous invocation) retries it, and the error is recorded on
-the session as ``lifecycleError``.
+the session as ``lifecycleError``. This module is where those events are parsed and the
+results produced.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from openagents.composition import Container
 from openagents.entrypoints import task
+from openagents.services.archive import AutoArchived, Finalized
 
 
 def session_id_of(event: dict[str, Any]) -> str:
@@ -24,10 +26,18 @@ def session_id_of(event: dict[str, Any]) -> str:
     return session_id
 
 
+def payload(result: Finalized | AutoArchived) -> dict[str, Any]:
+    if isinstance(result, AutoArchived):
+        return {"stale": result.stale, "archived": result.archived}
+    if result.finalized:
+        return {"finalized": True, "bundle": result.bundle}
+    return {"finalized": False, "reason": result.reason}
+
+
 def run(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     if event.get("step") == "auto-archive":  # the scheduled rule
-        return container.archive.auto_archive()
-    return container.archive.finalize(session_id_of(event))
+        return payload(container.archive.auto_archive())
+    return payload(container.archive.finalize(session_id_of(event)))
 
 
 def correlation_id(event: dict[str, Any]) -> str:

@@ -1,32 +1,77 @@
 """Lambda entry point for the lifecycle loop's tasks and the scheduled reconciler.
 
 Step Functions passes ``{"step", "sessionId", "runId", ...}`` and routes on the returned
-``{"action", "wakeAt"}``; the reconciler's schedule passes ``{"step": "reconcile"}``.
+``{"action", "wakeAt"}``; the reconciler's schedule passes ``{"step": "reconcile"}``. This
+module is where the payloads of ``lifecycle.asl.json`` (and the schedule's) are parsed and
+produced.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from openagents.composition import Container
 from openagents.entrypoints import task
+from openagents.services.lifecycle import Decision
+from openagents.workflows import TaskError
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Reconcile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    step: Literal["reconcile"]
+    check_all: bool = Field(default=False, alias="checkAll")
+
+
+class LoopStep(BaseModel):
+    """One task of the loop (the ASL's ``Parameters.Payload``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    step: Literal["claim", "evaluate", "hibernate", "recover"]
+    session_id: str = Field(alias="sessionId")
+    run_id: str = Field(alias="runId")
+    error: TaskError | None = None  # Recover's: what the Catch caught
+
+
+def wake_at(moment: datetime) -> str:
+    """Step Functions' Wait ``TimestampPath`` format, rounded up to the next whole second so
+    the loop never wakes before the due time."""
+    whole = moment.replace(microsecond=0)
+    if whole < moment:
+        whole += timedelta(seconds=1)
+    return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def payload(decision: Decision) -> dict[str, Any]:
+    """A decision as the task output the ASL's ``ResultSelector`` and ``Route`` read."""
+    return {
+        "action": decision.action.value,
+        "wakeAt": wake_at(decision.wake_at) if decision.wake_at else None,
+        "reason": decision.reason,
+    }
 
 
 def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     service = container.lifecycle
-    step = event["step"]
-    if step == "reconcile":
-        return service.reconcile(check_all=bool(event.get("checkAll")))
-    session_id, run_id = str(event["sessionId"]), str(event["runId"])
-    if step == "claim":
-        return service.claim(session_id, run_id)
-    if step == "evaluate":
-        return service.evaluate(session_id, run_id)
-    if step == "hibernate":
-        return service.hibernate(session_id, run_id)
-    if step == "recover":
-        return service.recover(session_id, run_id, event.get("error"))
-    raise ValueError(f"unknown lifecycle step {step!r}")
+    if event.get("step") == "reconcile":
+        swept = service.reconcile(check_all=Reconcile.model_validate(event).check_all)
+        return {
+            "overdue": swept.overdue,
+            "kicked": swept.kicked,
+            "restarted": swept.restarted,
+            "purged": swept.purged,
+        }
+    step = LoopStep.model_validate(event)
+    if step.step == "claim":
+        return payload(service.claim(step.session_id, step.run_id))
+    if step.step == "evaluate":
+        return payload(service.evaluate(step.session_id, step.run_id))
+    if step.step == "hibernate":
+        return payload(service.hibernate(step.session_id, step.run_id))
+    return payload(service.recover(step.session_id, step.run_id, step.error))
 
 
 ENTRY = task(

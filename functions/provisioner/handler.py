@@ -1,33 +1,67 @@
 """Lambda entry point for the provisioning workflow's tasks (one function, one step per call).
 
 Step Functions passes ``{"step", "sessionId", "generation", ...}``; the step's result is the
-task output. Errors propagate so the workflow's Retry/Catch decide.
+task output. Errors propagate so the workflow's Retry/Catch decide. This module is where the
+payloads of ``provisioning.asl.json`` are parsed and produced.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from openagents.composition import Container
 from openagents.entrypoints import task
+from openagents.services.provisioning import Prepared, Probed, Settled, Started
+from openagents.workflows import TaskError
+from pydantic import BaseModel, ConfigDict, Field
+
+Result = Started | Probed | Prepared | Settled
+
+
+class Step(BaseModel):
+    """One task's payload (the ASL's ``Parameters.Payload``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    step: Literal["start", "probe", "prepare", "activate", "fail"]
+    session_id: str = Field(alias="sessionId")
+    generation: int
+    attempts: int = 0
+    error: TaskError | None = None  # MarkFailed's: what the Catch caught
+
+
+def payload(result: Result) -> dict[str, Any]:
+    """A step's result as the task output the ASL's ``ResultSelector`` reads."""
+    if isinstance(result, Started):
+        out: dict[str, Any] = {"started": result.started}
+        if result.retry:
+            out["retry"] = True
+        if result.reason is not None:
+            out["reason"] = result.reason
+        return out
+    if isinstance(result, Probed):
+        return {"ready": result.ready, "attempts": result.attempts}
+    if isinstance(result, Prepared):
+        return {"branch": result.branch, **({"fromBundle": True} if result.from_bundle else {})}
+    return {"state": result.state}
 
 
 def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     service = container.provisioning
-    session_id = str(event["sessionId"])
-    generation = int(event["generation"])
-    step = event["step"]
-    if step == "start":
-        return service.start(session_id, generation)
-    if step == "probe":
-        return service.probe(session_id, generation, int(event.get("attempts", 0)))
-    if step == "prepare":
-        return service.prepare(session_id, generation)
-    if step == "activate":
-        return service.activate(session_id, generation)
-    if step == "fail":
-        return service.fail(session_id, generation, event.get("error"))
-    raise ValueError(f"unknown provisioning step {step!r}")
+    step = Step.model_validate(event)
+    session_id, generation = step.session_id, step.generation
+    result: Result
+    if step.step == "start":
+        result = service.start(session_id, generation)
+    elif step.step == "probe":
+        result = service.probe(session_id, generation, step.attempts)
+    elif step.step == "prepare":
+        result = service.prepare(session_id, generation)
+    elif step.step == "activate":
+        result = service.activate(session_id, generation)
+    else:
+        result = service.fail(session_id, generation, step.error)
+    return payload(result)
 
 
 ENTRY = task(

@@ -8,6 +8,7 @@ from openagents.composition import build
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import LifecycleState, ListFilter, SessionStatus
+from openagents.services.archive import AutoArchived
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -39,7 +40,7 @@ def test_only_sessions_hibernated_longer_than_the_setting_are_archived(settings:
     # When the schedule runs
     result = container.archive.auto_archive()
     # Then exactly the two stale sessions are archived
-    assert result == {"stale": 2, "archived": 2}
+    assert result == AutoArchived(stale=2, archived=2)
     status = {t: container.sessions.get(ALICE, i).status for t, i in ids.items()}
     assert status == {
         "ten-days": SessionStatus.ARCHIVED,
@@ -48,10 +49,10 @@ def test_only_sessions_hibernated_longer_than_the_setting_are_archived(settings:
     }
     assert container.sessions.get(ALICE, busy.id).status is SessionStatus.RUNNING
     # And archived sessions left the idle index: a second run finds nothing
-    assert container.archive.auto_archive() == {"stale": 0, "archived": 0}
+    assert container.archive.auto_archive() == AutoArchived(stale=0, archived=0)
     assert container.sessions.list(ALICE, ListFilter.ARCHIVED, None, None).archived_count == 2
 
 
 def test_zero_days_disables_auto_archive(settings: Settings) -> None:
     container = build(settings.model_copy(update={"auto_archive_days": 0}), NoMetrics())
-    assert container.archive.auto_archive() == {"stale": 0, "archived": 0}
+    assert container.archive.auto_archive() == AutoArchived(stale=0, archived=0)

@@ -238,7 +238,7 @@ def test_the_reconciler_rescues_a_session_whose_run_was_lost(
     # When the reconciler sweeps
     swept = container.lifecycle.reconcile()
     # Then it kicks a new run, which hibernates the session
-    assert swept["kicked"] == 1
+    assert swept.kicked == 1
     wait_for(container, session.id, LifecycleState.HIBERNATED)
 
 

@@ -156,7 +156,7 @@ def test_the_reconciler_restarts_a_start_that_was_lost(runtime: Container) -> No
     session, _ = unkicked.sessions.create(ALICE, NewSession())
     assert container.sessions.get(ALICE, session.id).lifecycle_state is LifecycleState.PROVISIONING
     # When the reconciler sweeps, it kicks the start, and the session becomes active
-    assert container.lifecycle.reconcile()["restarted"] == 1
+    assert container.lifecycle.reconcile().restarted == 1
     active = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
     assert active.lifecycle_state is LifecycleState.ACTIVE, active.lifecycle_error
     assert active.sandbox_generation == 1
@@ -171,7 +171,7 @@ def test_the_reconciler_restarts_a_start_that_was_lost(runtime: Container) -> No
         entry=None,
     )
     # When the restarted runtime's first sweep runs, the start restarts with a new generation
-    assert container.lifecycle.reconcile(check_all=True)["restarted"] == 1
+    assert container.lifecycle.reconcile(check_all=True).restarted == 1
     again = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
     assert again.lifecycle_state is LifecycleState.ACTIVE, again.lifecycle_error
     assert again.sandbox_generation == 2

@@ -356,7 +356,7 @@ def test_a_run_that_dies_between_snapshot_and_stop_is_rescued(
         monkeypatch.setattr(f"{module}.STALE_LEASE_GRACE", timedelta(seconds=1))
     time.sleep(1.5)
     container = build(settings, NoMetrics())
-    until(lambda: container.lifecycle.reconcile()["kicked"], limit=20, step=0.5)
+    until(lambda: container.lifecycle.reconcile().kicked, limit=20, step=0.5)
     session = wait_state(live_api, sid, "hibernated", limit=60)
     assert session["lifecycleState"] == "hibernated"
     continues_from(live_api, sid, kept, posted)
@@ -374,7 +374,7 @@ def test_a_rescued_run_is_on_record(
         monkeypatch.setattr(f"{module}.STALE_LEASE_GRACE", timedelta(seconds=1))
     time.sleep(2.5)
     container = build(settings, NoMetrics())
-    until(lambda: container.lifecycle.reconcile()["kicked"], limit=20, step=0.5)
+    until(lambda: container.lifecycle.reconcile().kicked, limit=20, step=0.5)
     wait_state(live_api, sid, "hibernated", limit=60)
     types = audit_types(live_api, sid)
     recorded = [t for t in types if t not in ("sandbox.hibernating", "sandbox.hibernated")]

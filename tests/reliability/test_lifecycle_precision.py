@@ -14,6 +14,7 @@ from openagents.domain.models import LifecycleState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
+from functions.lifecycle.handler import payload
 from tests.support import NoMetrics
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,7 +43,7 @@ def wake_of(settings: Settings, fraction: float, ahead: float = 10) -> tuple[dat
         changes=changes,
         entry=None,
     )
-    decision = container.lifecycle.claim(session.id, "run-precision")
+    decision = payload(container.lifecycle.claim(session.id, "run-precision"))
     assert decision["action"] == "wait", decision
     wake = datetime.strptime(decision["wakeAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return due, wake

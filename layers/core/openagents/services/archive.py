@@ -10,6 +10,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -51,6 +52,22 @@ ERROR_PREFIX = "Archive finalization failed: "
 
 def _key(bundle: BundleRef | None) -> str | None:
     return bundle.key if bundle else None
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """The finalisation's outcome: done (with the bundle's key, None without a repository),
+    or nothing done and why."""
+
+    finalized: bool
+    bundle: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class AutoArchived:
+    stale: int  # sessions hibernated longer than the setting
+    archived: int
 
 
 class ArchiveFailed(Exception):
@@ -178,12 +195,12 @@ class ArchiveService:
         self._metrics.count("SessionArchived")
         return updated
 
-    def auto_archive(self) -> dict[str, int]:
+    def auto_archive(self) -> AutoArchived:
         """The scheduled rule: archive every session hibernated longer than the setting's days
         (0 disables). The idle index holds exactly the hibernated sessions."""
         days = self._settings.auto_archive_days
         if days <= 0:
-            return {"stale": 0, "archived": 0}
+            return AutoArchived(stale=0, archived=0)
         stale = self._store.hibernated_before(self._clock() - timedelta(days=days))
         archived = 0
         for session_id in stale:
@@ -196,7 +213,7 @@ class ArchiveService:
             except (StaleState, Conflict) as exc:  # it moved meanwhile: the next sweep decides
                 log.info("auto-archive skipped %s: %s", session_id, exc)
         self._metrics.count("SessionsAutoArchived", archived)
-        return {"stale": len(stale), "archived": archived}
+        return AutoArchived(stale=len(stale), archived=archived)
 
     def _refresh_git(self, session: Session) -> dict[str, Any]:  # noqa: C901 - §5.2 step by step
         """Reference §5.2 step 3: the real branch, then the PR by number or by branch."""
@@ -238,14 +255,14 @@ class ArchiveService:
 
     # ----------------------------------------------------------- asynchronous part
 
-    def finalize(self, session_id: str) -> dict[str, Any]:
+    def finalize(self, session_id: str) -> Finalized:
         """Bundle → artifact store → stop the sandbox → delete the snapshot → clear state.
         Idempotent; a failure is recorded on the session and raised (the caller retries)."""
         session = self._store.get_session(session_id)
         if session is None or session.status is not SessionStatus.ARCHIVED:
-            return {"finalized": False, "reason": "not-archived"}
+            return Finalized(finalized=False, reason="not-archived")
         if not session.archive_pending and not session.sandbox and not session.snapshot:
-            return {"finalized": False, "reason": "nothing-to-do"}
+            return Finalized(finalized=False, reason="nothing-to-do")
         try:
             session = self._save(session)
         except Exception as exc:
@@ -281,7 +298,7 @@ class ArchiveService:
             {"bundle": _key(session.bundle)},
         )
         self._metrics.count("ArchiveFinalized")
-        return {"finalized": True, "bundle": _key(done.bundle)}
+        return Finalized(finalized=True, bundle=_key(done.bundle))
 
     def _save(self, session: Session) -> Session:
         """Store the bundle (from the running sandbox, or from a temporary sandbox restored

@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from openagents.domain.errors import Conflict, NotFound, SessionArchived
@@ -38,7 +39,7 @@ from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
-from openagents.workflows import Workflows
+from openagents.workflows import TaskError, Workflows
 
 log = logging.getLogger(__name__)
 MACHINE = "lifecycle"
@@ -66,19 +67,31 @@ class StatusView:
     server_time: datetime
 
 
-def _iso_z(moment: datetime) -> str:
-    """Step Functions' Wait ``TimestampPath`` format, rounded up to the next whole second so
-    the loop never wakes before the due time."""
-    whole = moment.replace(microsecond=0)
-    if whole < moment:
-        whole += timedelta(seconds=1)
-    return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
+class Action(StrEnum):
+    """Where the lifecycle loop goes next (its ``Route`` choice)."""
+
+    WAIT = "wait"  # sleep until ``wake_at``, then evaluate
+    HIBERNATE = "hibernate"
+    EXIT = "exit"  # the run ends (``reason`` says why)
 
 
-def decision(
-    action: str, wake: datetime | None = None, reason: str | None = None
-) -> dict[str, Any]:
-    return {"action": action, "wakeAt": _iso_z(wake) if wake else None, "reason": reason}
+@dataclass(frozen=True)
+class Decision:
+    """A step's answer to the loop: what to do next, when to wake for it, and why."""
+
+    action: Action
+    wake_at: datetime | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one reconciler sweep did."""
+
+    overdue: int  # sessions the overdue index returned
+    kicked: int  # lifecycle runs started
+    restarted: int  # sandbox starts kicked again
+    purged: int  # deletes whose children were removed
 
 
 class LifecycleService:
@@ -129,47 +142,47 @@ class LifecycleService:
 
     # ------------------------------------------------------- the loop's steps
 
-    def _owned_run(self, session_id: str, run_id: str) -> Session | dict[str, Any]:
+    def _owned_run(self, session_id: str, run_id: str) -> Session | Decision:
         """The session when this run still owns it, else the decision to exit."""
         session = self._store.get_session(session_id)
         if session is None:
-            return decision("exit", reason="session-not-found")
+            return Decision(Action.EXIT, reason="session-not-found")
         if session.lifecycle_run_id != run_id:
-            return decision("exit", reason="run-replaced")
+            return Decision(Action.EXIT, reason="run-replaced")
         if session.status is SessionStatus.ARCHIVED or session.lifecycle_state not in RUNNING:
             self._store.release_lease(session_id, run_id)
-            return decision("exit", reason=f"session-{session.lifecycle_state or 'idle'}")
+            return Decision(Action.EXIT, reason=f"session-{session.lifecycle_state or 'idle'}")
         return session
 
-    def claim(self, session_id: str, run_id: str) -> dict[str, Any]:
+    def claim(self, session_id: str, run_id: str) -> Decision:
         owned_run = self._owned_run(session_id, run_id)
-        if isinstance(owned_run, dict):
+        if isinstance(owned_run, Decision):
             return owned_run
-        return decision("wait", self._wake(owned_run))
+        return Decision(Action.WAIT, self._wake(owned_run))
 
-    def evaluate(self, session_id: str, run_id: str) -> dict[str, Any]:
+    def evaluate(self, session_id: str, run_id: str) -> Decision:
         owned_run = self._owned_run(session_id, run_id)
-        if isinstance(owned_run, dict):
+        if isinstance(owned_run, Decision):
             return owned_run
         session, now = owned_run, self._clock()
         if not self._alive(session):
             self.mark_lost(session, "the sandbox stopped on its own")
-            return decision("exit", reason="sandbox-lost")
+            return Decision(Action.EXIT, reason="sandbox-lost")
         due = due_at(session)
         if session.lifecycle_state is LifecycleState.ACTIVE and due is not None and now < due:
-            return decision("wait", self._wake(session), "not-due-yet")
-        return decision("hibernate")
+            return Decision(Action.WAIT, self._wake(session), "not-due-yet")
+        return Decision(Action.HIBERNATE)
 
-    def hibernate(self, session_id: str, run_id: str) -> dict[str, Any]:
+    def hibernate(self, session_id: str, run_id: str) -> Decision:
         """hibernating → snapshot → verify → re-check activity → stop → hibernated."""
         owned_run = self._owned_run(session_id, run_id)
-        if isinstance(owned_run, dict):
+        if isinstance(owned_run, Decision):
             return owned_run
         session, now = owned_run, self._clock()
         due = due_at(session)
         if session.lifecycle_state is LifecycleState.ACTIVE:
             if due is not None and now < due:
-                return decision("wait", self._wake(session), "not-due-yet")
+                return Decision(Action.WAIT, self._wake(session), "not-due-yet")
             session = self._move(
                 session,
                 ACTIVE,
@@ -200,7 +213,7 @@ class LifecycleService:
         previous = session.snapshot
         fresh = self._record_snapshot(session, snapshot, run_id)
         if fresh is None:
-            return decision("exit", reason="run-replaced")
+            return Decision(Action.EXIT, reason="run-replaced")
         self._drop_snapshot(previous, keep=snapshot)
         if self._activity_moved(fresh):
             self._move(
@@ -210,8 +223,8 @@ class LifecycleService:
                 "sandbox.hibernate_aborted",
                 run_id,
             )
-            return decision(
-                "wait",
+            return Decision(
+                Action.WAIT,
                 wake_at(
                     fresh.model_copy(update={"lifecycle_state": LifecycleState.ACTIVE}),
                     self._clock(),
@@ -240,16 +253,16 @@ class LifecycleService:
             # verified snapshot is its only copy: record it whoever owns the lease now.
             self._move(session, HIBERNATING, hibernated, "sandbox.hibernated", None, detail=detail)
         self._metrics.count("SandboxHibernated")
-        return decision("exit", reason="hibernated")
+        return Decision(Action.EXIT, reason="hibernated")
 
-    def recover(self, session_id: str, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
+    def recover(self, session_id: str, run_id: str, error: TaskError | None) -> Decision:
         """After the retries of a failed hibernation: keep the sandbox running, try later."""
         owned_run = self._owned_run(session_id, run_id)
-        if isinstance(owned_run, dict):
+        if isinstance(owned_run, Decision):
             return owned_run
         session = owned_run
         if session.lifecycle_state is LifecycleState.HIBERNATING:
-            cause = (error or {}).get("Cause") or "hibernation failed"
+            cause = (error.cause if error else None) or "hibernation failed"
             session = self._move(
                 session,
                 HIBERNATING,
@@ -259,7 +272,7 @@ class LifecycleService:
                 detail={"code": Failure.PAUSE_FAILED.value, "error": str(cause)[:1000]},
             )
         later = self._clock() + timedelta(seconds=self._settings.snapshot_retry_seconds)
-        return decision("wait", later, "retry-later")
+        return Decision(Action.WAIT, later, "retry-later")
 
     # --------------------------------------------------------- lost sandboxes
 
@@ -442,7 +455,7 @@ class LifecycleService:
 
     # -------------------------------------------------------------- reconciler
 
-    def reconcile(self, *, check_all: bool = False) -> dict[str, int]:
+    def reconcile(self, *, check_all: bool = False) -> Reconciled:
         """Kick every overdue session whose run is missing or stale. ``check_all`` (the
         one-machine runtime's start) also probes every running sandbox: a runtime that
         restarted lost its child sandboxes, and they are recorded as lost at once."""
@@ -477,7 +490,7 @@ class LifecycleService:
         except Exception as exc:
             log.warning("reconciler could not purge deleted items: %s", exc)
             purged = 0
-        return {"overdue": len(overdue), "kicked": kicked, "restarted": restarted, "purged": purged}
+        return Reconciled(overdue=len(overdue), kicked=kicked, restarted=restarted, purged=purged)
 
     def _restart(self, session: Session, *, runtime_restarted: bool) -> bool:
         """Re-kick a sandbox start (provisioning, restoring; the overdue index holds them all).

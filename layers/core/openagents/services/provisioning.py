@@ -30,7 +30,7 @@ from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import Gone, StaleState, Store
-from openagents.workflows import Workflows
+from openagents.workflows import TaskError, Workflows
 
 log = logging.getLogger(__name__)
 PROVISIONING = frozenset({LifecycleState.PROVISIONING, LifecycleState.RESTORING})
@@ -47,20 +47,51 @@ class Kick:
     generation: int
 
 
+@dataclass(frozen=True)
+class Started:
+    """The start step: a sandbox of the generation is starting (``retry``: a retried start
+    found it already started); not ``started`` when the session moved on (``reason``)."""
+
+    started: bool
+    retry: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Probed:
+    ready: bool
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The workspace is ready on ``branch`` (None: no repository, or a detached HEAD)."""
+
+    branch: str | None
+    from_bundle: bool = False
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Where the activate and fail steps left the session: a lifecycle state, or ``gone``."""
+
+    state: str
+
+
 def execution_name(session_id: str, generation: int) -> str:
     return f"provision-{session_id}-g{generation}"
 
 
-def readable_error(error: dict[str, Any] | None) -> str:
+def readable_error(error: TaskError | None) -> str:
     """Step Functions' ``{Error, Cause}`` (Cause: a Lambda error as JSON) → one line."""
-    if not error:
+    if error is None or not (error.error or error.cause):
         return "Provisioning failed"
-    cause = error.get("Cause") or ""
+    cause = error.cause or ""
     try:
         message = json.loads(cause).get("errorMessage") or cause
     except (ValueError, AttributeError):
         message = cause
-    name = error.get("Error") or "Error"
+    name = error.error or "Error"
     return f"Provisioning failed: {name}: {message}".strip()[:1000]
 
 
@@ -134,13 +165,13 @@ class ProvisioningService:
 
     # ------------------------------------------------------------------ steps
 
-    def start(self, session_id: str, generation: int) -> dict[str, Any]:
+    def start(self, session_id: str, generation: int) -> Started:
         session = self._session(session_id)
         if session.lifecycle_state not in PROVISIONING:
-            return {"started": False, "reason": f"session is {session.lifecycle_state}"}
+            return Started(started=False, reason=f"session is {session.lifecycle_state}")
         claimed = self._store.claim_generation(session_id, generation)
         if not claimed and session.sandbox and session.sandbox.generation == generation:
-            return {"started": True, "retry": True}
+            return Started(started=True, retry=True)
         restoring = session.lifecycle_state is LifecycleState.RESTORING
         handle = self._driver.start(
             session_id,
@@ -160,9 +191,9 @@ class ProvisioningService:
         except StaleState:
             self._driver.stop(handle)  # the session moved on (archived, deleted, newer run)
             raise
-        return {"started": True}
+        return Started(started=True)
 
-    def probe(self, session_id: str, generation: int, attempts: int) -> dict[str, Any]:
+    def probe(self, session_id: str, generation: int, attempts: int) -> Probed:
         handle = self._handle(self._session(session_id), generation)
         probe = self._driver.probe(handle)
         if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
@@ -178,15 +209,15 @@ class ProvisioningService:
         ready = probe.state is SandboxState.RUNNING
         if not ready and attempts + 1 >= self._settings.sandbox_ready_attempts:
             raise SandboxNotReady(f"sandbox not ready after {attempts + 1} checks: {probe.reason}")
-        return {"ready": ready, "attempts": attempts + 1}
+        return Probed(ready=ready, attempts=attempts + 1)
 
-    def prepare(self, session_id: str, generation: int) -> dict[str, Any]:
+    def prepare(self, session_id: str, generation: int) -> Prepared:
         session = self._session(session_id)
         handle = self._handle(session, generation)
         if session.lifecycle_state is LifecycleState.RESTORING:
             return self._verify_restore(session, handle)
         if session.bundle and self._from_bundle is not None:  # unarchived: the archive's bundle
-            return {"branch": self._from_bundle(session, handle), "fromBundle": True}
+            return Prepared(branch=self._from_bundle(session, handle), from_bundle=True)
         if not session.clone_url:  # no repository: a new one (bundled and diffed like any)
             self._workspaces(handle).prepare_workspace(
                 clone_url="",
@@ -196,7 +227,7 @@ class ProvisioningService:
                 git_email=session.owner_email
                 or f"{session.user_id}@users.noreply.openagents.local",
             )
-            return {"branch": None}
+            return Prepared(branch=None)
         result = self._workspaces(handle).prepare_workspace(
             clone_url=session.clone_url,
             branch=session.branch,
@@ -205,22 +236,22 @@ class ProvisioningService:
             git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
             token=self._clone_token(session) if self._clone_token else None,
         )
-        return {"branch": result.get("branch")}
+        return Prepared(branch=_branch(result))
 
-    def _verify_restore(self, session: Session, handle: SandboxHandle) -> dict[str, Any]:
+    def _verify_restore(self, session: Session, handle: SandboxHandle) -> Prepared:
         """The restored workspace is the snapshot's: git HEAD as the manifest recorded it (a
         workspace that was no git repository has no HEAD to compare)."""
         expected = session.snapshot.manifest.get("gitHead") if session.snapshot else None
         if not expected:
-            return {"branch": None}
+            return Prepared(branch=None)
         branch = self._workspaces(handle).git_branch()
         if branch.get("head") != expected:
             raise SandboxError(
                 f"restore verification failed: git HEAD {branch.get('head')} != {expected}"
             )
-        return {"branch": branch.get("branch")}
+        return Prepared(branch=_branch(branch))
 
-    def activate(self, session_id: str, generation: int) -> dict[str, Any]:
+    def activate(self, session_id: str, generation: int) -> Settled:
         now = self._clock()
         settings = self._settings
         before = self._session(session_id)
@@ -253,16 +284,14 @@ class ProvisioningService:
         self._metrics.count("SandboxResumed" if kind == "sandbox.resumed" else "SandboxActive")
         if self._on_active is not None:
             self._on_active(session)  # hand over to the wait-then-hibernate loop
-        return {"state": str(session.lifecycle_state)}
+        return Settled(state=str(session.lifecycle_state))
 
-    def fail(
-        self, session_id: str, generation: int, error: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def fail(self, session_id: str, generation: int, error: TaskError | None) -> Settled:
         message = readable_error(error)
         try:
             session = self._session(session_id)
         except Gone:
-            return {"state": "gone"}
+            return Settled(state="gone")
         handle = session.sandbox
         if handle is not None and handle.generation == generation:
             try:
@@ -295,9 +324,9 @@ class ProvisioningService:
                 ),
             )
         except StaleState:
-            return {"state": str(session.lifecycle_state)}
+            return Settled(state=str(session.lifecycle_state))
         self._metrics.count("SandboxFailed")
-        return {"state": target.value}
+        return Settled(state=target.value)
 
     # ---------------------------------------------------------------- helpers
 
@@ -323,6 +352,12 @@ class ProvisioningService:
         return AuditEntry(
             id=self._ids(), session_id=session_id, at=self._clock(), type=kind, detail=detail
         )
+
+
+def _branch(answer: dict[str, Any]) -> str | None:
+    """The branch sandboxd reported (None when it reported none)."""
+    branch = answer.get("branch")
+    return None if branch is None else str(branch)
 
 
 def _local_repo_paths(session: Session, roots: LocalRepoRoots) -> tuple[str, ...]:
