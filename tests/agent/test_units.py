@@ -17,6 +17,7 @@ from openagents.agent.tools.shell import needs_approval
 from openagents.agent.ui import NOT_RUN, UIMessageJson, history
 from openagents.domain.identity import Identity
 from openagents.services.agent_turns import AgentHost
+from openagents.services.lifecycle import Activity
 from openagents.store.runs import Chunk, Run
 
 from tests.sandboxd_fake import SandboxdFake
@@ -161,11 +162,11 @@ def test_approval_rules_and_the_cap() -> None:
 class _Lifecycle:
     """The lifecycle as the heartbeat sees it: each ``activity`` answers the next of ``answers``."""
 
-    def __init__(self, *answers: dict[str, Any]) -> None:
+    def __init__(self, *answers: Activity) -> None:
         self.answers = list(answers)
         self.beats = 0
 
-    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any:
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity:
         assert turn == "start"
         self.beats += 1
         return self.answers.pop(0)
@@ -178,7 +179,7 @@ def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
     """A turn that resumes its session beats first while it is not active: that beat holds
     nothing, so the next step beats again; one that took holds for a minute."""
     lifecycle = _Lifecycle(
-        {"success": False, "reason": "not-active"}, {"success": True}, {"success": True}
+        Activity(success=False, reason="not-active"), Activity(success=True), Activity(success=True)
     )
     host = AgentHost(None, lambda h: SandboxdFake(), lifecycle, lambda: datetime.now(UTC), ids=str)  # type: ignore[arg-type]
     run = Run(

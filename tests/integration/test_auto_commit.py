@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openagents.composition import Container, build
@@ -40,6 +41,14 @@ def active(container: Container, request: NewSession) -> Session:
     raise AssertionError("never active")
 
 
+def turn_end(container: Container, session_id: str) -> dict[str, Any]:
+    """What auto-commit / auto-PR did when the agent's turn ended."""
+    ended = container.lifecycle.activity(ALICE, session_id, "end")
+    assert ended.success, ended
+    assert ended.after_turn is not None
+    return ended.after_turn
+
+
 def test_turn_end_commits_pushes_and_opens_a_pull_request(
     runtime: Container, tmp_path: Path
 ) -> None:
@@ -57,8 +66,7 @@ def test_turn_end_commits_pushes_and_opens_a_pull_request(
     container.sandbox_tools.exec(ALICE, session.id, command="echo agent > agent.txt")
     container.lifecycle.activity(ALICE, session.id, "start")
     # When the agent ends its turn
-    result = container.lifecycle.activity(ALICE, session.id, "end")
-    outcome = result["autoCommit"]
+    outcome = turn_end(container, session.id)
     # Then the work is committed and pushed to the session's branch, with a pull request
     assert outcome["committed"] is True
     assert outcome["pushed"] is True
@@ -77,7 +85,7 @@ def test_turn_end_commits_pushes_and_opens_a_pull_request(
     kinds = [e.type for e in container.sessions.events(ALICE, session.id, 100, None).items]
     assert "sandbox.auto_commit" in kinds
     # And a second turn with nothing new pushes nothing and keeps the one pull request
-    again = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    again = turn_end(container, session.id)
     assert again["skipped"] == "nothing to commit or push"
 
 
@@ -88,13 +96,11 @@ def test_skips_are_recorded_with_their_reason(runtime: Container, tmp_path: Path
         container, NewSession(repo_url=str(origin), branch="main", auto_commit_push=True)
     )
     container.sandbox_tools.exec(ALICE, on_main.id, command="echo x > x.txt")
-    skipped = container.lifecycle.activity(ALICE, on_main.id, "end")["autoCommit"]
+    skipped = turn_end(container, on_main.id)
     assert skipped["skipped"] == "main is the default branch"
     assert git(origin, "rev-list", "--count", "main") == "2"  # nothing pushed to main
     off = active(container, NewSession(repo_url=str(origin), branch="feature"))
-    assert container.lifecycle.activity(ALICE, off.id, "end")["autoCommit"] == {
-        "skipped": "auto-commit is off"
-    }
+    assert turn_end(container, off.id) == {"skipped": "auto-commit is off"}
 
 
 def plant_hooks(bare: Path, markers: Path) -> None:
@@ -122,11 +128,11 @@ def test_a_local_push_goes_through_the_git_host_and_runs_no_hook(
     branch = str(session.branch)
     for turn, name in enumerate(("one", "two"), start=1):
         container.sandbox_tools.exec(ALICE, session.id, command=f"echo {name} > {name}.txt")
-        outcome = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+        outcome = turn_end(container, session.id)
         assert outcome["pushed"] is True, outcome
         assert git(origin, "show", f"{branch}:{name}.txt") == name
         assert git(origin, "rev-list", "--count", f"main..{branch}") == str(turn)
-    again = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    again = turn_end(container, session.id)
     assert again["skipped"] == "nothing to commit or push"
     assert sorted(marker.name for marker in markers.iterdir()) == []
 
@@ -147,7 +153,7 @@ def test_a_non_fast_forward_to_a_shared_branch_is_refused(
     git(other, "push", "-q", "origin", "feature")
     theirs = git(origin, "rev-parse", "feature")
     container.sandbox_tools.exec(ALICE, session.id, command="echo mine > mine.txt")
-    outcome = container.lifecycle.activity(ALICE, session.id, "end")["autoCommit"]
+    outcome = turn_end(container, session.id)
     assert outcome["pushed"] is False
     assert "non-fast-forward" in outcome["skipped"]
     assert git(origin, "rev-parse", "feature") == theirs

@@ -17,6 +17,7 @@ from openagents.domain.errors import NotFound, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
 from openagents.sandbox.port import SandboxHandle, SandboxState
+from openagents.services.lifecycle import Activity, Resumed
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -100,7 +101,7 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     assert container.driver.probe(session.sandbox).state is SandboxState.STOPPED
     # When the user resumes
     result = container.lifecycle.resume(ALICE, session.id)
-    assert result["restoring"] is True
+    assert result.restoring is True
     resumed = wait_for(container, session.id, LifecycleState.ACTIVE, LifecycleState.HIBERNATED)
     # Then a new generation runs with every byte and the git state restored
     assert resumed.lifecycle_state is LifecycleState.ACTIVE, resumed.lifecycle_error
@@ -128,7 +129,7 @@ def test_activity_postpones_hibernation_and_an_agent_turn_blocks_it(
     session = start_session(container, tmp_path)
     # Activity every second keeps it awake past the 3 s idle timeout
     for _ in range(5):
-        assert container.lifecycle.activity(ALICE, session.id, None) == {"success": True}
+        assert container.lifecycle.activity(ALICE, session.id, None) == Activity(success=True)
         time.sleep(1)
     assert container.sessions.get(ALICE, session.id).lifecycle_state is LifecycleState.ACTIVE
     # An agent turn in progress holds it awake with no further activity
@@ -138,10 +139,9 @@ def test_activity_postpones_hibernation_and_an_agent_turn_blocks_it(
     # Once the turn ends, it hibernates after the idle timeout
     container.lifecycle.activity(ALICE, session.id, "end")
     wait_for(container, session.id, LifecycleState.HIBERNATED, limit=30)
-    assert container.lifecycle.activity(ALICE, session.id, None) == {
-        "success": False,
-        "reason": "not-active",
-    }
+    assert container.lifecycle.activity(ALICE, session.id, None) == Activity(
+        success=False, reason="not-active"
+    )
 
 
 def test_a_failing_snapshot_never_stops_the_sandbox(runtime: Container, tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_twenty_concurrent_resumes_start_one_sandbox(runtime: Container, tmp_pat
     session = start_session(container, tmp_path)
     container.lifecycle.pause(ALICE, session.id)
     hibernated = wait_for(container, session.id, LifecycleState.HIBERNATED)
-    results: list[dict[str, Any]] = []
+    results: list[Resumed] = []
     barrier = threading.Barrier(20)
 
     def resume() -> None:
@@ -185,8 +185,8 @@ def test_twenty_concurrent_resumes_start_one_sandbox(runtime: Container, tmp_pat
         thread.start()
     for thread in threads:
         thread.join()
-    assert sum(1 for r in results if r.get("restoring")) == 1
-    assert sum(1 for r in results if r.get("alreadyRunning")) == 19
+    assert sum(1 for r in results if r.restoring) == 1
+    assert sum(1 for r in results if r.already_running) == 19
     active = wait_for(container, session.id, LifecycleState.ACTIVE)
     assert active.sandbox_generation == hibernated.sandbox_generation + 1
     generations = container.settings.home / "sandboxes" / session.id

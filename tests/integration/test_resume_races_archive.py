@@ -11,6 +11,7 @@ from openagents.composition import Container, build
 from openagents.domain.errors import SessionArchived
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, SessionStatus
+from openagents.services.lifecycle import Resumed
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -73,9 +74,9 @@ def test_a_resume_that_loses_to_another_resume_is_already_running(
 
     def resume_first(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(store, "transition", transition)
-        assert app.lifecycle.resume(ALICE, session_id)["restoring"] is True
+        assert app.lifecycle.resume(ALICE, session_id).restoring is True
         return transition(*args, **kwargs)
 
     monkeypatch.setattr(store, "transition", resume_first)
     answer = app.lifecycle.resume(ALICE, session_id)
-    assert answer == {"success": True, "alreadyRunning": True, "state": "restoring"}
+    assert answer == Resumed(already_running=True, state=LifecycleState.RESTORING)

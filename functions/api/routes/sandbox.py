@@ -141,7 +141,8 @@ def sandbox_status(
 def sandbox_activity(body: ActivityIn, app: App, caller: Caller) -> ActivityOut:
     """Activity moves `hibernateAfter` (only while active); `turn: start` from an agent holds
     hibernation off for a bounded heartbeat, `turn: end` releases it."""
-    return ActivityOut.model_validate(app.lifecycle.activity(caller, body.session_id, body.turn))
+    done = app.lifecycle.activity(caller, body.session_id, body.turn)
+    return ActivityOut(success=done.success, reason=done.reason, auto_commit=done.after_turn)
 
 
 @router.post("/sandbox/extend", responses=ERRORS)
@@ -167,7 +168,7 @@ def sandbox_resume(body: SessionRef, app: App, caller: Caller) -> ResumeOut:
     404 "No sandbox available for resume" when there is no snapshot."""
     result = app.lifecycle.resume(caller, body.session_id)
     return ResumeOut(
-        already_running=bool(result.get("alreadyRunning")),
-        restoring=bool(result.get("restoring")),
-        restored_from=result.get("restoredFrom"),
+        already_running=result.already_running,
+        restoring=result.restoring,
+        restored_from=result.restored_from,
     )

@@ -42,6 +42,7 @@ from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory
 from openagents.services.chats import ChatService, message_error
 from openagents.services.journal import Journal
+from openagents.services.lifecycle import Activity
 from openagents.services.sessions import owned
 from openagents.store.port import BadCursor, Gone, MessageIdTaken, Store
 from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInProgress
@@ -91,8 +92,8 @@ class StreamView:
 
 
 class Lifecycle(Protocol):
-    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any: ...
-    def resume(self, identity: Identity, session_id: str) -> Any: ...
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity: ...
+    def resume(self, identity: Identity, session_id: str) -> object: ...
 
 
 def _entry(
@@ -438,7 +439,7 @@ class AgentHost(TurnHost):
         held = False
         try:
             answer = self._lifecycle.activity(self._identity(run), run.session_id, "start")
-            held = isinstance(answer, Mapping) and answer.get("success") is True
+            held = answer.success
         except Exception:  # a missed heartbeat must not fail the turn
             log.exception("heartbeat of run %s", run.id)
         if not held:

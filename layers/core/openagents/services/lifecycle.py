@@ -85,6 +85,27 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Activity:
+    """What an activity report did: refreshed, or not (``reason``); after a turn's natural end,
+    what auto-commit / auto-PR did (``after_turn``)."""
+
+    success: bool
+    reason: str | None = None
+    after_turn: dict[str, Any] | None = None  # the auto-commit outcome, free-form like audit
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resume: a restore started from ``restored_from`` (the snapshot's opaque id), or the
+    sandbox was already running (``state``)."""
+
+    restoring: bool = False
+    restored_from: str | None = None
+    already_running: bool = False
+    state: LifecycleState | None = None
+
+
+@dataclass(frozen=True)
 class Reconciled:
     """What one reconciler sweep did."""
 
@@ -336,13 +357,13 @@ class LifecycleService:
                 self.kick(session, "status-check-overdue")
         return StatusView(session=session, status=chip_status(session), server_time=now)
 
-    def activity(self, identity: Identity, session_id: str, turn: str | None) -> dict[str, Any]:
+    def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity:
         """Activity moves ``hibernateAfter``; ``turn`` "start" holds hibernation off for a
         heartbeat, "end" releases it after a natural finish (auto-commit / auto-PR follow), and
         "release" (a stopped or failed agent turn) releases it with no follow-up."""
         session = owned(self._store.get_session(session_id), identity)
         if session.lifecycle_state is not LifecycleState.ACTIVE:
-            return {"success": False, "reason": "not-active"}
+            return Activity(success=False, reason="not-active")
         now = self._clock()
         changes: dict[str, Any] = {
             "last_activity_at": now,
@@ -359,13 +380,13 @@ class LifecycleService:
                 session.id, expect=ACTIVE, changes=with_due(session, changes), entry=None
             )
         except StaleState:
-            return {"success": False, "reason": "not-active"}
+            return Activity(success=False, reason="not-active")
         if turn not in ("end", "release"):
-            return {"success": True}
+            return Activity(success=True)
         auto = turn == "end" and self._after_turn is not None
         outcome = self._after_turn(updated) if auto and self._after_turn else None  # commit / PR
         self.kick(updated, "turn-ended", force=True)  # due moved earlier than the run's wake-up
-        return {"success": True, "autoCommit": outcome}
+        return Activity(success=True, after_turn=outcome)
 
     def extend(self, identity: Identity, session_id: str) -> Session:
         session = owned(self._store.get_session(session_id), identity)
@@ -412,7 +433,7 @@ class LifecycleService:
         self.kick(session, "manual-pause", force=True)
         return session
 
-    def resume(self, identity: Identity, session_id: str) -> dict[str, Any]:
+    def resume(self, identity: Identity, session_id: str) -> Resumed:
         """``hibernated → restoring``, then a restore run (the provisioning workflow seeded from
         the snapshot). The conditional write lets exactly one of many concurrent resumes in."""
         session = owned(self._store.get_session(session_id), identity)
@@ -437,20 +458,16 @@ class LifecycleService:
             return busy
         if self._restore is not None:
             self._restore(restoring, restoring.sandbox_generation + 1)
-        return {
-            "success": True,
-            "restoring": True,
-            "restoredFrom": snapshot_ref(session.snapshot.id),
-        }
+        return Resumed(restoring=True, restored_from=snapshot_ref(session.snapshot.id))
 
     @staticmethod
-    def _already_running(session: Session) -> dict[str, Any] | None:
+    def _already_running(session: Session) -> Resumed | None:
         """A resume's answer when there is nothing to resume: an archived session is 409
         (also when the archive won a race with this resume), a busy one is already running."""
         if session.status is SessionStatus.ARCHIVED:
             raise SessionArchived("Session is archived; unarchive it first", field="sessionId")
         if session.lifecycle_state in BUSY:
-            return {"success": True, "alreadyRunning": True, "state": str(session.lifecycle_state)}
+            return Resumed(already_running=True, state=session.lifecycle_state)
         return None
 
     # -------------------------------------------------------------- reconciler
