@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from openagents.services.archive import PullRequestUpdate
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from functions.api.deps import App
@@ -136,4 +137,15 @@ async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
         merged=bool(payload.pull_request.merged),
         delivery=delivery,
     )
-    return {"ok": True, "event": event, "action": action, **result}
+    return {"ok": True, "event": event, "action": action, **_answer(result)}
+
+
+def _answer(result: PullRequestUpdate) -> dict[str, Any]:
+    if result.duplicate:
+        return {"duplicate": True}
+    return {
+        "prStatus": result.pr_status,
+        "matchedSessions": result.matched_sessions,
+        "updatedSessions": result.updated_sessions,
+        "archivedSessions": result.archived_sessions,
+    }

@@ -70,6 +70,18 @@ class AutoArchived:
     archived: int
 
 
+@dataclass(frozen=True)
+class PullRequestUpdate:
+    """What a ``pull_request`` delivery did: the status it set on the sessions of that PR
+    (None for a replayed delivery, which does nothing)."""
+
+    duplicate: bool = False
+    pr_status: PrStatus | None = None
+    matched_sessions: int = 0
+    updated_sessions: int = 0
+    archived_sessions: int = 0
+
+
 class ArchiveFailed(Exception):
     """Finalisation failed; the error is recorded on the session and the caller retries."""
 
@@ -462,7 +474,7 @@ class ArchiveService:
         merged: bool,
         *,
         delivery: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PullRequestUpdate:
         """``pull_request`` closed/reopened: update prStatus; closed also archives. A delivery
         id seen before (GitHub's ``X-GitHub-Delivery``, kept ``DELIVERY_TTL``) is a replay:
         acknowledged, nothing done. A delivery whose handling fails is forgotten, so GitHub's
@@ -470,7 +482,7 @@ class ArchiveService:
         if delivery is not None:
             now = self._clock()
             if not self._store.claim_delivery(delivery, now, now + DELIVERY_TTL):
-                return {"duplicate": True}
+                return PullRequestUpdate(duplicate=True)
         try:
             return self._pull_request_event(action, owner, name, number, merged)
         except BaseException:
@@ -480,7 +492,7 @@ class ArchiveService:
 
     def _pull_request_event(
         self, action: str, owner: str, name: str, number: int, merged: bool
-    ) -> dict[str, Any]:
+    ) -> PullRequestUpdate:
         status = (
             PrStatus.OPEN
             if action == "reopened"
@@ -504,12 +516,12 @@ class ArchiveService:
                     updated += 1
             except StaleState:  # archived meanwhile (a replay, or the user): nothing to do
                 continue
-        return {
-            "prStatus": status.value,
-            "matchedSessions": len(sessions),
-            "updatedSessions": updated,
-            "archivedSessions": archived,
-        }
+        return PullRequestUpdate(
+            pr_status=status,
+            matched_sessions=len(sessions),
+            updated_sessions=updated,
+            archived_sessions=archived,
+        )
 
     # -------------------------------------------------------------------- helpers
 

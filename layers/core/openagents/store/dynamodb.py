@@ -246,6 +246,7 @@ class DynamoStore:
                     title,
                     actions=[TitleItem.session_ids.add({session.id})],
                     condition=TitleItem.session_ids.does_not_exist() if claim_title else None,
+                    name="title",
                 )
                 tx.update(
                     counter,
@@ -257,12 +258,13 @@ class DynamoStore:
                     condition=CounterItem.hits == version
                     if version
                     else CounterItem.hits.does_not_exist(),
+                    name="rate window",
                 )
                 tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
-            if tx.failed(exc, 5):
+            if tx.failed(exc, "rate window"):
                 return False  # another create moved the window first
-            if tx.failed(exc, 4):
+            if tx.failed(exc, "title"):
                 raise TitleTaken from exc
             raise
         return True
@@ -317,6 +319,7 @@ class DynamoStore:
                     SessionItem(session_pk(session.id), SESSION_SK),
                     actions=[SessionItem.title.set(title), SessionItem.updated_at.set(now)],
                     condition=SessionItem.pk.exists(),
+                    name="session",
                 )
                 tx.update(
                     TitleItem(user, f"T#{session.title}"),
@@ -329,7 +332,7 @@ class DynamoStore:
                 tx.save(audit_item(entry))
                 tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         return session.model_copy(update={"title": title, "updated_at": entry.at})
@@ -365,6 +368,7 @@ class DynamoStore:
                         *(set_or_remove(name, value) for name, value in extra.items()),
                     ],
                     condition=SessionItem.status == session.status.value,
+                    name="session",
                 )
                 if delta:
                     tx.update(
@@ -374,7 +378,7 @@ class DynamoStore:
                 tx.save(audit_item(entry))
                 tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):  # the status changed (or the session went) meanwhile
+            if tx.failed(exc, "session"):  # the status changed (or the session went) meanwhile
                 raise StaleState from exc
             raise
         # no re-read: a committed archive must not turn into an error (and a lost event)
@@ -407,7 +411,9 @@ class DynamoStore:
         )
         try:
             with self._transaction() as tx:
-                tx.delete(SessionItem(pk, SESSION_SK), condition=SessionItem.pk.exists())
+                tx.delete(
+                    SessionItem(pk, SESSION_SK), condition=SessionItem.pk.exists(), name="session"
+                )
                 tx.save(tombstone)
                 tx.update(
                     TitleItem(user_pk(session.user_id), f"T#{session.title}"),
@@ -419,7 +425,7 @@ class DynamoStore:
                         actions=[ProfileItem.archived_count.add(-1)],
                     )
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         self._purge_now(tombstone)
@@ -505,12 +511,12 @@ class DynamoStore:
         owner = self._owner(session_id) if entry is not None else ""
         try:
             with self._transaction() as tx:
-                tx.update(item, actions=actions, condition=condition)
+                tx.update(item, actions=actions, condition=condition, name="session")
                 if entry is not None:
                     tx.save(audit_item(entry))
                     tx.save(outbox_item(entry, owner))
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "session"):
                 raise StaleState from exc
             raise
         updated = self.get_session(session_id)
@@ -653,6 +659,7 @@ class DynamoStore:
                 tx.save(
                     ChatClaimItem(f"CID#{chat.id}", "CID", session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
+                    name="chat id",
                 )
                 tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
                 tx.update(
@@ -662,12 +669,13 @@ class DynamoStore:
                         SessionItem.chat_count.add(1),
                     ],
                     condition=SessionItem.pk.exists() & (SessionItem.chat_count < max_chats),
+                    name="session",
                 )
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "chat id"):
                 claim = ChatClaimItem.get(f"CID#{chat.id}", "CID")
                 raise ChatIdTaken(claim.session_id) from exc
-            if tx.failed(exc, 2):
+            if tx.failed(exc, "session"):
                 if self.get_session(session.id) is None:
                     raise Gone from exc
                 raise TooManyChats from exc
@@ -726,14 +734,16 @@ class DynamoStore:
                     ChatItem(session_pk(chat.session_id), chat_sk(chat.id)),
                     actions=actions,
                     condition=ChatItem.pk.exists(),
+                    name="chat",
                 )
                 tx.update(
                     SessionItem(session_pk(chat.session_id), SESSION_SK),
                     actions=[SessionItem.chats[chat.id]["updatedAt"].set(now)],
                     condition=SessionItem.chats[chat.id].exists(),
+                    name="session",
                 )
         except TransactWriteError as exc:
-            if tx.failed(exc, 0) or tx.failed(exc, 1):
+            if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         changes: dict[str, Any] = {"updated_at": at}
@@ -757,19 +767,21 @@ class DynamoStore:
                 tx.delete(
                     ChatItem(session_pk(session.id), chat_sk(chat_id)),
                     condition=ChatItem.pk.exists(),
+                    name="chat",
                 )
                 tx.save(tombstone)
                 tx.update(
                     SessionItem(session_pk(session.id), SESSION_SK),
                     actions=[SessionItem.chats[chat_id].remove(), SessionItem.chat_count.add(-1)],
                     condition=SessionItem.chat_count > 1,
+                    name="session",
                 )
                 if share_id is not None:
                     tx.delete(ShareItem(f"SH#{share_id}", "SHARE"))
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "chat"):
                 raise Gone from exc
-            if tx.failed(exc, 2):
+            if tx.failed(exc, "session"):
                 raise LastChat from exc
             raise
         self._purge_now(tombstone)
@@ -891,25 +903,29 @@ class DynamoStore:
         writes = self.message_writes(session, chat, message, body, body_ref, activity)
         try:
             with self._transaction() as tx:
-                tx.save(writes.claim, condition=MessageClaimItem.pk.does_not_exist())
+                tx.save(
+                    writes.claim, condition=MessageClaimItem.pk.does_not_exist(), name="message id"
+                )
                 tx.save(writes.item)
                 tx.update(
                     ChatItem(session_pk(session.id), chat_sk(chat.id)),
                     actions=writes.chat_actions,
                     condition=writes.chat_condition,
+                    name="chat",
                 )
                 tx.update(
                     SessionItem(session_pk(session.id), SESSION_SK),
                     actions=writes.session_actions,
                     condition=SessionItem.chats[chat.id].exists(),
+                    name="session",
                 )
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "message id"):
                 raise MessageIdTaken from exc
-            if tx.failed(exc, 2) and writes.titled:  # another first message won the race
+            if tx.failed(exc, "chat") and writes.titled:  # another first message won the race
                 fresh = chat.model_copy(update={"message_count": chat.message_count + 1})
                 return self._insert_message(session, fresh, message, body, body_ref, activity)
-            if tx.failed(exc, 2) or tx.failed(exc, 3):
+            if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         return "inserted"
@@ -968,7 +984,7 @@ class DynamoStore:
         now = iso(at)
         try:
             with self._transaction() as tx:
-                tx.delete(target, condition=MessageItem.pk.exists())
+                tx.delete(target, condition=MessageItem.pk.exists(), name="message")
                 tx.delete(MessageClaimItem(f"MID#{target.id}", "MID"))
                 tx.update(
                     ChatItem(session_pk(session.id), chat_sk(chat.id)),
@@ -980,6 +996,7 @@ class DynamoStore:
                         else ChatItem.last_assistant_message_at.remove(),
                     ],
                     condition=ChatItem.pk.exists(),
+                    name="chat",
                 )
                 tx.update(
                     SessionItem(session_pk(session.id), SESSION_SK),
@@ -990,11 +1007,12 @@ class DynamoStore:
                         else mark["lastAssistantMessageAt"].remove(),
                     ],
                     condition=mark.exists(),
+                    name="session",
                 )
         except TransactWriteError as exc:
-            if tx.failed(exc, 0):
+            if tx.failed(exc, "message"):
                 raise NoSuchMessage from exc
-            if tx.failed(exc, 2) or tx.failed(exc, 3):
+            if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         self._drop_body(target.body_ref)
@@ -1028,9 +1046,10 @@ class DynamoStore:
                     ChatItem(session_pk(chat.session_id), chat_sk(chat.id)),
                     actions=[ChatItem.share_id.set(share_id)],
                     condition=ChatItem.pk.exists() & ChatItem.share_id.does_not_exist(),
+                    name="chat",
                 )
         except TransactWriteError as exc:
-            if not tx.failed(exc, 1):
+            if not tx.failed(exc, "chat"):
                 raise
             stored = self.get_chat(chat.session_id, chat.id)
             if stored is None or stored.share_id is None:
@@ -1050,9 +1069,10 @@ class DynamoStore:
                         item,
                         actions=[ChatItem.share_id.remove()],
                         condition=ChatItem.share_id == item.share_id,
+                        name="chat",
                     )
             except TransactWriteError as exc:
-                if not tx.failed(exc, 1):
+                if not tx.failed(exc, "chat"):
                     raise  # else revoked (or the chat deleted) concurrently: done
 
     @guard

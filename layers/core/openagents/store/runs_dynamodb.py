@@ -186,6 +186,7 @@ class DynamoRunStore:
                 tx.save(
                     MessageRunItem(marker_pk, MESSAGE_SK, run_id=run.id),
                     condition=MessageRunItem.pk.does_not_exist(),
+                    name="message run",
                 )
                 tx.save(SessionRunItem(f"RSESS#{run.session_id}", started_key(run), run_id=run.id))
                 tx.save(LiveRunItem(live_pk(run.id), run.id))
@@ -196,21 +197,28 @@ class DynamoRunStore:
                         ChatRunClaimItem.last_run_id.set(run.id),
                     ],
                     condition=ChatRunClaimItem.active_run_id.does_not_exist(),
+                    name="chat claim",
                 )
-                tx.update(  # 5: the chat's live-run mark (and the message's chat actions)
+                tx.update(  # the chat's live-run mark (and the message's chat actions)
                     chat_key,
                     actions=[ChatItem.active_stream_id.set(run.id)]
                     + (writes.chat_actions if writes else []),
                     condition=writes.chat_condition if writes else ChatItem.pk.exists(),
+                    name="chat",
                 )
-                tx.update(  # 6: the session's chat mark (and the message's activity)
+                tx.update(  # the session's chat mark (and the message's activity)
                     SessionItem(session_pk(run.session_id), SESSION_SK),
                     actions=[mark["streaming"].set(True)]
                     + (writes.session_actions if writes else []),
                     condition=mark.exists(),
+                    name="session",
                 )
                 if writes is not None:
-                    tx.save(writes.claim, condition=MessageClaimItem.pk.does_not_exist())  # 7
+                    tx.save(
+                        writes.claim,
+                        condition=MessageClaimItem.pk.does_not_exist(),
+                        name="message id",
+                    )
                     tx.save(writes.item)
         except TransactWriteError as exc:
             return self._refused(exc, tx, run, turn, writes, (body, body_ref))
@@ -227,7 +235,7 @@ class DynamoRunStore:
     ) -> Started:
         """Why the start's transaction was refused: the run this message started, a live
         turn, a message id taken, a lost first-message race (retried), or a gone chat."""
-        if tx.failed(exc, 1):
+        if tx.failed(exc, "message run"):
             try:
                 marker = MessageRunItem.get(
                     f"RMSG#{run.chat_id}#{run.message_id}", MESSAGE_SK, consistent_read=True
@@ -237,18 +245,18 @@ class DynamoRunStore:
             existing = self.get(marker.run_id)
             if existing is not None:
                 return Started(existing, created=False)
-        if tx.failed(exc, 4):
+        if tx.failed(exc, "chat claim"):
             active = self.active_run_id(run.chat_id)
             raise TurnInProgress(active or "unknown") from exc
-        if turn is not None and tx.failed(exc, 7):
+        if turn is not None and tx.failed(exc, "message id"):
             claim = self._store.message_claim(turn.message.id)
             if claim is None or claim.chat_id != run.chat_id or claim.role != Role.USER:
                 raise MessageIdTaken from exc
             return self._start(run, None, None, None)  # stored before, without a run
-        if turn is not None and writes is not None and writes.titled and tx.failed(exc, 5):
+        if turn is not None and writes is not None and writes.titled and tx.failed(exc, "chat"):
             counted = turn.chat.model_copy(update={"message_count": turn.chat.message_count + 1})
             return self._start(run, replace(turn, chat=counted), *body)
-        if tx.failed(exc, 5) or tx.failed(exc, 6):
+        if tx.failed(exc, "chat") or tx.failed(exc, "session"):
             raise Gone from exc
         raise exc
 
@@ -261,14 +269,16 @@ class DynamoRunStore:
                     ChatItem(session_pk(run.session_id), chat_sk(run.chat_id)),
                     actions=[ChatItem.active_stream_id.remove()],
                     condition=ChatItem.active_stream_id == run.id,
+                    name="chat",
                 )
                 tx.update(
                     SessionItem(session_pk(run.session_id), SESSION_SK),
                     actions=[SessionItem.chats[run.chat_id]["streaming"].remove()],
                     condition=SessionItem.chats[run.chat_id].exists(),
+                    name="session",
                 )
         except TransactWriteError as exc:
-            if not (tx.failed(exc, 0) or tx.failed(exc, 1)):
+            if not (tx.failed(exc, "chat") or tx.failed(exc, "session")):
                 raise
 
     @guard
@@ -330,6 +340,7 @@ class DynamoRunStore:
                         RunItem(run_pk(run_id), RUN_SK),
                         actions=actions,
                         condition=RunItem.version == int(item.version or 0),
+                        name="run",
                     )
                     for offset, chunk in enumerate(chunks, start=1):
                         tx.save(
@@ -341,7 +352,7 @@ class DynamoRunStore:
                             condition=EventItem.pk.does_not_exist(),
                         )
             except TransactWriteError as exc:
-                if tx.failed(exc, 0) or conflicted(exc):
+                if tx.failed(exc, "run") or conflicted(exc):
                     # full jitter, growing: two losers must not collide again and again
                     time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311
                     continue  # another append won: number after it

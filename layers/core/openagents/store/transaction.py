@@ -26,25 +26,32 @@ class Transaction:
     """Collects a transaction's writes, commits them on exit, and replays them when DynamoDB
     cancels the transaction for a conflict with another one in flight (``TransactionConflict``).
 
-    PynamoDB sends items grouped by kind (condition checks, deletes, puts, updates), so the
-    cancellation reasons come in that order; ``failed(error, n)`` takes ``n`` in call order.
+    A write whose condition the caller asks about is added with a ``name``; after a refusal,
+    ``failed(error, name)`` tells whether that write's condition failed. (PynamoDB sends the
+    writes grouped by kind — condition checks, deletes, puts, updates — so the cancellation
+    reasons come in that order, not in call order; the names hide it.)
     """
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._names: dict[str, int] = {}  # name → index in call order
 
-    def _record(self, kind: str, *args: Any, **kwargs: Any) -> None:
-        self._ops.append((kind, args, kwargs))
+    def _record(self, kind: str, name: str | None, args: tuple[Any, ...], kw: Any) -> None:
+        if name is not None:
+            if name in self._names:
+                raise ValueError(f"two writes named {name!r} in one transaction")
+            self._names[name] = len(self._ops)
+        self._ops.append((kind, args, kw))
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self._record("save", *args, **kwargs)
+    def save(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        self._record("save", name, args, kwargs)
 
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._record("update", *args, **kwargs)
+    def update(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        self._record("update", name, args, kwargs)
 
-    def delete(self, *args: Any, **kwargs: Any) -> None:
-        self._record("delete", *args, **kwargs)
+    def delete(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        self._record("delete", name, args, kwargs)
 
     def __enter__(self) -> Transaction:
         return self
@@ -63,11 +70,13 @@ class Transaction:
                     raise
                 time.sleep(0.02 * 2**attempt * (1 + random.random()))  # noqa: S311 - jitter
 
-    def failed(self, error: TransactWriteError, index: int) -> bool:
-        """Did the ``index``-th write (in call order) fail its condition?"""
+    def failed(self, error: TransactWriteError, name: str) -> bool:
+        """Did the write added as ``name`` fail its condition?"""
+        if name not in self._names:
+            raise ValueError(f"no write named {name!r} in this transaction")
         order = sorted(range(len(self._ops)), key=lambda i: KIND_ORDER.index(self._ops[i][0]))
         reasons = error.cancellation_reasons
-        position = order.index(index)
+        position = order.index(self._names[name])
         reason = reasons[position] if position < len(reasons) else None
         return reason is not None and reason.code == "ConditionalCheckFailed"
 
