@@ -6,7 +6,15 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from openagents.domain.models import AuditEntry, Chat, ChatMark, Message, Role, Session
+from openagents.domain.models import (
+    AuditEntry,
+    Chat,
+    ChatMark,
+    Message,
+    Role,
+    SandboxHandle,
+    Session,
+)
 from openagents.store.port import RateWindow, Store
 
 
@@ -85,3 +93,7 @@ def message(
         parts={"id": message_id, "role": role.value, "parts": [{"type": "text", "text": text}]},
         created_at=at or datetime.now(UTC),
     )
+
+
+def sandbox_handle(session_id: str, generation: int = 1) -> SandboxHandle:
+    return SandboxHandle(driver="local", session_id=session_id, generation=generation, ref="4242")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from openagents.domain.models import LifecycleState, SandboxHandle, SessionStatus
+from openagents.domain.models import LifecycleState, SessionStatus
 from openagents.store.port import (
     ChatIdTaken,
     Gone,
@@ -15,11 +15,11 @@ from openagents.store.port import (
     TooManyChats,
 )
 
-from tests.contract.helpers import create, entry, new_chat
+from tests.contract.helpers import create, entry, new_chat, sandbox_handle
 
 PROVISIONING = frozenset({LifecycleState.PROVISIONING})
 ACTIVE = frozenset({LifecycleState.ACTIVE})
-HANDLE = SandboxHandle(driver="local", session_id="sess-1", generation=1, ref="4242")
+HANDLE = sandbox_handle("sess-1")
 
 
 def activate(store: Store, session_id: str, **changes: object) -> None:

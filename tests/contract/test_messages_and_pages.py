@@ -14,7 +14,7 @@ from openagents.store import cursor as cursors
 from openagents.store.port import Activity, BadCursor, Gone, MessageIdTaken, Store
 
 from tests.contract.conftest import Backend
-from tests.contract.helpers import create, entry, message, new_chat
+from tests.contract.helpers import create, entry, message, new_chat, sandbox_handle
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_listed_sessions_carry_the_list_fields_only(store: Store) -> None:
     store.transition(
         session.id,
         expect=frozenset({session.lifecycle_state}) if session.lifecycle_state else frozenset(),
-        changes={"sandbox": {"id": "sb"}, "lines_added": 4},
+        changes={"sandbox": sandbox_handle(session.id), "lines_added": 4},
         entry=None,
     )
     (listed,) = store.list_sessions("alice", ListFilter.ALL, 10, None).items

@@ -4,13 +4,14 @@ too (one machine's store; the race is staged between the resume's read and its w
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.errors import SessionArchived
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, SessionStatus
+from openagents.domain.models import LifecycleState, SessionStatus, SnapshotRef
 from openagents.services.lifecycle import Resumed
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
@@ -25,12 +26,23 @@ def app(settings: Settings) -> Container:
     return build(settings, NoMetrics())
 
 
+def snapshot(session_id: str) -> SnapshotRef:
+    return SnapshotRef(
+        driver="local",
+        id="snap-1",
+        session_id=session_id,
+        generation=1,
+        size_bytes=1,
+        created_at=datetime.now(UTC),
+    )
+
+
 def hibernated(app: Container) -> str:
     session, _ = app.sessions.create(ALICE, NewSession(title="race"))
     app.lifecycle._store.transition(
         session.id,
         expect=frozenset({LifecycleState.PROVISIONING}),
-        changes={"lifecycle_state": LifecycleState.HIBERNATED, "snapshot": {"id": "snap-1"}},
+        changes={"lifecycle_state": LifecycleState.HIBERNATED, "snapshot": snapshot(session.id)},
         entry=None,
     )
     return session.id
