@@ -23,7 +23,13 @@ from openagents.sandbox.fargate_storage import (
     error_code,
     error_message,
 )
-from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
+from openagents.sandbox.port import (
+    Sandboxd,
+    SandboxdClients,
+    SandboxError,
+    SandboxHandle,
+    SnapshotRef,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -65,7 +71,7 @@ class EfsStorage:
         ecs: Any,
         efs: Any,
         s3: S3Client,
-        client: Callable[[SandboxHandle], Sandboxd],
+        client: SandboxdClients,
         clock: Callable[[], datetime],
     ) -> None:
         self._config = config

@@ -116,7 +116,7 @@ class Sandboxd(Protocol):
 
 
 ClientFactory = Callable[[str, str], Sandboxd]  # a driver's: (endpoint, token) -> client
-SandboxdClients = Callable[[SandboxHandle], Sandboxd]  # the services': a sandbox's client
+SandboxdClients = Callable[[SandboxHandle], Sandboxd]  # a sandbox's client, from its handle
 
 
 class SandboxDriver(Protocol):
