@@ -275,11 +275,12 @@ def _where(sandboxd: Path, home: Path) -> dict[str, Any]:
     modules = _imports(sandboxd)
     bare = _in_fresh("pass", folder)
     alone = {m: _in_fresh(f"import {m}", folder)["VmRSS"] - bare["VmRSS"] for m in modules}
-    every = _in_fresh("\n".join(f"import {m}" for m in modules), folder)
-    block_ssl = "import sys; sys.modules['ssl'] = None\n"
+    block_ssl = "import sys; sys.modules['ssl'] = None\n"  # as sandboxd/__main__.py does
+    every = _in_fresh(block_ssl + "\n".join(f"import {m}" for m in modules), folder)
     imported = _in_fresh(block_ssl + "import sandboxd.http", folder)
     imported_ssl = _in_fresh("import sandboxd.http", folder)
-    with_ssl = "import sys; from sandboxd.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    # ssl imported first: __main__'s setdefault then keeps it
+    with_ssl = "import ssl, sys; from sandboxd.__main__ import main; sys.exit(main(sys.argv[1:]))"
     serving = {
         "module": _serving([SANDBOX_PYTHON, "-P", "-m", "sandboxd"], folder, "module"),
         "withSsl": _serving([SANDBOX_PYTHON, "-c", with_ssl], folder, "ssl"),
