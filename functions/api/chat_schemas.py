@@ -128,6 +128,12 @@ class StreamOut(Out):
     status: RunStatus
     events: list[StreamEventOut]
     next: int = Field(description="Ask again with after=next")
+    continues: dict[str, Any] | None = Field(
+        default=None,
+        description="On the page for after=0 of a run that continues a stored assistant message"
+        " (after respond): that UI message with the parts it had when the run started (the"
+        " earlier parts as stored). Fold the events from seq 1 onto it; null otherwise",
+    )
 
 
 class RespondIn(Body):

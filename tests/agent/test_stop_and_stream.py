@@ -149,3 +149,36 @@ def test_a_second_live_turn_is_409_and_the_same_message_returns_its_run(
     again = agent_api.turn(session_id, chat_id, "one", message_id="msg-one")
     assert again.body["runId"] == first.body["runId"]
     assert again.body["status"] == "aborted"
+
+
+def test_a_continued_run_gives_the_message_it_continues_on_its_first_page(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    session_id, chat_id = live_session
+    command = {"command": "mkdir -p build && rm -rf build && echo gone"}
+    agent_api.script.set([{"text": "Clearing.", "toolCalls": [{"name": "bash", "input": command}]}])
+    agent_api.turn(session_id, chat_id, "clean")
+    wait_run(agent_api, session_id, "waiting")
+    stream = f"/api/chat/{chat_id}/stream"
+    own = agent_api.get(stream, query={"after": "0", "wait": "0"})
+    assert own.status == 200
+    assert own.body["continues"] is None  # a turn of its own
+    messages = f"/api/sessions/{session_id}/chats/{chat_id}/messages"
+    waiting = agent_api.get(messages).body["messages"][-1]
+    agent_api.script.set([{"text": "The build folder is gone."}])
+    answer = {"toolCallId": "scripted-0-0", "approved": True}
+    assert agent_api.post(f"/api/chat/{chat_id}/respond", answer).body["pending"] == 0
+    wait_run(agent_api, session_id, "completed", "failed")
+    first = agent_api.get(stream, query={"after": "0", "wait": "0"}).body
+    continues = first["continues"]
+    assert continues["id"] == waiting["id"]
+    # the parts it had when the run started (as stored: the approved call has its output now)
+    assert [p["type"] for p in continues["parts"]] == [p["type"] for p in waiting["parts"]]
+    assert continues["parts"][-1]["toolCallId"] == "scripted-0-0"
+    assert first["events"][1]["chunk"]["type"] == "tool-output-available"  # completes that part
+    final = agent_api.get(messages).body["messages"][-1]
+    assert final["parts"][: len(continues["parts"])] == continues["parts"]
+    assert final["parts"][-1]["text"] == "The build folder is gone."
+    assert len(final["parts"]) > len(continues["parts"])  # the run's own parts are not in it
+    later = agent_api.get(stream, query={"after": "1", "wait": "0"}).body
+    assert later["continues"] is None  # only the page from the run's first event

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import botocore.session
@@ -159,6 +159,22 @@ def test_the_same_user_message_returns_the_run_it_started(runs: RunStore) -> Non
     assert not after_end.created
     assert after_end.run.id == run.id
     assert after_end.run.status is RunStatus.COMPLETED
+
+
+def test_a_run_continuing_a_message_keeps_the_parts_it_started_from(runs: RunStore) -> None:
+    continued = replace(new_run(), continued_parts=3)
+    runs.start(continued)
+    runs.append(continued.id, [{"type": "start-step"}], Progress(1, 1, RunUsage()))
+    assert runs.get(continued.id) == replace(
+        continued, steps=1, model_calls=1, last_seq=1, continued_parts=3
+    )
+    runs.finish(continued.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
+    stored = runs.latest("chat-1")
+    assert stored is not None
+    assert stored.continued_parts == 3
+    own = runs.start(new_run("chat-2")).run  # a turn of its own continues nothing
+    assert own.continued_parts is None
+    assert runs.get(own.id) == own
 
 
 def test_finish_releases_the_claim_once_and_is_idempotent(runs: RunStore) -> None:

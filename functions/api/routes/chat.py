@@ -60,6 +60,7 @@ def stream(
         status=view.run.status,
         events=[StreamEventOut(seq=e.seq, chunk=dict(e.chunk)) for e in view.events],
         next=view.next,
+        continues=dict(view.continues) if view.continues is not None else None,
     )
 
 

@@ -10,6 +10,9 @@ export interface StreamPage {
   status: RunStatus;
   events: Array<{ seq: number; chunk: Record<string, unknown> }>;
   next: number;
+  /** From seq 0 of a run that continues a stored message (after an answer): that message as the
+   * run started from it. */
+  continues?: AiUIMessage | null;
 }
 
 /** One long poll: the events after `after` (null = 204: no run, or nothing more to come). */
@@ -114,7 +117,10 @@ export function chunkStream({
 }
 
 export interface FoldOptions extends ChunkStreamOptions {
-  /** The message the run continues (a stored or checkpointed assistant message), if any. */
+  /**
+   * The message the run continues (a stored or checkpointed assistant message), if any; without
+   * one, the message the first page says the run continues (from seq 0 after an answer).
+   */
   message?: AgentMessage;
   /** Every new state of the message; `seq` is set when the state is exactly the events up to seq. */
   onMessage: (message: AgentMessage, seq: number | null) => void;
@@ -126,9 +132,35 @@ export interface FoldOptions extends ChunkStreamOptions {
 export async function foldRun({ message, onMessage, onError, ...options }: FoldOptions): Promise<void> {
   // the AI SDK (and the schemas it brings) loads with the first turn, not with the app
   const { readUIMessageStream } = await import("ai");
-  const stream = chunkStream(options);
-  let marked = markerSeq(message ?? { id: "", role: "assistant", parts: [] });
-  for await (const state of readUIMessageStream<AgentMessage>({ message, stream, onError })) {
+  let first: StreamPage | undefined;
+  const chunks = chunkStream({
+    ...options,
+    onPage: (page) => {
+      first ??= page;
+      options.onPage?.(page);
+    },
+  }).getReader();
+  // the fold starts once the first page has said which message the run continues: its first
+  // events (an approved call's output) complete parts of that message
+  const head = await chunks.read();
+  const base = message ?? first?.continues ?? undefined;
+  const stream = new ReadableStream<UIMessageChunk>(
+    {
+      start(controller) {
+        if (head.done) controller.close();
+        else controller.enqueue(head.value);
+      },
+      async pull(controller) {
+        const next = await chunks.read();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      cancel: (reason) => chunks.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+  let marked = markerSeq(base ?? { id: "", role: "assistant", parts: [] });
+  for await (const state of readUIMessageStream<AgentMessage>({ message: base, stream, onError })) {
     // only the state the marker itself produced holds exactly the events up to its seq (later
     // states carry the same marker with more parts)
     const seq = markerSeq(state);

@@ -73,6 +73,14 @@ FINISH_REASONS: dict[RunStatus, str] = {
 
 
 @dataclass(frozen=True)
+class Answered:
+    """An answer recorded on a waiting run's message."""
+
+    pending: int  # calls that still wait for an answer
+    parts: int  # the message's parts now (what a run that continues it starts from)
+
+
+@dataclass(frozen=True)
 class StepResult:
     outcome: Outcome
     calls: tuple[str, ...] = ()  # tool call ids to run, in order (outcome "tools")
@@ -290,9 +298,9 @@ class AgentLoop:
         approved: bool | None,
         reason: str | None,
         answers: JsonValue | None,
-    ) -> int:
+    ) -> Answered:
         """Record the user's answer to an approval or a question on the waiting ``run``'s
-        message; how many calls still wait for one."""
+        message."""
         _, message = self._message(run)
         part = message.tool_part(call_id)
         if part is None:
@@ -317,7 +325,7 @@ class AgentLoop:
         else:
             raise InvalidInput("This tool call is not waiting for an answer", field="toolCallId")
         self._host.save(run, message)
-        return sum(_pending(p) for p in message.parts)
+        return Answered(sum(_pending(p) for p in message.parts), len(message.parts))
 
     def checkpoint(self, run_id: str) -> dict[str, JsonValue]:
         """Before the run's first tool step: the workspace saved on the run's hidden ref and

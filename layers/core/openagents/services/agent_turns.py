@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -52,6 +52,7 @@ STREAM_DEFAULT_WAIT = 20.0
 STREAM_MAX_WAIT = 25.0
 STREAM_POLL_SECONDS = 0.15
 RUNS_PAGE = 50
+MESSAGES_PAGE = 50  # looking for the message a run continues, newest first
 SANDBOX_WAIT_SECONDS = 300.0
 HEARTBEAT_EVERY_SECONDS = 60.0
 WAITING = frozenset(
@@ -89,6 +90,7 @@ class StreamView:
     run: Run
     events: list[StreamEvent]
     next: int
+    continues: UIMessageJson | None = None  # the message the run continues (from seq 0 only)
 
 
 class Lifecycle(Protocol):
@@ -259,6 +261,12 @@ class AgentTurns:
         run = self._latest(identity, chat_id)
         if run is None:
             return None
+        view = self._events(run, after, wait)
+        if view is None or after > 0 or run.continued_parts is None:
+            return view
+        return replace(view, continues=self._continued(run, run.continued_parts))
+
+    def _events(self, run: Run, after: int, wait: float | None) -> StreamView | None:
         budget = min(max(STREAM_DEFAULT_WAIT if wait is None else wait, 0.0), STREAM_MAX_WAIT)
         deadline = time.monotonic() + budget
         while True:
@@ -271,6 +279,22 @@ class AgentTurns:
                 return StreamView(run, [], after)
             time.sleep(STREAM_POLL_SECONDS)
             run = self._runs.get(run.id) or run
+
+    def _continued(self, run: Run, parts: int) -> UIMessageJson | None:
+        """The assistant message ``run`` continues with the ``parts`` it had when the run
+        started (the later ones are the run's own events; it is the chat's last message while
+        the run is its latest, so the newest page holds it)."""
+        cursor: str | None = None
+        while True:
+            page = self._store.list_messages(run.chat_id, MESSAGES_PAGE, cursor, before=True)
+            for message in page.items:
+                if message.id == run.assistant_message_id:
+                    stored = message.parts.get("parts")
+                    kept = list(stored)[:parts] if isinstance(stored, list) else []
+                    return {**message.parts, "parts": kept}
+            if page.cursor is None:
+                return None
+            cursor = page.cursor
 
     def stop(self, identity: Identity, chat_id: str) -> Run | None:
         run = self._latest(identity, chat_id)
@@ -302,11 +326,11 @@ class AgentTurns:
             raise InvalidInput(
                 "The chat's last turn is not waiting for an answer", field="toolCallId"
             )
-        pending = self._loop.answer(
+        answered = self._loop.answer(
             last, tool_call_id, approved=approved, reason=reason, answers=answers
         )
-        if pending:
-            return last, pending
+        if answered.pending:
+            return last, answered.pending
         run = Run(
             id=self._ids(),
             session_id=last.session_id,
@@ -316,6 +340,7 @@ class AgentTurns:
             assistant_message_id=last.assistant_message_id,
             model_id=last.model_id,
             started_at=self._clock(),
+            continued_parts=answered.parts,
         )
         try:
             started = self._runs.start(run)

@@ -74,6 +74,8 @@ class Run:
     checkpoint: Checkpoint | None = None  # the workspace before its first tool step
     reverted: bool = False  # a revert to before it (or an earlier run) undid its changes
     revert: RevertRecord | None = None  # the last revert to before this run
+    # a run that continues its assistant message (after respond): the parts it had at the start
+    continued_parts: int | None = None
 
     def progressed(self, progress: Progress) -> Run:
         return replace(
@@ -239,6 +241,7 @@ def run_to_json(run: Run) -> dict[str, JsonValue]:
         "checkpoint": run.checkpoint.to_json() if run.checkpoint else None,
         "reverted": run.reverted,
         "revert": run.revert.to_json() if run.revert else None,
+        "continuedParts": run.continued_parts,
     }
 
 
@@ -257,6 +260,7 @@ def run_from_json(data: Mapping[str, object]) -> Run:
     cost = data.get("costUsd")
     error = data.get("error")
     checkpoint, revert = data.get("checkpoint"), data.get("revert")
+    continued = data.get("continuedParts")
     return Run(
         id=text("id"),
         session_id=text("sessionId"),
@@ -278,6 +282,7 @@ def run_from_json(data: Mapping[str, object]) -> Run:
         checkpoint=Checkpoint.from_json(checkpoint) if isinstance(checkpoint, Mapping) else None,
         reverted=bool(data.get("reverted", False)),
         revert=RevertRecord.from_json(revert) if isinstance(revert, Mapping) else None,
+        continued_parts=int(str(continued)) if continued is not None else None,
     )
 
 

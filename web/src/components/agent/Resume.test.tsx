@@ -4,7 +4,7 @@ import { act, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Api } from "../../api/client";
-import type { StreamPage } from "../../agent/stream";
+import type { AgentMessage, StreamPage } from "../../agent/stream";
 import { fakeApi, renderWithApi } from "../../test/fakes";
 import { ChatPanel } from "../ChatPanel";
 
@@ -154,5 +154,39 @@ describe("a chat's live run across reloads", () => {
     expect(await screen.findByRole("button", { name: "Stop" })).toBeInTheDocument();
     expect(stream).toHaveBeenCalledWith("c1", 7, 0);
     await act(async () => undefined);
+  });
+
+  it("opens a continued run without a checkpoint (another browser) on the message it continues", async () => {
+    const { chat, stream } = server();
+    const [step, bash] = approvalAsked.parts;
+    const text = { type: "text", text: "I'll clear the build folder.", state: "done" };
+    const asked = { ...approvalAsked, parts: [step, text, bash] };
+    // as the run started from it: the call approved, its output not there yet
+    const started = {
+      ...asked,
+      parts: [step, text, { ...bash, state: "approval-responded" }],
+    } as AgentMessage;
+    chat.latest = {
+      runId: "r2",
+      status: "running",
+      events: numbered([{ type: "start", messageId: "a1" }, ...continued.map((e) => e.chunk).slice(0, 5)]),
+    };
+    // the page from seq 0 says which message the run continues, as it started from it
+    const withContinues = vi.fn(
+      async (id: string, after: number, wait?: number): Promise<StreamPage | null> => {
+        const page = await stream(id, after, wait);
+        return page && after === 0 ? { ...page, continues: started } : page;
+      },
+    );
+    open({
+      messages: vi.fn(async () => ({ messages: [asked], nextCursor: null })),
+      stream: withContinues,
+      stop: vi.fn(),
+    });
+    expect(await screen.findByText("The build folder is gone.")).toBeInTheDocument();
+    expect(screen.getAllByText("I'll clear the build folder.")).toHaveLength(1);
+    const card = screen.getByRole("article", { name: "Tool bash" });
+    expect(within(card).getByText("exit 0")).toBeInTheDocument();
+    expect(screen.getByRole("button", { name: "Stop" })).toBeInTheDocument();
   });
 });
