@@ -88,7 +88,7 @@ def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
     ended = runs.get("run-2")
     assert ended is not None
     assert ended.status is RunStatus.ABORTED
-    assert runs.active_run_id(chat_id) is None
+    assert runs.active_run_id(session_id, chat_id) is None
     fake.calls.clear()
     engine.stop("run-2")  # ended: nothing to stop
     assert fake.calls == []

@@ -39,7 +39,7 @@ def test_runs_left_running_are_marked_failed(agent_api: AgentApi) -> None:
     assert ended.status is RunStatus.FAILED
     assert ended.error is not None
     assert "interrupted by a restart" in ended.error
-    assert runs.active_run_id("gone-chat") is None
+    assert runs.active_run_id(left.session_id, left.chat_id) is None
     assert [e.chunk["type"] for e in runs.events(left.id, 0)] == ["finish"]
     assert agent_api.container.agent.recover() == 0
     runs.db.close()

@@ -65,7 +65,7 @@ def test_delete_from_a_user_message_drops_it_and_every_later_one(
     deleted = store.delete_messages_from(session, chat, written[2].id, at)
 
     assert deleted == ids(written[2:])
-    assert ids(store.list_messages(chat.id, 10, None).items) == ids(written[:2])
+    assert ids(store.list_messages(chat.session_id, chat.id, 10, None).items) == ids(written[:2])
     stored = store.get_chat(session.id, chat.id)
     assert stored is not None
     assert stored.last_assistant_message_at == written[1].created_at  # a0 is the latest left
@@ -89,7 +89,7 @@ def test_delete_from_the_first_message_leaves_no_assistant_time(
     assert stored.message_count == 0
     mark = (store.get_session(session.id) or session).chats[chat.id]
     assert mark.last_assistant_message_at is None
-    assert store.list_messages(chat.id, 10, None).items == []
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items == []
 
 
 def test_delete_from_refuses_assistant_unknown_and_foreign_messages(
@@ -132,17 +132,17 @@ def test_paging_up_from_the_end_returns_pages_newest_last(
     session, chat = target
     written = conversation(store, session, chat, 4)  # 8 messages
 
-    last = store.list_messages(chat.id, 3, None, before=True)
+    last = store.list_messages(chat.session_id, chat.id, 3, None, before=True)
     assert ids(last.items) == ids(written[5:])
     assert last.cursor is not None
-    middle = store.list_messages(chat.id, 3, last.cursor, before=True)
+    middle = store.list_messages(chat.session_id, chat.id, 3, last.cursor, before=True)
     assert ids(middle.items) == ids(written[2:5])
-    first = store.list_messages(chat.id, 3, middle.cursor, before=True)
+    first = store.list_messages(chat.session_id, chat.id, 3, middle.cursor, before=True)
     assert ids(first.items) == ids(written[:2])
     assert first.cursor is None  # nothing older
 
     # a page's cursor names its oldest message: forward from it is the rest of the chat
-    rest = store.list_messages(chat.id, 10, middle.cursor)
+    rest = store.list_messages(chat.session_id, chat.id, 10, middle.cursor)
     assert ids(rest.items) == ids(written[3:])
 
 
@@ -151,12 +151,12 @@ def test_paging_up_a_short_chat_is_one_page_and_bad_cursors_are_refused(
 ) -> None:
     session, chat = target
     written = conversation(store, session, chat, 1)
-    page = store.list_messages(chat.id, 10, None, before=True)
+    page = store.list_messages(chat.session_id, chat.id, 10, None, before=True)
     assert ids(page.items) == ids(written)
     assert page.cursor is None
-    assert store.list_messages("no-such-chat", 10, None, before=True).items == []
+    assert store.list_messages(chat.session_id, "no-such-chat", 10, None, before=True).items == []
     with pytest.raises(BadCursor):
-        store.list_messages(chat.id, 10, "not-a-cursor", before=True)
+        store.list_messages(chat.session_id, chat.id, 10, "not-a-cursor", before=True)
 
 
 # ------------------------------------------------------------------------ forks
@@ -197,7 +197,7 @@ def test_a_fork_holds_its_copies_and_starts_read(
 
     store.fork_chat(session, fork, copies, 10)
 
-    listed = store.list_messages(fork.id, 10, None).items
+    listed = store.list_messages(fork.session_id, fork.id, 10, None).items
     assert [(m.id, m.role, m.created_at, m.parts) for m in listed] == [
         (c.id, c.role, c.created_at, c.parts) for c in copies
     ]
@@ -207,7 +207,9 @@ def test_a_fork_holds_its_copies_and_starts_read(
     assert stored.last_assistant_message_at == written[1].created_at
     mark = (store.get_session(session.id) or session).chats[fork.id]
     assert not mark.has_unread
-    assert ids(store.list_messages(chat.id, 10, None).items) == ids(written)  # source unchanged
+    assert ids(store.list_messages(chat.session_id, chat.id, 10, None).items) == ids(
+        written
+    )  # source unchanged
     assert len(backend.files()) == 2  # the source's body and the copy's
 
 

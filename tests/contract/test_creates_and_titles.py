@@ -225,6 +225,6 @@ def test_delete_session_removes_every_item(app: Container, backend: Backend) -> 
     with pytest.raises(NotFound):
         app.sessions.get(ALICE, session.id)
     assert app.sessions.get(BOB, keep.id).title == "Keep"
-    assert backend.store.list_messages(chat.id, 10, None).items == []
+    assert backend.store.list_messages(chat.session_id, chat.id, 10, None).items == []
     # the ids are free again
     assert app.chats.create(BOB, keep.id, "extra-chat").id == "extra-chat"

@@ -168,7 +168,7 @@ def test_concurrent_messages_are_all_kept(store: Store) -> None:
         return store.put_message(session, chat, message(chat, f"m{i}"), activity=None)
 
     assert run_at_once(THREADS, post) == {"'inserted'": THREADS}
-    assert len(store.list_messages(chat.id, 100, None).items) == THREADS
+    assert len(store.list_messages(chat.session_id, chat.id, 100, None).items) == THREADS
     got = store.get_chat(session.id, chat.id)
     assert got is not None
     assert got.message_count == THREADS

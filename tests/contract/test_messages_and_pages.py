@@ -47,7 +47,7 @@ def test_messages_insert_update_and_list_in_order(
     again = message(chat, "u-1", Role.USER, "changed?", at=t0)
     assert store.put_message(session, chat, again, activity=None) == "unchanged"
 
-    page = store.list_messages(chat.id, 10, None)
+    page = store.list_messages(chat.session_id, chat.id, 10, None)
     assert [(m.id, m.parts["parts"][0]["text"]) for m in page.items] == [
         ("u-1", "Fix the login bug"),
         ("a-1", "done"),
@@ -74,7 +74,7 @@ def test_message_ids_are_unique_across_chats_and_roles(
         store.put_message(session, other, message(other, "m"), activity=None)
     with pytest.raises(MessageIdTaken):
         store.put_message(session, chat, message(chat, "m", Role.USER), activity=None)
-    assert store.list_messages(other.id, 10, None).items == []
+    assert store.list_messages(other.session_id, other.id, 10, None).items == []
 
 
 def test_a_message_to_a_missing_chat_is_gone(store: Store, target: tuple[Session, Chat]) -> None:
@@ -112,16 +112,16 @@ def test_large_bodies_live_in_the_artifact_store(
     assert store.put_message(session, chat, huge, activity=None) == "inserted"
     (stored,) = backend.files()
     assert json.loads(stored.read_text()) == body
-    assert store.list_messages(chat.id, 10, None).items[0].parts == body
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == body
 
     small = message(chat, "big", text="short")
     assert store.put_message(session, chat, small, activity=None) == "updated"
     assert backend.files() == []  # the replaced body is dropped
-    assert store.list_messages(chat.id, 10, None).items[0].parts == small.parts
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == small.parts
 
     assert store.put_message(session, chat, huge, activity=None) == "updated"
     assert len(backend.files()) == 1
-    assert store.list_messages(chat.id, 10, None).items[0].parts == body
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == body
 
 
 def test_deleting_a_chat_drops_its_messages_and_bodies(
@@ -138,7 +138,7 @@ def test_deleting_a_chat_drops_its_messages_and_bodies(
     store.delete_chat(session, chat.id)
 
     assert backend.files() == []
-    assert store.list_messages(chat.id, 10, None).items == []
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items == []
     assert store.get_chat(session.id, chat.id) is None
     assert store.get_chat(session.id, "second") is not None
     # the message ids are free again
@@ -157,7 +157,7 @@ def test_a_refused_message_leaves_no_artifact(
     with pytest.raises(MessageIdTaken):
         store.put_message(session, other, huge, activity=None)
     assert backend.files() == []
-    assert store.list_messages(chat.id, 10, None).items[0].parts == original.parts
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == original.parts
 
 
 def test_items_over_400_kb_are_refused(store: Store, target: tuple[Session, Chat]) -> None:
@@ -214,13 +214,13 @@ def test_message_and_event_pages_are_stable_under_inserts(
             session, chat, message(chat, f"m{i}", at=t0 + timedelta(seconds=i)), activity=None
         )
         store.append_entry(entry(session.id, f"e{i}", at=t0 + timedelta(seconds=i)))
-    page = store.list_messages(chat.id, 2, None)
+    page = store.list_messages(chat.session_id, chat.id, 2, None)
     events = store.list_events(session.id, 2, None)
     assert page.cursor is not None
     assert events.cursor is not None
     store.put_message(session, chat, message(chat, "m3"), activity=None)
     store.append_entry(entry(session.id, "e3"))
-    rest = store.list_messages(chat.id, 10, page.cursor)
+    rest = store.list_messages(chat.session_id, chat.id, 10, page.cursor)
     assert [m.id for m in page.items + rest.items] == ["m0", "m1", "m2", "m3"]
     more = store.list_events(session.id, 10, events.cursor)
     kinds = [e.type for e in events.items + more.items]
@@ -231,12 +231,12 @@ def test_cursors_are_opaque_and_checked(store: Store, target: tuple[Session, Cha
     session, chat = target
     for i in range(3):
         store.put_message(session, chat, message(chat, f"m{i}"), activity=None)
-    page = store.list_messages(chat.id, 1, None)
+    page = store.list_messages(chat.session_id, chat.id, 1, None)
     assert page.cursor is not None
     assert "m0" not in page.cursor
     assert "M#" not in page.cursor
     with pytest.raises(BadCursor):
-        store.list_messages(chat.id, 1, "garbage")
+        store.list_messages(chat.session_id, chat.id, 1, "garbage")
     with pytest.raises(BadCursor):  # a cursor of another kind
         store.list_sessions("alice", ListFilter.ALL, 1, page.cursor)
     with pytest.raises(BadCursor):

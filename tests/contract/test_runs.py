@@ -31,7 +31,7 @@ from openagents.store.runs_sqlite import SqliteRunStore
 from openagents.store.sqlite import SqliteStore
 
 from tests.contract.conftest import Backend
-from tests.contract.helpers import new_objects
+from tests.contract.helpers import create, new_chat, new_objects
 
 WEEK = timedelta(days=7)
 
@@ -138,12 +138,12 @@ def new_run(
 def test_start_claims_the_chat_and_a_second_live_run_is_refused(runs: RunStore) -> None:
     first = runs.start(new_run())
     assert first.created
-    assert runs.active_run_id("chat-1") == first.run.id
+    assert runs.active_run_id("sess-1", "chat-1") == first.run.id
     with pytest.raises(TurnInProgress) as caught:
         runs.start(new_run())
     assert caught.value.run_id == first.run.id
     assert runs.get(first.run.id) == first.run
-    assert runs.latest("chat-1") == first.run
+    assert runs.latest("sess-1", "chat-1") == first.run
     # other chats are free
     assert runs.start(new_run("chat-2")).created
 
@@ -184,14 +184,14 @@ def test_finish_releases_the_claim_once_and_is_idempotent(runs: RunStore) -> Non
     assert done.status is RunStatus.ABORTED
     assert done.error == "stopped"
     assert done.finished_at == at
-    assert runs.active_run_id("chat-1") is None
+    assert runs.active_run_id("sess-1", "chat-1") is None
     again = runs.finish(run.id, RunStatus.FAILED, at=at + timedelta(seconds=5), retention=WEEK)
     assert again.status is RunStatus.ABORTED
     assert again.finished_at == at
     nxt = runs.start(new_run()).run
     runs.finish(run.id, RunStatus.FAILED, at=at, retention=WEEK)  # the old run: no effect
-    assert runs.active_run_id("chat-1") == nxt.id
-    assert runs.latest("chat-1") == nxt
+    assert runs.active_run_id("sess-1", "chat-1") == nxt.id
+    assert runs.latest("sess-1", "chat-1") == nxt
 
 
 def test_events_are_numbered_in_order_and_read_after_any_seq(runs: RunStore) -> None:
@@ -277,7 +277,7 @@ def test_runs_of_a_session_newest_first_with_a_cursor(runs: RunStore) -> None:
     with pytest.raises(BadCursor):
         runs.list_for_session("sess-1", 2, "not-a-cursor")
     assert runs.get("nope") is None
-    assert runs.latest("nope") is None
+    assert runs.latest("sess-1", "nope") is None
 
 
 # --- a turn's start is one write with its user message and the chat's live-run marks ---------
@@ -317,7 +317,7 @@ def test_start_stores_the_message_and_marks_the_chat_live_until_finish(both: Run
     run = new_run("chat-m", message_id="u-1")
     started = both.runs.start(run, turn(both, chat, "u-1", "add a multiply function"))
     assert started.created
-    (message,) = both.store.list_messages(chat.id, 10, None).items
+    (message,) = both.store.list_messages(chat.session_id, chat.id, 10, None).items
     assert message.id == "u-1"
     assert message.parts["parts"][0]["text"] == "add a multiply function"
     stored_chat = both.store.get_chat(chat.session_id, chat.id)
@@ -337,7 +337,9 @@ def test_a_refused_start_writes_no_message(both: Runs) -> None:
     both.runs.start(first, turn(both, chat, "u-1"))
     with pytest.raises(TurnInProgress):
         both.runs.start(new_run("chat-r", message_id="u-2"), turn(both, chat, "u-2"))
-    assert [m.id for m in both.store.list_messages(chat.id, 10, None).items] == ["u-1"]
+    assert [m.id for m in both.store.list_messages(chat.session_id, chat.id, 10, None).items] == [
+        "u-1"
+    ]
     assert live_marks(both, chat)[0] == first.id
 
 
@@ -349,7 +351,7 @@ def test_the_same_message_again_writes_nothing_and_returns_its_run(both: Runs) -
     again = both.runs.start(new_run("chat-s", message_id="u-1"), turn(both, chat, "u-1"))
     assert not again.created
     assert again.run.id == run.id
-    assert len(both.store.list_messages(chat.id, 10, None).items) == 1
+    assert len(both.store.list_messages(chat.session_id, chat.id, 10, None).items) == 1
     assert live_marks(both, chat)[0] is None  # the ended run is not live again
 
 
@@ -359,8 +361,8 @@ def test_a_message_id_of_another_chat_is_refused_whole(both: Runs) -> None:
     both.runs.start(new_run("chat-a", message_id="shared"), turn(both, chat, "shared"))
     with pytest.raises(MessageIdTaken):
         both.runs.start(new_run("chat-b", message_id="shared"), turn(both, other, "shared"))
-    assert both.runs.active_run_id("chat-b") is None
-    assert both.store.list_messages(other.id, 10, None).items == []
+    assert both.runs.active_run_id(other.session_id, "chat-b") is None
+    assert both.store.list_messages(other.session_id, other.id, 10, None).items == []
     assert live_marks(both, other) == (None, False, True)  # chat-a of the same session is live
 
 
@@ -368,7 +370,7 @@ def test_a_start_on_a_gone_chat_is_refused(both: Runs) -> None:
     both.chat("chat-keep")  # the session exists; the chat does not
     with pytest.raises(Gone):
         both.runs.start(new_run("chat-gone"))
-    assert both.runs.active_run_id("chat-gone") is None
+    assert both.runs.active_run_id("sess-1", "chat-gone") is None
 
 
 def test_a_message_stored_before_without_a_run_starts_one(both: Runs) -> None:
@@ -378,7 +380,7 @@ def test_a_message_stored_before_without_a_run_starts_one(both: Runs) -> None:
     both.store.put_message(session, chat, user_message(chat, "u-1"), activity=None)
     started = both.runs.start(new_run("chat-p", message_id="u-1"), turn(both, chat, "u-1"))
     assert started.created
-    assert len(both.store.list_messages(chat.id, 10, None).items) == 1
+    assert len(both.store.list_messages(chat.session_id, chat.id, 10, None).items) == 1
     assert live_marks(both, chat)[0] == started.run.id
 
 
@@ -419,3 +421,20 @@ def test_running_finds_every_live_run_and_no_ended_one(runs: RunStore) -> None:
     ended = started.pop()
     runs.finish(ended.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
     assert {run.id for run in runs.running()} == {run.id for run in started}
+
+
+def test_runs_of_two_users_chats_with_the_same_ids_are_independent(both: Runs) -> None:
+    started = []
+    for user in ("alice", "bob"):
+        session = create(both.store, user)
+        chat = new_chat(session.id, "run-same-chat")
+        both.store.create_chat(session, chat, 100)
+        run = new_run(chat.id, session_id=session.id, message_id="same-message")
+        run = replace(run, user_id=user)
+        started.append(both.runs.start(run, turn(both, chat, "same-message")))
+    assert all(s.created for s in started)
+    for s in started:
+        assert both.runs.active_run_id(s.run.session_id, "run-same-chat") == s.run.id
+        assert both.runs.latest(s.run.session_id, "run-same-chat") == s.run
+        stored = both.store.list_messages(s.run.session_id, "run-same-chat", 10, None).items
+        assert [m.id for m in stored] == ["same-message"]

@@ -275,7 +275,7 @@ def test_chat_and_message_access_patterns_are_one_request_each(
     assert requests.counts() == {"Query": 1}
 
     requests.reset()
-    page = store.list_messages(chat.id, 10, None)
+    page = store.list_messages(chat.session_id, chat.id, 10, None)
     assert requests.counts() == {"Query": 1}
     assert [m.id for m in page.items] == ["m-1"]
 
@@ -389,7 +389,7 @@ def test_a_large_body_is_a_pointer_in_the_item(
     item = raw_item(settings, f"C#{chat.id}", claim["messageSk"]["S"])
     assert "body" not in item
     assert item["bodyRef"]["S"] == stored.relative_to(folder).as_posix()
-    assert store.list_messages(chat.id, 10, None).items[0].parts == big
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == big
 
     small = small_body("short")
     assert store.put_message(session, chat, assistant(chat, small), activity=None) == "updated"
@@ -397,7 +397,7 @@ def test_a_large_body_is_a_pointer_in_the_item(
     item = raw_item(settings, f"C#{chat.id}", claim["messageSk"]["S"])
     assert "bodyRef" not in item
     assert json.loads(item["body"]["S"]) == small
-    assert store.list_messages(chat.id, 10, None).items[0].parts == small
+    assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == small
 
 
 # ---------------------------------------------------------------- outages

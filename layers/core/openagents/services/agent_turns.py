@@ -241,17 +241,12 @@ class AgentTurns:
     # ------------------------------------------------------------------ stream, stop, runs
 
     def _latest(self, identity: Identity, chat_id: str) -> Run | None:
-        """The chat's latest run; another user's chat (with or without runs) is 404."""
-        run = self._runs.latest(chat_id)
-        if run is not None:
-            if run.user_id != identity.user_id:
-                raise NotFound("Chat not found")
-            return run
-        session_id = self._store.chat_session(chat_id)
-        session = self._store.get_session(session_id) if session_id is not None else None
-        if session is None or session.user_id != identity.user_id:
+        """The caller's chat's latest run; a chat id the caller has not is 404 (another
+        user's same id is theirs)."""
+        session_id = self._store.chat_session(identity.user_id, chat_id)
+        if session_id is None:
             raise NotFound("Chat not found")
-        return None
+        return self._runs.latest(session_id, chat_id)
 
     def stream(
         self, identity: Identity, chat_id: str, after: int, wait: float | None
@@ -404,7 +399,7 @@ class AgentHost(TurnHost):
         found: list[UIMessageJson] = []
         cursor: str | None = None
         while True:
-            page = self._store.list_messages(run.chat_id, 500, cursor)
+            page = self._store.list_messages(run.session_id, run.chat_id, 500, cursor)
             found += [message.parts for message in page.items]
             if page.cursor is None:
                 return found

@@ -47,7 +47,7 @@ FORK_PREFIX = "Fork of "
 class LiveTurns(Protocol):
     """What the chats need of the run store: is a turn live in a chat?"""
 
-    def active_run_id(self, chat_id: str) -> str | None: ...
+    def active_run_id(self, session_id: str, chat_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -254,16 +254,16 @@ class ChatService:
         backward = before is not None
         start = (before if before != "end" else None) if backward else cursor
         try:
-            return self._store.list_messages(chat.id, size, start, before=backward)
+            return self._store.list_messages(chat.session_id, chat.id, size, start, before=backward)
         except BadCursor:
             raise InvalidInput("Invalid cursor", field="before" if backward else "cursor") from None
 
-    def all_messages(self, chat_id: str) -> builtins.list[Message]:
+    def all_messages(self, chat: Chat) -> builtins.list[Message]:
         """Every message of a chat the caller already holds, oldest first."""
         found: builtins.list[Message] = []
         cursor: str | None = None
         while True:
-            page = self._store.list_messages(chat_id, MESSAGES_MAX_LIMIT, cursor)
+            page = self._store.list_messages(chat.session_id, chat.id, MESSAGES_MAX_LIMIT, cursor)
             found += page.items
             if page.cursor is None:
                 return found
@@ -274,7 +274,7 @@ class ChatService:
     ) -> builtins.list[str]:
         """Delete a user message and every later one (edit and resend); 409 while a turn runs."""
         session, chat = self._chat(identity, session_id, chat_id)
-        if self._turns.active_run_id(chat.id) is not None:
+        if self._turns.active_run_id(chat.session_id, chat.id) is not None:
             raise TurnConflict(
                 "Cannot delete messages while a response is streaming", field="chatId"
             )
@@ -325,7 +325,7 @@ class ChatService:
         self, session: Session, source: Chat, message_id: str, fork_id: str | None
     ) -> tuple[Chat, builtins.list[Message]]:
         """The fork and its copies of the source's messages up to ``message_id``."""
-        history = self.all_messages(source.id)
+        history = self.all_messages(source)
         through = next((i for i, m in enumerate(history) if m.id == message_id), None)
         if through is None:
             raise NotFound("Message not found", field="messageId")
@@ -353,7 +353,7 @@ class ChatService:
 
     def _existing(self, session: Session, chat_id: str) -> Chat | None:
         """The session's chat of that id (a retry); 409 if the id is another session's."""
-        owner = self._store.chat_session(chat_id)
+        owner = self._store.chat_session(session.user_id, chat_id)
         if owner is None:
             return None
         existing = self._store.get_chat(session.id, chat_id) if owner == session.id else None

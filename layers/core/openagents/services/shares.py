@@ -74,8 +74,9 @@ class ShareService:
 
     def transcript(self, share_id: str) -> SharedChat:
         chat = self._shared(share_id)
-        messages = [transcript.redact(m.parts) for m in self._chats.all_messages(chat.id)]
+        messages = [transcript.redact(m.parts) for m in self._chats.all_messages(chat)]
         return SharedChat(chat=chat, messages=messages)
 
     def is_streaming(self, share_id: str) -> bool:
-        return self._turns.active_run_id(self._shared(share_id).id) is not None
+        chat = self._shared(share_id)
+        return self._turns.active_run_id(chat.session_id, chat.id) is not None

@@ -64,15 +64,19 @@ from openagents.store.mapping import (
     MESSAGE_SK,
     SESSION_SK,
     audit_item,
+    chat_claim_pk,
     chat_item,
     chat_mark,
+    chat_scoped,
     chat_sk,
     created_key,
     event_sk,
     first_message_title,
     iso,
     mark_map,
+    message_claim_pk,
     message_sk,
+    messages_pk,
     outbox_item,
     page_of,
     session_item,
@@ -238,7 +242,9 @@ class DynamoStore:
                 tx.save(session_item(session), condition=SessionItem.pk.does_not_exist())
                 tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
                 tx.save(
-                    ChatClaimItem(f"CID#{chat.id}", "CID", session_id=session.id),
+                    ChatClaimItem(
+                        chat_claim_pk(session.user_id, chat.id), "CID", session_id=session.id
+                    ),
                     condition=ChatClaimItem.pk.does_not_exist(),
                 )
                 tx.save(audit_item(entry))
@@ -407,7 +413,11 @@ class DynamoStore:
         failure left)."""
         pk = session_pk(session.id)
         tombstone = TombstoneItem(
-            PURGE_PK, f"S#{session.id}", session_id=session.id, chat_ids=set(session.chats) or None
+            PURGE_PK,
+            f"S#{session.id}",
+            session_id=session.id,
+            user_id=session.user_id,
+            chat_ids=set(session.chats) or None,
         )
         try:
             with self._transaction() as tx:
@@ -448,13 +458,13 @@ class DynamoStore:
     def _purge(self, tombstone: TombstoneItem) -> None:
         """Remove what the tombstone's delete left, then the tombstone (idempotent). Chat id
         claims go last, so an id is free only once nothing of its old chat remains."""
-        session_id = tombstone.session_id
+        session_id, user_id = tombstone.session_id, tombstone.user_id or ""
         if tombstone.sk.startswith("S#"):
             pk = session_pk(session_id)
             items = list(ChatItem.query(pk, ChatItem.sk.startswith("C#")))
             chats = set(tombstone.chat_ids or ()) | {c.id for c in items}
             for chat_id in sorted(chats):
-                self._delete_messages(chat_id)
+                self._delete_messages(user_id, session_id, chat_id)
             with ShareItem.batch_write() as shares:  # the chats' public links are revoked
                 for chat in items:
                     if chat.share_id:
@@ -463,18 +473,18 @@ class DynamoStore:
                 for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
                     batch.delete(item)
         else:
-            chats = {tombstone.sk.removeprefix("C#")}
+            chats = set(tombstone.chat_ids or ())
             for chat_id in chats:
-                self._delete_messages(chat_id)
+                self._delete_messages(user_id, session_id, chat_id)
         for chat_id in sorted(chats):
-            self._release_chat_id(chat_id, session_id)
+            self._release_chat_id(user_id, chat_id, session_id)
         tombstone.delete()
 
     @staticmethod
-    def _release_chat_id(chat_id: str, session_id: str) -> None:
+    def _release_chat_id(user_id: str, chat_id: str, session_id: str) -> None:
         """Free a chat id, unless another session holds it (it was free and claimed again)."""
         try:
-            ChatClaimItem(f"CID#{chat_id}", "CID").delete(
+            ChatClaimItem(chat_claim_pk(user_id, chat_id), "CID").delete(
                 condition=ChatClaimItem.session_id == session_id
             )
         except DeleteError as exc:
@@ -638,9 +648,9 @@ class DynamoStore:
             return None
 
     @guard
-    def chat_session(self, chat_id: str) -> str | None:
+    def chat_session(self, user_id: str, chat_id: str) -> str | None:
         try:
-            return str(ChatClaimItem.get(f"CID#{chat_id}", "CID").session_id)
+            return str(ChatClaimItem.get(chat_claim_pk(user_id, chat_id), "CID").session_id)
         except ChatClaimItem.DoesNotExist:
             return None
 
@@ -654,10 +664,11 @@ class DynamoStore:
         self._create_chat(session, chat, max_chats, chat_mark(chat))
 
     def _create_chat(self, session: Session, chat: Chat, max_chats: int, mark: ChatMark) -> None:
+        claim_pk = chat_claim_pk(session.user_id, chat.id)
         try:
             with self._transaction() as tx:
                 tx.save(
-                    ChatClaimItem(f"CID#{chat.id}", "CID", session_id=session.id),
+                    ChatClaimItem(claim_pk, "CID", session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
                     name="chat id",
                 )
@@ -673,7 +684,7 @@ class DynamoStore:
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, "chat id"):
-                claim = ChatClaimItem.get(f"CID#{chat.id}", "CID")
+                claim = ChatClaimItem.get(claim_pk, "CID")
                 raise ChatIdTaken(claim.session_id) from exc
             if tx.failed(exc, "session"):
                 if self.get_session(session.id) is None:
@@ -693,7 +704,7 @@ class DynamoStore:
                 for message in messages:
                     body, body_ref = self._store_body(message)
                     item = MessageItem(
-                        f"C#{chat.id}",
+                        messages_pk(chat.session_id, chat.id),
                         message_sk(message),
                         id=message.id,
                         chat_id=chat.id,
@@ -706,7 +717,7 @@ class DynamoStore:
                     batch.save(item)
                     batch.save(
                         MessageClaimItem(
-                            f"MID#{message.id}",
+                            message_claim_pk(session.user_id, message.id),
                             "MID",
                             chat_id=chat.id,
                             role=message.role.value,
@@ -715,7 +726,7 @@ class DynamoStore:
                     )
             self._create_chat(session, chat, max_chats, chat_mark(chat, read=True))
         except BaseException:
-            self._delete_message_items(written)
+            self._delete_message_items(session.user_id, written)
             raise
 
     @guard
@@ -757,7 +768,13 @@ class DynamoStore:
     def delete_chat(self, session: Session, chat_id: str) -> None:
         """The chat and a tombstone in one transaction; its messages and id claim after
         (``purge_deleted``, as for a session)."""
-        tombstone = TombstoneItem(PURGE_PK, f"C#{chat_id}", session_id=session.id)
+        tombstone = TombstoneItem(
+            PURGE_PK,
+            f"C#{chat_scoped(session.id, chat_id)}",
+            session_id=session.id,
+            user_id=session.user_id,
+            chat_ids={chat_id},
+        )
         share_id = next(
             (item.share_id for item in self._chat_items(session.id, chat_id) if item.share_id),
             None,
@@ -813,7 +830,7 @@ class DynamoStore:
             self._drop_body(body_ref)
             raise
         try:
-            claim = MessageClaimItem.get(f"MID#{message.id}", "MID")
+            claim = MessageClaimItem.get(message_claim_pk(session.user_id, message.id), "MID")
         except MessageClaimItem.DoesNotExist:
             claim = None  # deleted meanwhile: treat as a conflict rather than guess
         if claim is None or claim.chat_id != chat.id or claim.role != message.role.value:
@@ -822,9 +839,10 @@ class DynamoStore:
         if message.role is Role.USER:  # user messages are immutable once written
             self._drop_body(body_ref)
             return "unchanged"
-        item = MessageItem(f"C#{chat.id}", claim.message_sk)
+        pk = messages_pk(session.id, chat.id)
+        item = MessageItem(pk, claim.message_sk)
         try:
-            old = MessageItem.get(f"C#{chat.id}", claim.message_sk)
+            old = MessageItem.get(pk, claim.message_sk)
             item.update(
                 actions=[
                     MessageItem.body.set(body) if body is not None else MessageItem.body.remove(),
@@ -871,14 +889,14 @@ class DynamoStore:
             chat_actions.append(ChatItem.title.set(title))
             chat_condition &= ChatItem.message_count == 0
         claim = MessageClaimItem(
-            f"MID#{message.id}",
+            message_claim_pk(session.user_id, message.id),
             "MID",
             chat_id=chat.id,
             role=message.role.value,
             message_sk=sort_key,
         )
         item = MessageItem(
-            f"C#{chat.id}",
+            messages_pk(session.id, chat.id),
             sort_key,
             id=message.id,
             chat_id=chat.id,
@@ -930,9 +948,11 @@ class DynamoStore:
             raise
         return "inserted"
 
-    def message_claim(self, message_id: str) -> MessageClaimItem | None:
+    def message_claim(self, user_id: str, message_id: str) -> MessageClaimItem | None:
         try:
-            return MessageClaimItem.get(f"MID#{message_id}", "MID", consistent_read=True)
+            return MessageClaimItem.get(
+                message_claim_pk(user_id, message_id), "MID", consistent_read=True
+            )
         except MessageClaimItem.DoesNotExist:
             return None
 
@@ -945,9 +965,15 @@ class DynamoStore:
 
     @guard
     def list_messages(
-        self, chat_id: str, limit: int, cursor_: str | None, *, before: bool = False
+        self,
+        session_id: str,
+        chat_id: str,
+        limit: int,
+        cursor_: str | None,
+        *,
+        before: bool = False,
     ) -> Page[Message]:
-        pk = f"C#{chat_id}"
+        pk = messages_pk(session_id, chat_id)
         results = MessageItem.query(
             pk,
             MessageItem.sk.startswith("M#"),
@@ -966,26 +992,26 @@ class DynamoStore:
     ) -> list[str]:
         """The later messages go in batches (newest first), then the target with the chat's
         recomputed times in one transaction: until that commits, a retry finds the target."""
-        claim = self.message_claim(message_id)  # strongly consistent: a message just posted
+        claim = self.message_claim(session.user_id, message_id)  # consistent: just posted
         if claim is None or claim.chat_id != chat.id:
             raise NoSuchMessage
         if claim.role != Role.USER.value:
             raise NotUserMessage
-        pk = f"C#{chat.id}"
+        pk = messages_pk(session.id, chat.id)
         doomed = list(
             MessageItem.query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
         )
         if not doomed or doomed[0].sk != claim.message_sk:
             raise NoSuchMessage
         target, later = doomed[0], doomed[1:]
-        self._delete_message_items(later[::-1])
+        self._delete_message_items(session.user_id, later[::-1])
         last = self._last_assistant_at(pk, target.sk)
         mark = SessionItem.chats[chat.id]
         now = iso(at)
         try:
             with self._transaction() as tx:
                 tx.delete(target, condition=MessageItem.pk.exists(), name="message")
-                tx.delete(MessageClaimItem(f"MID#{target.id}", "MID"))
+                tx.delete(MessageClaimItem(message_claim_pk(session.user_id, target.id), "MID"))
                 tx.update(
                     ChatItem(session_pk(session.id), chat_sk(chat.id)),
                     actions=[
@@ -1134,17 +1160,18 @@ class DynamoStore:
             created_at=datetime.fromisoformat(item.created_at),
         )
 
-    def _delete_messages(self, chat_id: str) -> None:
+    def _delete_messages(self, user_id: str, session_id: str, chat_id: str) -> None:
+        pk = messages_pk(session_id, chat_id)
         self._delete_message_items(
-            list(MessageItem.query(f"C#{chat_id}", MessageItem.sk.startswith("M#")))
+            user_id, list(MessageItem.query(pk, MessageItem.sk.startswith("M#")))
         )
 
-    def _delete_message_items(self, items: list[MessageItem]) -> None:
+    def _delete_message_items(self, user_id: str, items: list[MessageItem]) -> None:
         """Messages, their id claims, then their large bodies."""
         with MessageItem.batch_write() as batch:
             for item in items:
                 batch.delete(item)
-                batch.delete(MessageClaimItem(f"MID#{item.id}", "MID"))
+                batch.delete(MessageClaimItem(message_claim_pk(user_id, item.id), "MID"))
         for item in items:
             self._drop_body(item.body_ref)
 

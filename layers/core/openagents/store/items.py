@@ -7,16 +7,20 @@ Key design (one table, ``pk``/``sk`` strings):
 | session | ``S#<sessionId>`` | ``SESSION`` |
 | chat | ``S#<sessionId>`` | ``C#<chatId>`` |
 | audit entry | ``S#<sessionId>`` | ``E#<iso time>#<id>`` |
-| message | ``C#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
-| chat id claim | ``CID#<chatId>`` | ``CID`` |
-| message id claim | ``MID#<messageId>`` | ``MID`` |
+| message | ``C#<sessionId>#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
+| chat id claim | ``CID#<userId, %-escaped>#<chatId>`` | ``CID`` |
+| message id claim | ``MID#<userId, %-escaped>#<messageId>`` | ``MID`` |
 | share link | ``SH#<shareId>`` | ``SHARE`` |
 | user profile | ``U#<userId>`` | ``PROFILE`` |
 | title registry | ``U#<userId>`` | ``T#<title>`` |
 | rate window | ``U#<userId>`` | ``R#<action>`` (TTL) |
 | outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
 | webhook delivery | ``D#<delivery id>`` | ``DELIVERY`` (TTL) |
-| tombstone | ``PURGE`` | ``S#<sessionId>`` / ``C#<chatId>`` |
+| tombstone | ``PURGE`` | ``S#<sessionId>`` / ``C#<sessionId>#<chatId>`` |
+
+Chat and message ids are chosen by clients, so they are unique per user, never across users:
+their claims are keyed by the user, and everything else under a chat by its session and id
+(another user's same id is theirs, and never answers that it is taken).
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
 project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
@@ -246,6 +250,7 @@ class TombstoneItem(_Base):
     still to be removed: written in the deleting transaction, removed once they are gone."""
 
     session_id = UnicodeAttribute(attr_name="sessionId")
+    user_id = UnicodeAttribute(attr_name="userId", null=True)  # whose id claims to free
     chat_ids = UnicodeSetAttribute(attr_name="chatIds", null=True)
 
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from openagents.domain.models import AuditEntry, Chat, ChatMark, Message, Page, Role, Session
 from openagents.domain.naming import chat_title_from_text
@@ -56,6 +57,17 @@ def page_of(items: list[T], limit: int, sort_key: Callable[[T], str]) -> Page[T]
         return Page[T](items=items, cursor=None)
     kept = items[:limit]
     return Page[T](items=kept, cursor=cursor.encode(sort_key(kept[-1])))
+
+
+def user_scoped(user_id: str, client_id: str) -> str:
+    """A client-chosen id as its user's own (``<user, %-escaped>#<id>``): another user may
+    choose the same id, and must not learn that it is taken."""
+    return f"{quote(user_id, safe='')}#{client_id}"
+
+
+def chat_scoped(session_id: str, chat_id: str) -> str:
+    """A chat as one key (``<session>#<chat>``: server ids and chat ids hold no ``#``)."""
+    return f"{session_id}#{chat_id}"
 
 
 def created_key(session: Session) -> str:

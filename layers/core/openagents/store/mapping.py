@@ -35,6 +35,7 @@ from openagents.store.keys import (
     MESSAGE_SK,
     SESSION_SK,
     chat_mark,
+    chat_scoped,
     created_key,
     event_sk,
     first_message_title,
@@ -45,6 +46,7 @@ from openagents.store.keys import (
     message_sk,
     page_of,
     parse_dt,
+    user_scoped,
 )
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "MESSAGE_SK",
     "SESSION_SK",
     "chat_mark",
+    "chat_scoped",
     "created_key",
     "event_sk",
     "first_message_title",
@@ -62,6 +65,7 @@ __all__ = [
     "message_sk",
     "page_of",
     "parse_dt",
+    "user_scoped",
 ]
 
 
@@ -71,6 +75,21 @@ def session_pk(session_id: str) -> str:
 
 def chat_sk(chat_id: str) -> str:
     return f"C#{chat_id}"
+
+
+def messages_pk(session_id: str, chat_id: str) -> str:
+    """The partition of a chat's messages."""
+    return f"C#{chat_scoped(session_id, chat_id)}"
+
+
+def chat_claim_pk(user_id: str, chat_id: str) -> str:
+    """A user's claim of a chat id (chat ids are unique per user, across their sessions)."""
+    return f"CID#{user_scoped(user_id, chat_id)}"
+
+
+def message_claim_pk(user_id: str, message_id: str) -> str:
+    """A user's claim of a message id (unique per user, across their chats)."""
+    return f"MID#{user_scoped(user_id, message_id)}"
 
 
 def user_pk(user_id: str) -> str:

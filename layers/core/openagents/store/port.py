@@ -37,7 +37,8 @@ class ChatIdTaken(Exception):
 
 
 class MessageIdTaken(Exception):
-    """The message id belongs to another chat or role."""
+    """The message id belongs to another chat or role (of the same user: message ids are
+    unique per user, never across users)."""
 
 
 class LastChat(Exception):
@@ -211,8 +212,9 @@ class Store(Protocol):
 
     # chats
     def get_chat(self, session_id: str, chat_id: str) -> Chat | None: ...
-    def chat_session(self, chat_id: str) -> str | None:
-        """The session a chat id belongs to (chat ids are unique across sessions)."""
+    def chat_session(self, user_id: str, chat_id: str) -> str | None:
+        """The session of the user's chat of that id (chat ids are unique per user, across
+        their sessions; another user's same id is theirs, and None here)."""
         ...
 
     def list_chats(self, session_id: str) -> list[Chat]: ...
@@ -228,7 +230,7 @@ class Store(Protocol):
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
     def list_messages(
-        self, chat_id: str, limit: int, cursor: str | None, *, before: bool = False
+        self, session_id: str, chat_id: str, limit: int, cursor: str | None, *, before: bool = False
     ) -> Page[Message]:
         """A page of messages, oldest first. Forward (default): the ones after ``cursor``
         (from the start when None), the page's cursor naming its newest message. ``before``:

@@ -160,11 +160,11 @@ class RunStore(Protocol):
 
     def get(self, run_id: str) -> Run | None: ...
 
-    def active_run_id(self, chat_id: str) -> str | None:
+    def active_run_id(self, session_id: str, chat_id: str) -> str | None:
         """The chat's claimed (live) run, if any."""
         ...
 
-    def latest(self, chat_id: str) -> Run | None:
+    def latest(self, session_id: str, chat_id: str) -> Run | None:
         """The chat's most recently started run."""
         ...
 

@@ -4,8 +4,8 @@
 |---|---|---|
 | run | ``RUN#<runId>`` | ``RUN`` (the run as JSON, ``version`` for optimistic writes) |
 | a session's runs | ``RSESS#<sessionId>`` | ``<started iso>#<runId>`` |
-| a chat's claim | ``RCHAT#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
-| message → run | ``RMSG#<chatId>#<messageId>`` | ``RMSG`` |
+| a chat's claim | ``RCHAT#<sessionId>#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
+| message → run | ``RMSG#<sessionId>#<chatId>#<messageId>`` | ``RMSG`` |
 | live runs | ``RLIVE#<0..15>`` (a shard by run id) | ``<runId>`` (removed when the run ends) |
 | stream event | ``REV#<runId>`` | ``<seq, 10 digits>`` (``expiresAt``: the table's TTL) |
 
@@ -38,7 +38,7 @@ from openagents.store import cursor as cursors
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore, MessageWrites
 from openagents.store.items import ChatItem, MessageClaimItem, SessionItem
-from openagents.store.mapping import SESSION_SK, chat_sk, session_pk
+from openagents.store.mapping import SESSION_SK, chat_scoped, chat_sk, session_pk
 from openagents.store.port import Gone, MessageIdTaken
 from openagents.store.runs import (
     STARTED_KEY,
@@ -117,8 +117,13 @@ def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
 
 
-def claim_pk(chat_id: str) -> str:
-    return f"RCHAT#{chat_id}"
+def claim_pk(session_id: str, chat_id: str) -> str:
+    return f"RCHAT#{chat_scoped(session_id, chat_id)}"
+
+
+def marker_pk(run: Run) -> str:
+    """The run a user message started (message ids are last: they may hold ``#``)."""
+    return f"RMSG#{chat_scoped(run.session_id, run.chat_id)}#{run.message_id}"
 
 
 def live_pk(run_id: str) -> str:
@@ -167,7 +172,6 @@ class DynamoRunStore:
     def _start(
         self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
     ) -> Started:
-        marker_pk = f"RMSG#{run.chat_id}#{run.message_id}"
         chat_key = ChatItem(session_pk(run.session_id), chat_sk(run.chat_id))
         mark = SessionItem.chats[run.chat_id]
         writes = (
@@ -184,14 +188,14 @@ class DynamoRunStore:
                     condition=RunItem.pk.does_not_exist(),
                 )
                 tx.save(
-                    MessageRunItem(marker_pk, MESSAGE_SK, run_id=run.id),
+                    MessageRunItem(marker_pk(run), MESSAGE_SK, run_id=run.id),
                     condition=MessageRunItem.pk.does_not_exist(),
                     name="message run",
                 )
                 tx.save(SessionRunItem(f"RSESS#{run.session_id}", started_key(run), run_id=run.id))
                 tx.save(LiveRunItem(live_pk(run.id), run.id))
                 tx.update(
-                    ChatRunClaimItem(claim_pk(run.chat_id), CLAIM_SK),
+                    ChatRunClaimItem(claim_pk(run.session_id, run.chat_id), CLAIM_SK),
                     actions=[
                         ChatRunClaimItem.active_run_id.set(run.id),
                         ChatRunClaimItem.last_run_id.set(run.id),
@@ -237,19 +241,17 @@ class DynamoRunStore:
         turn, a message id taken, a lost first-message race (retried), or a gone chat."""
         if tx.failed(exc, "message run"):
             try:
-                marker = MessageRunItem.get(
-                    f"RMSG#{run.chat_id}#{run.message_id}", MESSAGE_SK, consistent_read=True
-                )
+                marker = MessageRunItem.get(marker_pk(run), MESSAGE_SK, consistent_read=True)
             except MessageRunItem.DoesNotExist:
                 raise exc from None
             existing = self.get(marker.run_id)
             if existing is not None:
                 return Started(existing, created=False)
         if tx.failed(exc, "chat claim"):
-            active = self.active_run_id(run.chat_id)
+            active = self.active_run_id(run.session_id, run.chat_id)
             raise TurnInProgress(active or "unknown") from exc
         if turn is not None and tx.failed(exc, "message id"):
-            claim = self._store.message_claim(turn.message.id)
+            claim = self._store.message_claim(run.user_id, turn.message.id)
             if claim is None or claim.chat_id != run.chat_id or claim.role != Role.USER:
                 raise MessageIdTaken from exc
             return self._start(run, None, None, None)  # stored before, without a run
@@ -287,17 +289,21 @@ class DynamoRunStore:
         return _run(item) if item is not None else None
 
     @guard
-    def active_run_id(self, chat_id: str) -> str | None:
+    def active_run_id(self, session_id: str, chat_id: str) -> str | None:
         try:
-            claim = ChatRunClaimItem.get(claim_pk(chat_id), CLAIM_SK, consistent_read=True)
+            claim = ChatRunClaimItem.get(
+                claim_pk(session_id, chat_id), CLAIM_SK, consistent_read=True
+            )
         except ChatRunClaimItem.DoesNotExist:
             return None
         return claim.active_run_id
 
     @guard
-    def latest(self, chat_id: str) -> Run | None:
+    def latest(self, session_id: str, chat_id: str) -> Run | None:
         try:
-            claim = ChatRunClaimItem.get(claim_pk(chat_id), CLAIM_SK, consistent_read=True)
+            claim = ChatRunClaimItem.get(
+                claim_pk(session_id, chat_id), CLAIM_SK, consistent_read=True
+            )
         except ChatRunClaimItem.DoesNotExist:
             return None
         return self.get(claim.last_run_id) if claim.last_run_id else None
@@ -439,7 +445,7 @@ class DynamoRunStore:
         if run is None:
             raise RunNotFound(run_id)
         try:
-            ChatRunClaimItem(claim_pk(run.chat_id), CLAIM_SK).update(
+            ChatRunClaimItem(claim_pk(run.session_id, run.chat_id), CLAIM_SK).update(
                 actions=[ChatRunClaimItem.active_run_id.remove()],
                 condition=ChatRunClaimItem.active_run_id == run_id,
             )

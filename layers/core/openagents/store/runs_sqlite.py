@@ -33,7 +33,7 @@ from openagents.store.runs import (
     with_checkpoint,
 )
 from openagents.store.sqlite import SqliteStore
-from openagents.store.sqlite_schema import guard
+from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, guard
 
 __all__ = ["SqliteRunStore"]
 SCHEMA = (
@@ -46,18 +46,11 @@ SCHEMA = (
         data TEXT NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS agent_runs_session ON agent_runs (session_id, started_key)",
-    "CREATE INDEX IF NOT EXISTS agent_runs_chat ON agent_runs (chat_id, started_key)",
+    """CREATE INDEX IF NOT EXISTS agent_runs_by_chat
+        ON agent_runs (session_id, chat_id, started_key)""",
     "CREATE INDEX IF NOT EXISTS agent_runs_status ON agent_runs (status)",
-    """CREATE TABLE IF NOT EXISTS agent_chat_claims (
-        chat_id TEXT PRIMARY KEY,
-        active_run_id TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS agent_run_messages (
-        chat_id TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        PRIMARY KEY (chat_id, message_id)
-    )""",
+    RUN_CLAIMS_TABLE,
+    RUN_MESSAGES_TABLE,
     """CREATE TABLE IF NOT EXISTS agent_run_events (
         run_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
@@ -103,15 +96,17 @@ class SqliteRunStore:
     ) -> Started:
         with self.db.transaction() as db:
             row = db.execute(
-                "SELECT run_id FROM agent_run_messages WHERE chat_id = ? AND message_id = ?",
-                (run.chat_id, run.message_id),
+                "SELECT run_id FROM agent_run_messages"
+                " WHERE session_id = ? AND chat_id = ? AND message_id = ?",
+                (run.session_id, run.chat_id, run.message_id),
             ).fetchone()
             if row is not None:
                 existing = _read(db, row[0])
                 if existing is not None:
                     return Started(existing, created=False)
             claim = db.execute(
-                "SELECT active_run_id FROM agent_chat_claims WHERE chat_id = ?", (run.chat_id,)
+                "SELECT active_run_id FROM agent_chat_claims WHERE session_id = ? AND chat_id = ?",
+                (run.session_id, run.chat_id),
             ).fetchone()
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
@@ -130,13 +125,15 @@ class SqliteRunStore:
                 ),
             )
             db.execute(
-                "INSERT INTO agent_chat_claims (chat_id, active_run_id) VALUES (?, ?)"
-                " ON CONFLICT (chat_id) DO UPDATE SET active_run_id = excluded.active_run_id",
-                (run.chat_id, run.id),
+                "INSERT INTO agent_chat_claims (session_id, chat_id, active_run_id)"
+                " VALUES (?, ?, ?) ON CONFLICT (session_id, chat_id)"
+                " DO UPDATE SET active_run_id = excluded.active_run_id",
+                (run.session_id, run.chat_id, run.id),
             )
             db.execute(
-                "INSERT INTO agent_run_messages (chat_id, message_id, run_id) VALUES (?, ?, ?)",
-                (run.chat_id, run.message_id, run.id),
+                "INSERT INTO agent_run_messages (session_id, chat_id, message_id, run_id)"
+                " VALUES (?, ?, ?, ?)",
+                (run.session_id, run.chat_id, run.message_id, run.id),
             )
             self._store.mark_turn(db, run.session_id, run.chat_id, run.id, live=True)
         return Started(run, created=True)
@@ -146,21 +143,25 @@ class SqliteRunStore:
         return _read(self.db.connection(), run_id)
 
     @guard
-    def active_run_id(self, chat_id: str) -> str | None:
+    def active_run_id(self, session_id: str, chat_id: str) -> str | None:
         row = (
             self.db.connection()
-            .execute("SELECT active_run_id FROM agent_chat_claims WHERE chat_id = ?", (chat_id,))
+            .execute(
+                "SELECT active_run_id FROM agent_chat_claims WHERE session_id = ? AND chat_id = ?",
+                (session_id, chat_id),
+            )
             .fetchone()
         )
         return str(row[0]) if row is not None and row[0] is not None else None
 
     @guard
-    def latest(self, chat_id: str) -> Run | None:
+    def latest(self, session_id: str, chat_id: str) -> Run | None:
         return _run(
             self.db.connection()
             .execute(
-                "SELECT data FROM agent_runs WHERE chat_id = ? ORDER BY started_key DESC LIMIT 1",
-                (chat_id,),
+                "SELECT data FROM agent_runs WHERE session_id = ? AND chat_id = ?"
+                " ORDER BY started_key DESC LIMIT 1",
+                (session_id, chat_id),
             )
             .fetchone()
         )
@@ -257,8 +258,8 @@ class SqliteRunStore:
             )
             db.execute(
                 "UPDATE agent_chat_claims SET active_run_id = NULL"
-                " WHERE chat_id = ? AND active_run_id = ?",
-                (run.chat_id, run_id),
+                " WHERE session_id = ? AND chat_id = ? AND active_run_id = ?",
+                (run.session_id, run.chat_id, run_id),
             )
             self._store.mark_turn(db, run.session_id, run.chat_id, run_id, live=False)
             expires = (at + retention).timestamp()

@@ -62,7 +62,7 @@ from openagents.store.port import (
 from openagents.store.runs import TurnMessage
 from openagents.store.sqlite_outbox import Outbox, Publish
 from openagents.store.sqlite_rows import (
-    chat_data,
+    insert_chat,
     insert_entry,
     insert_session,
     read_chat,
@@ -99,15 +99,19 @@ def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
 
 def _insert_message_row(
     db: sqlite3.Connection,
+    session: Session,
     chat_id: str,
     message: Message,
     body: str | None,
     body_ref: str | None,
 ) -> None:
     db.execute(
-        "INSERT INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages"
+        " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
+            session.user_id,
+            session.id,
             chat_id,
             message_sk(message),
             message.id,
@@ -206,10 +210,7 @@ class SqliteStore:
             if claim_title and self._title_taken(db, user, session.title):
                 raise TitleTaken
             insert_session(db, session)
-            db.execute(
-                "INSERT INTO chats (id, session_id, data) VALUES (?, ?, ?)",
-                (chat.id, chat.session_id, chat_data(chat)),
-            )
+            insert_chat(db, user, chat)
             insert_entry(db, entry, user)
             db.execute(
                 "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
@@ -342,7 +343,9 @@ class SqliteStore:
                 row[0]
                 for row in db.execute("SELECT id FROM chats WHERE session_id = ?", (session.id,))
             ]
-            refs = [ref for chat_id in chats for ref in self._delete_messages(db, chat_id)]
+            refs = [
+                ref for chat_id in chats for ref in self._delete_messages(db, session.id, chat_id)
+            ]
             db.execute("DELETE FROM chats WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM shares WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM audit WHERE session_id = ?", (session.id,))
@@ -472,14 +475,15 @@ class SqliteStore:
 
     @guard
     def get_chat(self, session_id: str, chat_id: str) -> Chat | None:
-        chat = read_chat(self.db.connection(), chat_id)
-        return chat if chat is not None and chat.session_id == session_id else None
+        return read_chat(self.db.connection(), session_id, chat_id)
 
     @guard
-    def chat_session(self, chat_id: str) -> str | None:
+    def chat_session(self, user_id: str, chat_id: str) -> str | None:
         row = (
             self.db.connection()
-            .execute("SELECT session_id FROM chats WHERE id = ?", (chat_id,))
+            .execute(
+                "SELECT session_id FROM chats WHERE user_id = ? AND id = ?", (user_id, chat_id)
+            )
             .fetchone()
         )
         return str(row[0]) if row is not None else None
@@ -500,7 +504,9 @@ class SqliteStore:
     def _insert_chat(
         db: sqlite3.Connection, session: Session, chat: Chat, max_chats: int, mark: ChatMark
     ) -> None:
-        taken = db.execute("SELECT session_id FROM chats WHERE id = ?", (chat.id,)).fetchone()
+        taken = db.execute(
+            "SELECT session_id FROM chats WHERE user_id = ? AND id = ?", (session.user_id, chat.id)
+        ).fetchone()
         if taken is not None:
             raise ChatIdTaken(taken[0])
         stored = read_session(db, session.id)
@@ -508,7 +514,7 @@ class SqliteStore:
             raise Gone
         if len(stored.chats) >= max_chats:
             raise TooManyChats
-        write_chat(db, chat)
+        insert_chat(db, session.user_id, chat)
         update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat.id: mark}}))
 
     @guard
@@ -521,7 +527,7 @@ class SqliteStore:
         if model_id is not None:
             changes["model_id"] = model_id
         with self.db.transaction() as db:
-            stored_chat = self._chat_of(db, chat.session_id, chat.id)
+            stored_chat = read_chat(db, chat.session_id, chat.id)
             stored = read_session(db, chat.session_id)
             if stored_chat is None or stored is None or chat.id not in stored.chats:
                 raise Gone
@@ -532,16 +538,17 @@ class SqliteStore:
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:
         with self.db.transaction() as db:
-            if self._chat_of(db, session.id, chat_id) is None:
+            if read_chat(db, session.id, chat_id) is None:
                 raise Gone
             stored = read_session(db, session.id)
             if stored is None or len(stored.chats) <= 1:
                 raise LastChat
-            db.execute("DELETE FROM chats WHERE id = ?", (chat_id,))
-            db.execute("DELETE FROM shares WHERE chat_id = ?", (chat_id,))
+            key = (session.id, chat_id)
+            db.execute("DELETE FROM chats WHERE session_id = ? AND id = ?", key)
+            db.execute("DELETE FROM shares WHERE session_id = ? AND chat_id = ?", key)
             chats = {key: mark for key, mark in stored.chats.items() if key != chat_id}
             update_session(db, stored.model_copy(update={"chats": chats}))
-            refs = self._delete_messages(db, chat_id)
+            refs = self._delete_messages(db, session.id, chat_id)
         for ref in refs:
             self._drop_body(ref)
 
@@ -600,10 +607,9 @@ class SqliteStore:
         """Mirror a chat's live run onto the chat (``active_stream_id``) and its session's
         chat mark (``streaming``), inside the run store's transaction (``Gone`` without the
         chat); ending (``live`` False) clears them only while they still name ``run_id``."""
-        chat = read_chat(db, chat_id)
+        chat = read_chat(db, session_id, chat_id)
         stored = read_session(db, session_id)
-        found = chat is not None and chat.session_id == session_id
-        if not found or stored is None or chat_id not in stored.chats:
+        if chat is None or stored is None or chat_id not in stored.chats:
             if live:
                 raise Gone
             return
@@ -625,7 +631,8 @@ class SqliteStore:
         activity: Activity | None,
     ) -> tuple[UpsertResult, str | None]:
         claim = db.execute(
-            "SELECT chat_id, role, sk, body_ref FROM messages WHERE id = ?", (message.id,)
+            "SELECT chat_id, role, sk, body_ref FROM messages WHERE user_id = ? AND id = ?",
+            (session.user_id, message.id),
         ).fetchone()
         if claim is not None:
             if claim[0] != chat.id or claim[1] != message.role.value:
@@ -633,15 +640,16 @@ class SqliteStore:
             if message.role is Role.USER:  # user messages are immutable once written
                 return "unchanged", None
             db.execute(
-                "UPDATE messages SET body = ?, body_ref = ? WHERE chat_id = ? AND sk = ?",
-                (body, body_ref, chat.id, claim[2]),
+                "UPDATE messages SET body = ?, body_ref = ?"
+                " WHERE session_id = ? AND chat_id = ? AND sk = ?",
+                (body, body_ref, session.id, chat.id, claim[2]),
             )
             return "updated", claim[3]
-        stored_chat = self._chat_of(db, session.id, chat.id)
+        stored_chat = read_chat(db, session.id, chat.id)
         stored = read_session(db, session.id)
         if stored_chat is None or stored is None or chat.id not in stored.chats:
             raise Gone
-        _insert_message_row(db, chat.id, message, body, body_ref)
+        _insert_message_row(db, session, chat.id, message, body, body_ref)
         self._count_message(db, stored_chat, message)
         self._record_activity(db, stored, chat.id, message, activity)
         return "inserted", None
@@ -686,15 +694,24 @@ class SqliteStore:
 
     @guard
     def list_messages(
-        self, chat_id: str, limit: int, cursor_: str | None, *, before: bool = False
+        self,
+        session_id: str,
+        chat_id: str,
+        limit: int,
+        cursor_: str | None,
+        *,
+        before: bool = False,
     ) -> Page[Message]:
-        columns = "SELECT sk, id, role, body, body_ref, created_at FROM messages WHERE chat_id = ?"
+        columns = (
+            "SELECT sk, id, role, body, body_ref, created_at FROM messages"
+            " WHERE session_id = ? AND chat_id = ?"
+        )
         if not before:
             after = cursor.decode(cursor_, MESSAGE_SK) if cursor_ else ""
             rows = list(
                 self.db.connection().execute(
                     f"{columns} AND sk > ? ORDER BY sk LIMIT ?",
-                    (chat_id, after, limit + 1),
+                    (session_id, chat_id, after, limit + 1),
                 )
             )
         else:
@@ -702,7 +719,7 @@ class SqliteStore:
             rows = list(
                 self.db.connection().execute(
                     f"{columns} AND sk < ? ORDER BY sk DESC LIMIT ?",
-                    (chat_id, until, limit + 1),
+                    (session_id, chat_id, until, limit + 1),
                 )
             )
         page = page_of(rows, limit, lambda row: str(row[0]))
@@ -714,32 +731,39 @@ class SqliteStore:
         self, session: Session, chat: Chat, message_id: str, at: datetime
     ) -> list[str]:
         with self.db.transaction() as db:
-            stored_chat = self._chat_of(db, session.id, chat.id)
+            stored_chat = read_chat(db, session.id, chat.id)
             stored = read_session(db, session.id)
             if stored_chat is None or stored is None or chat.id not in stored.chats:
                 raise Gone
+            key = (session.id, chat.id)
             target = db.execute(
-                "SELECT sk, role FROM messages WHERE chat_id = ? AND id = ?", (chat.id, message_id)
+                "SELECT sk, role FROM messages WHERE session_id = ? AND chat_id = ? AND id = ?",
+                (*key, message_id),
             ).fetchone()
             if target is None:
                 raise NoSuchMessage
             if target[1] != Role.USER.value:
                 raise NotUserMessage
             doomed = db.execute(
-                "SELECT id, body_ref FROM messages WHERE chat_id = ? AND sk >= ? ORDER BY sk",
-                (chat.id, target[0]),
+                "SELECT id, body_ref FROM messages"
+                " WHERE session_id = ? AND chat_id = ? AND sk >= ? ORDER BY sk",
+                (*key, target[0]),
             ).fetchall()
-            db.execute("DELETE FROM messages WHERE chat_id = ? AND sk >= ?", (chat.id, target[0]))
+            db.execute(
+                "DELETE FROM messages WHERE session_id = ? AND chat_id = ? AND sk >= ?",
+                (*key, target[0]),
+            )
             left = db.execute(
                 "SELECT COUNT(*), MAX(CASE WHEN role = ? THEN sk END) FROM messages"
-                " WHERE chat_id = ?",
-                (Role.ASSISTANT.value, chat.id),
+                " WHERE session_id = ? AND chat_id = ?",
+                (Role.ASSISTANT.value, *key),
             ).fetchone()
             last = None
             if left[1] is not None:
                 row = db.execute(
-                    "SELECT created_at FROM messages WHERE chat_id = ? AND sk = ?",
-                    (chat.id, left[1]),
+                    "SELECT created_at FROM messages"
+                    " WHERE session_id = ? AND chat_id = ? AND sk = ?",
+                    (*key, left[1]),
                 ).fetchone()
                 last = datetime.fromisoformat(row[0])
             write_chat(
@@ -766,7 +790,7 @@ class SqliteStore:
             with self.db.transaction() as db:
                 self._insert_chat(db, session, chat, max_chats, chat_mark(chat, read=True))
                 for message, (body, body_ref) in zip(messages, bodies, strict=True):
-                    _insert_message_row(db, chat.id, message, body, body_ref)
+                    _insert_message_row(db, session, chat.id, message, body, body_ref)
         except BaseException:
             for _, body_ref in bodies:
                 self._drop_body(body_ref)
@@ -777,14 +801,14 @@ class SqliteStore:
     @guard
     def share_chat(self, chat: Chat, share_id: str) -> str:
         with self.db.transaction() as db:
-            stored = self._chat_of(db, chat.session_id, chat.id)
+            stored = read_chat(db, chat.session_id, chat.id)
             if stored is None:
                 raise Gone
             if stored.share_id is not None:
                 return stored.share_id
             db.execute(
-                "INSERT INTO shares (id, chat_id, session_id) VALUES (?, ?, ?)",
-                (share_id, chat.id, chat.session_id),
+                "INSERT INTO shares (id, session_id, chat_id) VALUES (?, ?, ?)",
+                (share_id, chat.session_id, chat.id),
             )
             write_chat(db, stored.model_copy(update={"share_id": share_id}))
         return share_id
@@ -792,16 +816,21 @@ class SqliteStore:
     @guard
     def unshare_chat(self, chat: Chat) -> None:
         with self.db.transaction() as db:
-            db.execute("DELETE FROM shares WHERE chat_id = ?", (chat.id,))
-            stored = self._chat_of(db, chat.session_id, chat.id)
+            db.execute(
+                "DELETE FROM shares WHERE session_id = ? AND chat_id = ?",
+                (chat.session_id, chat.id),
+            )
+            stored = read_chat(db, chat.session_id, chat.id)
             if stored is not None and stored.share_id is not None:
                 write_chat(db, stored.model_copy(update={"share_id": None}))
 
     @guard
     def shared_chat(self, share_id: str) -> Chat | None:
         db = self.db.connection()
-        row = db.execute("SELECT chat_id FROM shares WHERE id = ?", (share_id,)).fetchone()
-        chat = None if row is None else read_chat(db, row[0])
+        row = db.execute(
+            "SELECT session_id, chat_id FROM shares WHERE id = ?", (share_id,)
+        ).fetchone()
+        chat = None if row is None else read_chat(db, row[0], row[1])
         return chat if chat is not None and chat.share_id == share_id else None
 
     def purge_deleted(self, limit: int = 25) -> int:
@@ -828,25 +857,22 @@ class SqliteStore:
     # ---------------------------------------------------------------- helpers
 
     @staticmethod
-    def _chat_of(db: sqlite3.Connection, session_id: str, chat_id: str) -> Chat | None:
-        chat = read_chat(db, chat_id)
-        return chat if chat is not None and chat.session_id == session_id else None
-
-    @staticmethod
     def _touch_mark(db: sqlite3.Connection, stored: Session, chat_id: str, **fields: Any) -> None:
         mark = stored.chats[chat_id].model_copy(update=fields)
         update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
 
     @staticmethod
-    def _delete_messages(db: sqlite3.Connection, chat_id: str) -> list[str]:
+    def _delete_messages(db: sqlite3.Connection, session_id: str, chat_id: str) -> list[str]:
+        key = (session_id, chat_id)
         refs = [
             str(row[0])
             for row in db.execute(
-                "SELECT body_ref FROM messages WHERE chat_id = ? AND body_ref IS NOT NULL",
-                (chat_id,),
+                "SELECT body_ref FROM messages"
+                " WHERE session_id = ? AND chat_id = ? AND body_ref IS NOT NULL",
+                key,
             )
         ]
-        db.execute("DELETE FROM messages WHERE chat_id = ?", (chat_id,))
+        db.execute("DELETE FROM messages WHERE session_id = ? AND chat_id = ?", key)
         return refs
 
     def _store_body(self, message: Message) -> tuple[str | None, str | None]:

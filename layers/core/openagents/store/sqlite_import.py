@@ -11,7 +11,7 @@ from typing import Any
 
 from openagents.store import items
 from openagents.store.mapping import to_audit, to_chat, to_session
-from openagents.store.sqlite_rows import insert_entry, insert_session, write_chat
+from openagents.store.sqlite_rows import insert_chat, insert_entry, insert_session
 from openagents.store.sqlite_schema import Database
 
 
@@ -20,10 +20,18 @@ def import_rows(rows: list[dict[str, Any]], path: Path) -> int:
     returns how many items were imported."""
     database = Database(path)
     try:
-        with database.transaction() as db:
-            return sum(_import(db, row) for row in rows)
+        with database.transaction() as db:  # parents first: a chat's row names its user
+            return sum(_import(db, row) for row in sorted(rows, key=_order))
     finally:
         database.close()
+
+
+def _order(row: dict[str, Any]) -> int:
+    """Sessions, then the rest of their partitions (chats), then everything else (messages)."""
+    pk, sk = row["pk"]["S"], row["sk"]["S"]
+    if pk.startswith("S#"):
+        return 0 if sk == "SESSION" else 1
+    return 2
 
 
 def _string(row: dict[str, Any], name: str) -> str | None:
@@ -49,15 +57,28 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
             ),
         )
     elif pk.startswith("S#") and sk.startswith("C#"):
-        write_chat(db, to_chat(items.ChatItem.from_raw_data(row)))
+        chat = to_chat(items.ChatItem.from_raw_data(row))
+        owner = db.execute("SELECT user_id FROM sessions WHERE id = ?", (chat.session_id,))
+        found = owner.fetchone()
+        if found is None:
+            return 0  # a chat of no session
+        db.execute("DELETE FROM chats WHERE session_id = ? AND id = ?", (chat.session_id, chat.id))
+        insert_chat(db, found[0], chat)
     elif pk.startswith("S#") and sk.startswith("E#"):
         insert_entry(db, to_audit(items.AuditItem.from_raw_data(row)))
     elif pk.startswith("C#") and sk.startswith("M#"):
         message = items.MessageItem.from_raw_data(row)
+        chat = db.execute(  # the dump's chat ids were unique: its messages' partitions name them
+            "SELECT user_id, session_id FROM chats WHERE id = ?", (message.chat_id,)
+        ).fetchone()
+        if chat is None:
+            return 0  # a message of no chat
         db.execute(
-            "INSERT OR REPLACE INTO messages (chat_id, sk, id, role, body, body_ref, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO messages"
+            " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                *chat,
                 message.chat_id,
                 sk,
                 message.id,

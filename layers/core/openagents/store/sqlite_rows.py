@@ -121,16 +121,26 @@ def to_chat(data: str) -> Chat:
     return Chat.model_validate_json(data)
 
 
-def read_chat(db: sqlite3.Connection, chat_id: str) -> Chat | None:
-    row = db.execute("SELECT data FROM chats WHERE id = ?", (chat_id,)).fetchone()
+def read_chat(db: sqlite3.Connection, session_id: str, chat_id: str) -> Chat | None:
+    row = db.execute(
+        "SELECT data FROM chats WHERE session_id = ? AND id = ?", (session_id, chat_id)
+    ).fetchone()
     return None if row is None else to_chat(row[0])
 
 
-def write_chat(db: sqlite3.Connection, chat: Chat) -> None:
+def insert_chat(db: sqlite3.Connection, user_id: str, chat: Chat) -> None:
+    """A new chat of ``user_id`` (``sqlite3.IntegrityError`` when the user has that id)."""
     db.execute(
-        "INSERT INTO chats (id, session_id, data) VALUES (?, ?, ?)"
-        " ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, data = excluded.data",
-        (chat.id, chat.session_id, chat_data(chat)),
+        "INSERT INTO chats (user_id, session_id, id, data) VALUES (?, ?, ?, ?)",
+        (user_id, chat.session_id, chat.id, chat_data(chat)),
+    )
+
+
+def write_chat(db: sqlite3.Connection, chat: Chat) -> None:
+    """A stored chat's new state."""
+    db.execute(
+        "UPDATE chats SET data = ? WHERE session_id = ? AND id = ?",
+        (chat_data(chat), chat.session_id, chat.id),
     )
 
 

@@ -21,8 +21,61 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 4  # 2: the events outbox; 3: webhook deliveries; 4: share links
+SCHEMA_VERSION = 5  # 2: the events outbox; 3: webhook deliveries; 4: share links;
+# 5: chat and message ids unique per user (``migrate_to_v5``)
 BUSY_TIMEOUT_SECONDS = 30.0
+
+# Chat and message ids are chosen by clients: unique per user (another user's same id is
+# theirs, and never answers that it is taken); a chat is its session and id.
+CHATS_TABLE = """CREATE TABLE IF NOT EXISTS chats (
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, id),
+    UNIQUE (user_id, id)
+) WITHOUT ROWID"""
+MESSAGES_TABLE = """CREATE TABLE IF NOT EXISTS messages (
+    user_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    sk TEXT NOT NULL,
+    id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT,
+    body_ref TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, chat_id, sk),
+    UNIQUE (user_id, id)
+) WITHOUT ROWID"""
+# public share links: at most one per chat (the chat's data names it too)
+SHARES_TABLE = """CREATE TABLE IF NOT EXISTS shares (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    UNIQUE (session_id, chat_id)
+)"""
+# the run store's (``runs_sqlite``): a chat's live run, and the run each user message started
+RUN_CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS agent_chat_claims (
+    session_id TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    active_run_id TEXT,
+    PRIMARY KEY (session_id, chat_id)
+)"""
+RUN_MESSAGES_TABLE = """CREATE TABLE IF NOT EXISTS agent_run_messages (
+    session_id TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, chat_id, message_id)
+)"""
+TABLES = {
+    "chats": CHATS_TABLE,
+    "messages": MESSAGES_TABLE,
+    "shares": SHARES_TABLE,
+    "agent_chat_claims": RUN_CLAIMS_TABLE,
+    "agent_run_messages": RUN_MESSAGES_TABLE,
+}
 
 # One table per kind of item; the domain object as JSON in ``data``, and as columns only what
 # is looked up, ordered or indexed. The partial indexes are the sparse indexes of DynamoDB.
@@ -46,22 +99,8 @@ SCHEMA = (
     """CREATE INDEX IF NOT EXISTS sessions_idle ON sessions (hibernated_at)
         WHERE idle_shard IS NOT NULL AND hibernated_at IS NOT NULL""",
     "CREATE INDEX IF NOT EXISTS sessions_by_pr ON sessions (pr_key) WHERE pr_key IS NOT NULL",
-    """CREATE TABLE IF NOT EXISTS chats (
-        id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        data TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS chats_by_session ON chats (session_id)",
-    """CREATE TABLE IF NOT EXISTS messages (
-        chat_id TEXT NOT NULL,
-        sk TEXT NOT NULL,
-        id TEXT NOT NULL UNIQUE,
-        role TEXT NOT NULL,
-        body TEXT,
-        body_ref TEXT,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (chat_id, sk)
-    ) WITHOUT ROWID""",
+    CHATS_TABLE,
+    MESSAGES_TABLE,
     """CREATE TABLE IF NOT EXISTS audit (
         session_id TEXT NOT NULL,
         sk TEXT NOT NULL,
@@ -100,14 +139,39 @@ SCHEMA = (
         id TEXT PRIMARY KEY,
         expires_at INTEGER NOT NULL
     ) WITHOUT ROWID""",
-    # public share links: at most one per chat (the chat's data names it too)
-    """CREATE TABLE IF NOT EXISTS shares (
-        id TEXT PRIMARY KEY,
-        chat_id TEXT NOT NULL UNIQUE,
-        session_id TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS shares_by_session ON shares (session_id)",
+    SHARES_TABLE,
 )
+
+# Version 5 keys chats, messages, share links and the run store's chat claims by session and
+# user (they were keyed by chat id alone): each table is rebuilt, its rows copied.
+V5_REBUILDS = {
+    "chats": "SELECT s.user_id, c.session_id, c.id, c.data FROM chats_old c"
+    " JOIN sessions s ON s.id = c.session_id",
+    "messages": "SELECT c.user_id, c.session_id, m.chat_id, m.sk, m.id, m.role, m.body,"
+    " m.body_ref, m.created_at FROM messages_old m JOIN chats c ON c.id = m.chat_id",
+    "shares": "SELECT id, session_id, chat_id FROM shares_old",
+    "agent_chat_claims": "SELECT r.session_id, c.chat_id, c.active_run_id"
+    " FROM agent_chat_claims_old c JOIN agent_runs r ON r.id = c.active_run_id",
+    "agent_run_messages": "SELECT r.session_id, m.chat_id, m.message_id, m.run_id"
+    " FROM agent_run_messages_old m JOIN agent_runs r ON r.id = m.run_id",
+}
+V5_DROPPED_INDEXES = ("chats_by_session", "shares_by_session", "agent_runs_chat")
+
+
+def migrate_to_v5(db: sqlite3.Connection) -> None:
+    """Rebuild the tables of ``V5_REBUILDS`` that exist in an older database."""
+    existing = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    for index in V5_DROPPED_INDEXES:
+        db.execute(f"DROP INDEX IF EXISTS {index}")
+    for name, copy in V5_REBUILDS.items():
+        if name not in existing:
+            continue
+        db.execute(f"ALTER TABLE {name} RENAME TO {name}_old")
+        db.execute(TABLES[name])
+        db.execute(f"INSERT INTO {name} {copy}")
+    for name in V5_REBUILDS:
+        if name in existing:
+            db.execute(f"DROP TABLE {name}_old")
 
 
 class Database:
@@ -119,7 +183,10 @@ class Database:
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         with self.transaction() as db:
-            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION:
+                if 0 < version < 5:
+                    migrate_to_v5(db)
                 for statement in SCHEMA:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
