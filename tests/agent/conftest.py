@@ -91,10 +91,11 @@ def agent_api(
                     close()
 
 
-def wait_state(api: HttpApi, session_id: str, *states: str) -> dict[str, Any]:
+def wait_state(api: HttpApi, session_id: str, *states: str, user: str = "alice") -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        session: dict[str, Any] = api.get(f"/api/sessions/{session_id}").body["session"]
+        reply = api.get(f"/api/sessions/{session_id}", user=user)
+        session: dict[str, Any] = reply.body["session"]
         if session["lifecycleState"] in states:
             return session
         time.sleep(0.2)

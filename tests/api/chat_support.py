@@ -31,13 +31,15 @@ def post(api: Api, sid: str, chat_id: str, message: dict[str, Any], user: str = 
     assert reply.status == 200, reply.body
 
 
-def conversation(api: Api, sid: str, chat_id: str, turns: int, prefix: str = "") -> list[str]:
+def conversation(
+    api: Api, sid: str, chat_id: str, turns: int, prefix: str = "", user: str = "alice"
+) -> list[str]:
     """``turns`` user/assistant pairs; their ids, oldest first."""
     ids: list[str] = []
     for n in range(turns):
         for role in ("user", "assistant"):
             message_id = f"{prefix}{role[0]}{n}"
-            post(api, sid, chat_id, ui(message_id, role, f"{role} says {n}"))
+            post(api, sid, chat_id, ui(message_id, role, f"{role} says {n}"), user=user)
             ids.append(message_id)
     return ids
 

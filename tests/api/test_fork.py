@@ -21,8 +21,8 @@ def fork_path(sid: str, chat_id: str) -> str:
     return f"{chats_path(sid)}/{chat_id}/fork"
 
 
-def messages_of(api: Api, sid: str, chat_id: str) -> list[dict[str, object]]:
-    reply = api.get(f"{chats_path(sid)}/{chat_id}/messages")
+def messages_of(api: Api, sid: str, chat_id: str, user: str = "alice") -> list[dict[str, object]]:
+    reply = api.get(f"{chats_path(sid)}/{chat_id}/messages", user=user)
     assert reply.status == 200, reply.body
     messages: list[dict[str, object]] = reply.body["messages"]
     return messages
@@ -63,6 +63,20 @@ def test_fork_with_a_client_id_is_idempotent(api: Api) -> None:
     assert first.body["chat"]["id"] == again.body["chat"]["id"] == "my-fork"
     assert len(api.get(chats_path(sid)).body["chats"]) == 2
     assert len(messages_of(api, sid, "my-fork")) == 2
+
+
+def test_a_fork_may_take_another_users_chat_id(api: Api) -> None:
+    """Chat ids are unique per user: bob's fork takes alice's chat id as a fresh one."""
+    sid, chat = new_session(api)
+    bob_sid, bob_chat = new_session(api, user="bob")
+    conversation(api, bob_sid, bob_chat, 1, user="bob")
+    forked = api.post(fork_path(bob_sid, bob_chat), {"messageId": "a0", "id": chat}, user="bob")
+    assert forked.status == 200, forked.body
+    assert forked.body["chat"]["id"] == chat
+    assert forked.body["chat"]["sessionId"] == bob_sid
+    assert len(messages_of(api, bob_sid, chat, user="bob")) == 2
+    assert messages_of(api, sid, chat) == []  # alice's chat of that id is untouched
+    assert api.get(f"{chats_path(sid)}/{chat}", user="bob").status == 404
 
 
 def test_fork_errors(api: Api) -> None:

@@ -147,7 +147,6 @@ def test_assistant_messages_upsert_by_id(chat: Chat) -> None:
 
 def test_message_id_of_another_role_or_chat_is_a_conflict(api: Api, chat: Chat) -> None:
     other = add_chat(api, chat.session_id, "other-chat")
-    bob = Chat(api, *new_session(api, user="bob"), user="bob")
     user_msg = ui("shared-u", "user", "original user")
     assistant_msg = ui("shared-a", "assistant", "original assistant")
     assert chat.status(user_msg) == "inserted"
@@ -158,7 +157,6 @@ def test_message_id_of_another_role_or_chat_is_a_conflict(api: Api, chat: Chat) 
         (chat, ui("shared-a", "user", "overwrite")),
         (other, ui("shared-u", "user", "overwrite")),  # same role, other chat
         (other, ui("shared-a", "assistant", "overwrite")),
-        (bob, ui("shared-a", "assistant", "overwrite")),  # another user's chat
     ):
         reply = target.post(message)
         assert_error(reply, 409, "conflict", "message.id")
@@ -167,8 +165,23 @@ def test_message_id_of_another_role_or_chat_is_a_conflict(api: Api, chat: Chat) 
 
     assert chat.messages() == [user_msg, assistant_msg]
     assert other.messages() == []
-    assert bob.messages() == []
     assert other.get()["title"] == "New chat"
+
+
+def test_another_users_message_ids_are_fresh_ids_for_them(api: Api, chat: Chat) -> None:
+    """Message ids are unique per user: bob's chat takes alice's ids as new messages (a 409
+    would tell him they exist); each chat keeps its own."""
+    bob = Chat(api, *new_session(api, user="bob"), user="bob")
+    alices = [ui("shared-u", "user", "alice asks"), ui("shared-a", "assistant", "alice hears")]
+    bobs = [ui("shared-u", "user", "bob asks"), ui("shared-a", "assistant", "bob hears")]
+    for message in alices:
+        assert chat.status(message) == "inserted"
+    for message in bobs:
+        assert bob.status(message) == "inserted"
+    assert bob.status(ui("shared-a", "assistant", "bob again")) == "updated"
+    assert chat.messages() == alices
+    assert bob.messages() == [bobs[0], ui("shared-a", "assistant", "bob again")]
+    assert bob.get()["title"] == "bob asks"
 
 
 # ------------------------------------------------------------------- naming

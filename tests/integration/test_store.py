@@ -38,7 +38,7 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
-from openagents.store.mapping import chat_item
+from openagents.store.mapping import chat_claim_pk, chat_item
 from openagents.store.port import RateWindow
 
 ANY_STATE = frozenset(LifecycleState)
@@ -184,7 +184,7 @@ def test_create_session_is_one_transaction_of_seven_items(
     assert any(pk == f"S#{session.id}" and sk.startswith("O#") for pk, sk in keys)
     assert (f"S#{session.id}", "SESSION") in keys
     assert (f"S#{session.id}", f"C#{chat.id}") in keys
-    assert (f"CID#{chat.id}", "CID") in keys
+    assert (f"CID#alice#{chat.id}", "CID") in keys  # chat ids are unique per user
     assert ("U#alice", f"T#{session.title}") in keys
     assert any(pk == f"S#{session.id}" and sk.startswith("E#") for pk, sk in keys)
     assert ("U#alice", "R#create-session") in keys  # the sliding rate window
@@ -226,7 +226,8 @@ def seed_sessions(store: DynamoStore, user_id: str, count: int, chats: int) -> N
     with items.ChatItem.batch_write() as batch:
         for chat in extra:
             batch.save(chat_item(chat))
-            batch.save(items.ChatClaimItem(f"CID#{chat.id}", "CID", session_id=chat.session_id))
+            claim = chat_claim_pk(user_id, chat.id)
+            batch.save(items.ChatClaimItem(claim, "CID", session_id=chat.session_id))
 
 
 def test_list_sessions_costs_the_same_for_1_and_30_sessions(
@@ -385,8 +386,8 @@ def test_a_large_body_is_a_pointer_in_the_item(
 
     (stored,) = files(folder)
     assert json.loads(stored.read_text()) == big
-    claim = raw_item(settings, "MID#big", "MID")
-    item = raw_item(settings, f"C#{chat.id}", claim["messageSk"]["S"])
+    claim = raw_item(settings, "MID#alice#big", "MID")
+    item = raw_item(settings, f"C#{chat.session_id}#{chat.id}", claim["messageSk"]["S"])
     assert "body" not in item
     assert item["bodyRef"]["S"] == stored.relative_to(folder).as_posix()
     assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == big
@@ -394,7 +395,7 @@ def test_a_large_body_is_a_pointer_in_the_item(
     small = small_body("short")
     assert store.put_message(session, chat, assistant(chat, small), activity=None) == "updated"
     assert files(folder) == []  # the replaced body is dropped
-    item = raw_item(settings, f"C#{chat.id}", claim["messageSk"]["S"])
+    item = raw_item(settings, f"C#{chat.session_id}#{chat.id}", claim["messageSk"]["S"])
     assert "bodyRef" not in item
     assert json.loads(item["body"]["S"]) == small
     assert store.list_messages(chat.session_id, chat.id, 10, None).items[0].parts == small

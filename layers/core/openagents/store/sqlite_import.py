@@ -68,17 +68,15 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
         insert_entry(db, to_audit(items.AuditItem.from_raw_data(row)))
     elif pk.startswith("C#") and sk.startswith("M#"):
         message = items.MessageItem.from_raw_data(row)
-        chat = db.execute(  # the dump's chat ids were unique: its messages' partitions name them
-            "SELECT user_id, session_id FROM chats WHERE id = ?", (message.chat_id,)
-        ).fetchone()
-        if chat is None:
+        parent = _message_chat(db, pk, message.chat_id)
+        if parent is None:
             return 0  # a message of no chat
         db.execute(
             "INSERT OR REPLACE INTO messages"
             " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                *chat,
+                *parent,
                 message.chat_id,
                 sk,
                 message.id,
@@ -93,6 +91,20 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
     else:
         return 0  # id claims (CID#, MID#): implied by the chat and message tables
     return 1
+
+
+def _message_chat(db: sqlite3.Connection, pk: str, chat_id: str) -> tuple[str, str] | None:
+    """(user, session) of the chat a message partition names: ``C#<session>#<chat>``, or
+    ``C#<chat>`` in a dump older than per-user chat ids (then unique on their own)."""
+    session_id, _, rest = pk.removeprefix("C#").partition("#")
+    if rest:
+        query = "SELECT user_id, session_id FROM chats WHERE session_id = ? AND id = ?"
+        row = db.execute(query, (session_id, chat_id)).fetchone()
+    else:
+        row = db.execute(
+            "SELECT user_id, session_id FROM chats WHERE id = ?", (chat_id,)
+        ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
 
 
 def _import_user(db: sqlite3.Connection, user_id: str, sk: str, row: dict[str, Any]) -> int:
