@@ -169,7 +169,7 @@ def test_a_run_continuing_a_message_keeps_the_parts_it_started_from(runs: RunSto
         continued, steps=1, model_calls=1, last_seq=1, continued_parts=3
     )
     runs.finish(continued.id, RunStatus.COMPLETED, at=datetime.now(UTC), retention=WEEK)
-    stored = runs.latest("chat-1")
+    stored = runs.latest("sess-1", "chat-1")
     assert stored is not None
     assert stored.continued_parts == 3
     own = runs.start(new_run("chat-2")).run  # a turn of its own continues nothing

@@ -281,7 +281,9 @@ class AgentTurns:
         the run is its latest, so the newest page holds it)."""
         cursor: str | None = None
         while True:
-            page = self._store.list_messages(run.chat_id, MESSAGES_PAGE, cursor, before=True)
+            page = self._store.list_messages(
+                run.session_id, run.chat_id, MESSAGES_PAGE, cursor, before=True
+            )
             for message in page.items:
                 if message.id == run.assistant_message_id:
                     stored = message.parts.get("parts")
