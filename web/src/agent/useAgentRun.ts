@@ -29,6 +29,12 @@ interface Follow {
 interface Options {
   /** The run ended (the live state is cleared): its final message, to keep in the list, and its error. */
   onEnd: (message: AgentMessage | null, status: RunStatus, error: string | null) => void;
+  /**
+   * The chat summary's live run (`activeRunId`): null says there is none, so opening the chat
+   * asks the stream endpoint nothing unless a checkpoint is kept; a run id that appears later (a
+   * reload of the chat list) is followed. Undefined: unknown, always ask.
+   */
+  activeRunId?: string | null;
 }
 
 const ENDED = new Set<string>(["completed", "failed", "aborted", "waiting"]);
@@ -39,10 +45,11 @@ const LONG_POLL_SECONDS = 20;
  * chat (the last safe seq and the message there) so a reload continues where it was, and offers
  * stop and respond.
  */
-export function useAgentRun(chatId: string, { onEnd }: Options) {
+export function useAgentRun(chatId: string, { onEnd, activeRunId }: Options) {
   const api = useApi();
   const [live, setLive] = useState<LiveRun | null>(null);
   const current = useRef<AbortController | null>(null);
+  const following = useRef(false); // a follow is under way (it ends by itself)
   const ended = useRef(onEnd);
   useEffect(() => {
     ended.current = onEnd;
@@ -54,6 +61,7 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
         current.current?.abort();
         const controller = new AbortController();
         current.current = controller;
+        following.current = true;
         const checkpoint = resume ? loadCheckpoint(chatId) : null;
         let expected = runId ?? checkpoint?.runId;
         let status: RunStatus | "starting" = "starting";
@@ -109,7 +117,12 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
         } catch (error) {
           failure = errorMessage(error);
         }
-        if (ignored || controller.signal.aborted) return;
+        if (ignored) {
+          if (current.current === controller) following.current = false;
+          return;
+        }
+        if (controller.signal.aborted) return; // a newer follow took over
+        following.current = false;
         if (status === "starting" && checkpoint) {
           // the checkpoint's run is no longer the chat's latest: follow whatever runs now
           clearCheckpoint(chatId);
@@ -129,11 +142,20 @@ export function useAgentRun(chatId: string, { onEnd }: Options) {
     [api, chatId],
   );
 
+  useEffect(
+    () => () => {
+      current.current?.abort();
+      following.current = false;
+    },
+    [follow],
+  );
   useEffect(() => {
-    // a reload (or opening the chat) continues the chat's live run, if any
+    // a reload (or opening the chat) continues the chat's live run, if any; a run the chat list
+    // shows later (it was stale) is followed then
+    if (following.current) return;
+    if (activeRunId === null && loadCheckpoint(chatId) === null) return; // no live run to ask for
     void follow({ resume: true });
-    return () => current.current?.abort();
-  }, [follow]);
+  }, [follow, chatId, activeRunId]);
 
   const stop = useCallback(async () => {
     await api.stop(chatId);

@@ -40,6 +40,7 @@ export function ChatArea({
   const activeId = [chatId, latestChatId, list[0]?.id].find(
     (id) => id && list.some((chat) => chat.id === id),
   );
+  const active = fetched.find((chat) => chat.id === activeId);
 
   const run = async (action: () => Promise<unknown>) => {
     setFailure(null);
@@ -114,7 +115,8 @@ export function ChatArea({
           key={activeId}
           sessionId={sessionId}
           chatId={activeId}
-          modelId={list.find((chat) => chat.id === activeId)?.modelId ?? null}
+          modelId={active?.modelId ?? null}
+          activeRunId={active?.activeRunId}
           archived={archived}
           onRead={read}
           onSent={sent}

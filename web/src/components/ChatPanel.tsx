@@ -18,6 +18,8 @@ interface Props {
   chatId: string;
   /** The chat's model (null: the default). */
   modelId?: string | null;
+  /** The chat summary's live run (null: none; undefined: unknown, the stream is asked). */
+  activeRunId?: string | null;
   /** The session is archived: the composer is off until it is unarchived. */
   archived?: boolean;
   /** After the read marker is set (the sidebar's unread dot may go). */
@@ -69,6 +71,7 @@ export function ChatPanel({
   sessionId,
   chatId,
   modelId = null,
+  activeRunId,
   archived = false,
   onRead,
   onSent,
@@ -101,7 +104,7 @@ export function ChatPanel({
     },
     [append, reload, reloadTurns],
   );
-  const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd });
+  const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd, activeRunId });
 
   const running = live !== null && (live.status === "running" || live.status === "starting");
   useEffect(() => {

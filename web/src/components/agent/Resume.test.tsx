@@ -5,6 +5,7 @@ import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Api } from "../../api/client";
 import type { AgentMessage, StreamPage } from "../../agent/stream";
+import { ApiContext } from "../../api/context";
 import { fakeApi, renderWithApi } from "../../test/fakes";
 import { ChatPanel } from "../ChatPanel";
 
@@ -188,5 +189,59 @@ describe("a chat's live run across reloads", () => {
     const card = screen.getByRole("article", { name: "Tool bash" });
     expect(within(card).getByText("exit 0")).toBeInTheDocument();
     expect(screen.getByRole("button", { name: "Stop" })).toBeInTheDocument();
+  });
+});
+
+describe("the chat summary's activeRunId", () => {
+  const props = { sessionId: "s1", chatId: "c1", onRead: vi.fn(), onSent: vi.fn() };
+  const panelApi = (stream: Api["stream"]) =>
+    fakeApi({
+      markRead: vi.fn(async () => ({ success: true as const })),
+      models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+      runs: vi.fn(async () => ({ runs: [], nextCursor: null })),
+      messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
+      stream,
+    });
+
+  it("asks the stream nothing for a chat with no live run, and follows one the list shows later", async () => {
+    const { chat, stream } = server();
+    chat.latest = { runId: "r3", status: "running", events: longTurn };
+    const api = panelApi(stream);
+    const messages = api.messages;
+    const view = renderWithApi(<ChatPanel {...props} activeRunId={null} />, api);
+    await waitFor(() => expect(messages).toHaveBeenCalled());
+    await act(async () => undefined);
+    expect(stream).not.toHaveBeenCalled();
+    expect(screen.getByRole("button", { name: "Send" })).toBeInTheDocument();
+    // the list was stale: a reload of it names the run another client started
+    view.rerender(
+      <ApiContext.Provider value={api}>
+        <ChatPanel {...props} activeRunId="r3" />
+      </ApiContext.Provider>,
+    );
+    expect(await screen.findByRole("button", { name: "Stop" })).toBeInTheDocument();
+    expect(await screen.findByText("Starting a long job.")).toBeInTheDocument();
+    expect(stream).toHaveBeenCalledWith("c1", 0, 0);
+  });
+
+  it("asks from a kept checkpoint even when the list says no live run", async () => {
+    const { chat, stream } = server();
+    chat.latest = { runId: "r2", status: "completed", events: continued };
+    localStorage.setItem("openagents.run.c1", JSON.stringify({ runId: "r2", seq: 5, message: null }));
+    renderWithApi(<ChatPanel {...props} activeRunId={null} />, panelApi(stream));
+    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 5, 0));
+    await waitFor(() => expect(localStorage.getItem("openagents.run.c1")).toBeNull()); // the run ended
+    expect(screen.getByRole("button", { name: "Send" })).toBeInTheDocument();
+  });
+
+  it("shows no live turn for a stale run id whose run has ended", async () => {
+    const { chat, stream } = server();
+    chat.latest = { runId: "r2", status: "completed", events: continued };
+    renderWithApi(<ChatPanel {...props} activeRunId="r2" />, panelApi(stream));
+    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 0, 0));
+    await act(async () => undefined);
+    expect(stream).toHaveBeenCalledTimes(1);
+    expect(screen.queryByRole("button", { name: "Stop" })).toBeNull();
+    expect(screen.queryByText("The build folder is gone.")).toBeNull(); // the stored messages show it
   });
 });
