@@ -85,7 +85,7 @@ export function useAgentRun(chatId: string, { onEnd, activeRunId }: Options) {
           await foldRun({
             // the first poll answers at once: a reload while the run is quiet (a command running)
             // learns that it is live without waiting for its next event
-            poll: (after) => api.stream(chatId, after, polls++ === 0 ? 0 : LONG_POLL_SECONDS),
+            poll: (after, signal) => api.stream(chatId, after, polls++ === 0 ? 0 : LONG_POLL_SECONDS, signal),
             after: checkpoint?.seq ?? 0,
             runId: expected,
             message: message ?? undefined,

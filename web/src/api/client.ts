@@ -120,10 +120,11 @@ export function createApi(call: Call) {
         >,
       }),
     /** One long poll of the chat's latest run; null when there is nothing (204). */
-    stream: (chatId: string, after: number, wait = 20) =>
+    stream: (chatId: string, after: number, wait = 20, signal?: AbortSignal) =>
       call("get", "/api/chat/{chat_id}/stream", {
         params: { chat_id: chatId },
         query: { after, wait },
+        signal,
       }) as Promise<StreamPage | null>,
     stop: (chatId: string) => call("post", "/api/chat/{chat_id}/stop", { params: { chat_id: chatId } }),
     respond: (chatId: string, body: RespondBody) =>

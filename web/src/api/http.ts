@@ -32,6 +32,8 @@ interface CallOptions<P extends keyof paths, M extends Method> {
   params?: Record<string, string>;
   query?: Query<P, M>;
   body?: RequestBody<P, M>;
+  /** Aborts the request (a long poll no longer wanted gives its connection back). */
+  signal?: AbortSignal;
 }
 
 /** An error answer of the API: `{error, code, field}` plus the status and `Retry-After`. */
@@ -122,6 +124,7 @@ export function createCall({ base, token, onUnauthorized, fetch: doFetch = fetch
       method: method.toUpperCase(),
       headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      signal: options.signal,
     });
     if (!response.ok) {
       if (response.status === 401) onUnauthorized?.();

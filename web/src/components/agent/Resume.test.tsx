@@ -69,16 +69,23 @@ const longTurn = numbered([
  */
 function server() {
   const chat: { latest: FakeRun | null } = { latest: null };
-  const stream = vi.fn((_chat: string, after: number, wait = 20): Promise<StreamPage | null> => {
-    const run = chat.latest;
-    if (run === null) return Promise.resolve(null);
-    const events = run.events.filter((e) => e.seq > after);
-    const page = { runId: run.runId, status: run.status, events, next: events.at(-1)?.seq ?? after };
-    if (events.length > 0 || wait === 0) return Promise.resolve(page);
-    if (run.status !== "running") return Promise.resolve(null);
-    return new Promise<never>(() => undefined); // the command runs: nothing to say for now
-  });
-  return { chat, stream };
+  const waiting: AbortSignal[] = []; // the long polls under way (each ends when aborted)
+  const stream = vi.fn(
+    (_chat: string, after: number, wait = 20, signal?: AbortSignal): Promise<StreamPage | null> => {
+      const run = chat.latest;
+      if (run === null) return Promise.resolve(null);
+      const events = run.events.filter((e) => e.seq > after);
+      const page = { runId: run.runId, status: run.status, events, next: events.at(-1)?.seq ?? after };
+      if (events.length > 0 || wait === 0) return Promise.resolve(page);
+      if (run.status !== "running") return Promise.resolve(null);
+      // the command runs: nothing to say for now
+      if (signal) waiting.push(signal);
+      return new Promise<never>((_, reject) =>
+        signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+      );
+    },
+  );
+  return { chat, stream, waiting };
 }
 
 function open(api: Partial<Api>) {
@@ -144,6 +151,17 @@ describe("a chat's live run across reloads", () => {
     expect(stream.mock.calls[calls]![1]).toBe(7); // from the checkpoint: the last event rendered
   });
 
+  it("ends its long poll when the chat is left", async () => {
+    const { chat, stream, waiting } = server();
+    chat.latest = { runId: "r3", status: "running", events: longTurn };
+    const view = open({ messages: vi.fn(async () => ({ messages: [], nextCursor: null })), stream });
+    expect(await screen.findByRole("button", { name: "Stop" })).toBeInTheDocument();
+    await waitFor(() => expect(waiting).toHaveLength(1));
+    expect(waiting[0]!.aborted).toBe(false);
+    view.unmount();
+    expect(waiting[0]!.aborted).toBe(true); // its connection is free for the next chat's requests
+  });
+
   it("answers a reload while the run is quiet at once (the first poll does not wait)", async () => {
     const { chat, stream } = server();
     chat.latest = { runId: "r3", status: "running", events: longTurn };
@@ -153,7 +171,7 @@ describe("a chat's live run across reloads", () => {
     );
     open({ messages: vi.fn(async () => ({ messages: [], nextCursor: null })), stream, stop: vi.fn() });
     expect(await screen.findByRole("button", { name: "Stop" })).toBeInTheDocument();
-    expect(stream).toHaveBeenCalledWith("c1", 7, 0);
+    expect(stream).toHaveBeenCalledWith("c1", 7, 0, expect.any(AbortSignal));
     await act(async () => undefined);
   });
 
@@ -221,7 +239,7 @@ describe("the chat summary's activeRunId", () => {
     );
     expect(await screen.findByRole("button", { name: "Stop" })).toBeInTheDocument();
     expect(await screen.findByText("Starting a long job.")).toBeInTheDocument();
-    expect(stream).toHaveBeenCalledWith("c1", 0, 0);
+    expect(stream).toHaveBeenCalledWith("c1", 0, 0, expect.any(AbortSignal));
   });
 
   it("asks from a kept checkpoint even when the list says no live run", async () => {
@@ -229,7 +247,7 @@ describe("the chat summary's activeRunId", () => {
     chat.latest = { runId: "r2", status: "completed", events: continued };
     localStorage.setItem("openagents.run.c1", JSON.stringify({ runId: "r2", seq: 5, message: null }));
     renderWithApi(<ChatPanel {...props} activeRunId={null} />, panelApi(stream));
-    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 5, 0));
+    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 5, 0, expect.any(AbortSignal)));
     await waitFor(() => expect(localStorage.getItem("openagents.run.c1")).toBeNull()); // the run ended
     expect(screen.getByRole("button", { name: "Send" })).toBeInTheDocument();
   });
@@ -238,7 +256,7 @@ describe("the chat summary's activeRunId", () => {
     const { chat, stream } = server();
     chat.latest = { runId: "r2", status: "completed", events: continued };
     renderWithApi(<ChatPanel {...props} activeRunId="r2" />, panelApi(stream));
-    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 0, 0));
+    await waitFor(() => expect(stream).toHaveBeenCalledWith("c1", 0, 0, expect.any(AbortSignal)));
     await act(async () => undefined);
     expect(stream).toHaveBeenCalledTimes(1);
     expect(screen.queryByRole("button", { name: "Stop" })).toBeNull();
