@@ -218,7 +218,7 @@ async function run(page) {
     const command = page.locator(".message-assistant").last().getByRole("article", { name: "Tool bash" });
     await command.getByText("Running").waitFor({ timeout: 20_000 });
     await page.reload();
-    await stop.waitFor({ timeout: 10_000 });
+    await stop.waitFor({ timeout: 15_000 }); // sooner than the 20 s long poll it used to wait for
     await page.locator(".message-assistant").last().getByText("Starting a long job").waitFor({ timeout: 20_000 });
     await page.waitForTimeout(1_500); // a few more events folded in
     const copies = await page.locator(".message-assistant", { hasText: "Starting a long job" }).count();
