@@ -31,7 +31,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_pipes as pipes
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-from openagents.store.items import OUTBOX_PREFIX
+from openagents.store.keys import OUTBOX_PREFIX
 
 from infra.config import StageConfig
 from infra.constructs.function import Layers, ServiceFunction, removal, retention

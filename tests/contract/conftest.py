@@ -21,7 +21,8 @@ from openagents.events import Event, from_entry
 from openagents.settings import Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
-from openagents.store.items import OUTBOX_PREFIX, OutboxItem
+from openagents.store.items import OutboxItem
+from openagents.store.keys import OUTBOX_PREFIX, session_pk
 from openagents.store.mapping import to_event
 from openagents.store.port import Store
 from openagents.store.sqlite import SqliteStore
@@ -69,7 +70,9 @@ class Backend:
         """The session's events waiting in the outbox, oldest first: on DynamoDB its outbox
         items (one Query), on SQLite its ``outbox`` rows (the fixture's store drains none)."""
         if self.name == "dynamodb":
-            found = OutboxItem.query(f"S#{session_id}", OutboxItem.sk.startswith(OUTBOX_PREFIX))
+            found = OutboxItem.query(
+                session_pk(session_id), OutboxItem.sk.startswith(OUTBOX_PREFIX)
+            )
             return [to_event(item) for item in found]
         db = sqlite3.connect(self.settings.sqlite_path)
         try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk.assertions import Match
-from openagents.store import items
+from openagents.store import items, shared
 
 from tests.infra.conftest import Synth
 
-LIST_FIELDS = set(items.LIST_FIELDS)
+LIST_FIELDS = set(shared.LIST_FIELDS)
 
 
 def _table(synth: Synth) -> dict[str, Any]:

@@ -59,8 +59,7 @@ from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sa
 from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
-from openagents.store.keys import SESSION_SK
-from openagents.store.mapping import session_pk
+from openagents.store.keys import session_key
 from openagents.workflows import catalog
 
 from functions.agent import handler as agent_handler
@@ -922,7 +921,7 @@ class World:
 
     def make_github(self, sid: str) -> None:
         """The session's repository is on GitHub (the test's own write, on the item)."""
-        item = items.SessionItem.get(session_pk(sid), SESSION_SK)
+        item = items.SessionItem.get(*session_key(sid))
         item.update(
             actions=[
                 items.SessionItem.repo_owner.set("octo"),

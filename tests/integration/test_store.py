@@ -38,7 +38,8 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
-from openagents.store.mapping import chat_claim_pk, chat_item
+from openagents.store.keys import chat_claim_key
+from openagents.store.mapping import chat_item
 from openagents.store.port import RateWindow
 
 ANY_STATE = frozenset(LifecycleState)
@@ -226,8 +227,8 @@ def seed_sessions(store: DynamoStore, user_id: str, count: int, chats: int) -> N
     with items.ChatItem.batch_write() as batch:
         for chat in extra:
             batch.save(chat_item(chat))
-            claim = chat_claim_pk(user_id, chat.id)
-            batch.save(items.ChatClaimItem(claim, "CID", session_id=chat.session_id))
+            claim = chat_claim_key(user_id, chat.id)
+            batch.save(items.ChatClaimItem(*claim, session_id=chat.session_id))
 
 
 def test_list_sessions_costs_the_same_for_1_and_30_sessions(

@@ -8,7 +8,7 @@ import re
 
 import pytest
 from openagents.store import cursor
-from openagents.store.dynamodb import CREATED_KEY, EVENT_SK, MESSAGE_SK
+from openagents.store.keys import CREATED_KEY, EVENT_SK, MESSAGE_SK
 from openagents.store.port import BadCursor
 
 MESSAGE_KEY = "M#1767225600000#msg-1"

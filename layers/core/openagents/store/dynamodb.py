@@ -58,34 +58,46 @@ from openagents.store.items import (
     TitleItem,
     TombstoneItem,
 )
-from openagents.store.mapping import (
+from openagents.store.keys import (
+    CHAT_PREFIX,
     CREATED_KEY,
+    EVENT_PREFIX,
     EVENT_SK,
+    MESSAGE_PREFIX,
     MESSAGE_SK,
-    SESSION_SK,
-    audit_item,
-    chat_claim_pk,
-    chat_item,
-    chat_mark,
-    chat_scoped,
-    chat_sk,
+    PURGE_PK,
+    TITLE_PREFIX,
+    chat_claim_key,
+    chat_key,
+    chat_tombstone_key,
     created_key,
+    delivery_key,
     event_sk,
-    first_message_title,
-    iso,
-    mark_map,
-    message_claim_pk,
+    is_session_tombstone,
+    message_claim_key,
+    message_key,
     message_sk,
     messages_pk,
-    outbox_item,
-    page_of,
-    session_item,
+    profile_key,
+    rate_key,
+    session_id_of,
+    session_key,
     session_pk,
+    session_tombstone_key,
+    share_key,
+    title_key,
+    title_of,
+    user_pk,
+)
+from openagents.store.mapping import (
+    audit_item,
+    chat_item,
+    outbox_item,
+    session_item,
     set_or_remove,
     to_audit,
     to_chat,
     to_session,
-    user_pk,
 )
 from openagents.store.port import (
     LIFECYCLE_FIELDS,
@@ -103,12 +115,12 @@ from openagents.store.port import (
     UpsertResult,
     UserRecord,
 )
+from openagents.store.shared import chat_mark, first_message_title, iso, mark_map, page_of
 from openagents.store.transaction import Transaction, guard
 
-__all__ = ["CREATED_KEY", "EVENT_SK", "MESSAGE_SK", "DynamoStore"]
+__all__ = ["DynamoStore"]
 
 log = logging.getLogger(__name__)
-PURGE_PK = "PURGE"  # the tombstones' partition: one Query lists what deletes left
 RATE_ATTEMPTS = 64  # concurrent creates of one user: each lost try means another one won
 OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
 
@@ -147,7 +159,7 @@ class DynamoStore:
         if known is not None:
             return known
         try:
-            item = SessionItem.get(session_pk(session_id), SESSION_SK, attributes_to_get=["userId"])
+            item = SessionItem.get(*session_key(session_id), attributes_to_get=["userId"])
         except SessionItem.DoesNotExist:
             return ""
         self._owners[session_id] = item.user_id
@@ -166,7 +178,7 @@ class DynamoStore:
     @guard
     def get_user(self, user_id: str) -> UserRecord:
         try:
-            item = ProfileItem.get(user_pk(user_id), "PROFILE")
+            item = ProfileItem.get(*profile_key(user_id))
         except ProfileItem.DoesNotExist:
             return UserRecord(preferences=Preferences(), archived_count=0)
         prefs = Preferences(
@@ -178,7 +190,7 @@ class DynamoStore:
 
     @guard
     def put_preferences(self, user_id: str, preferences: Preferences) -> None:
-        item = ProfileItem(user_pk(user_id), "PROFILE")
+        item = ProfileItem(*profile_key(user_id))
         item.update(
             actions=[
                 ProfileItem.default_model_id.set(preferences.default_model_id)
@@ -193,10 +205,10 @@ class DynamoStore:
     def used_titles(self, user_id: str) -> set[str]:
         items = TitleItem.query(
             user_pk(user_id),
-            TitleItem.sk.startswith("T#"),
+            TitleItem.sk.startswith(TITLE_PREFIX),
             filter_condition=TitleItem.session_ids.exists(),
         )
-        return {item.sk.removeprefix("T#") for item in items}
+        return {title_of(item.sk) for item in items}
 
     # --------------------------------------------------------------- sessions
 
@@ -228,8 +240,8 @@ class DynamoStore:
         """One try; False when a concurrent create moved the rate window first (read again).
         The window is read, decided (``RateWindow.admit``) and written back conditioned on
         the version read, inside the create's transaction."""
-        title = TitleItem(user_pk(session.user_id), f"T#{session.title}")
-        key = (user_pk(session.user_id), f"R#{rate.action}")
+        title = TitleItem(*title_key(session.user_id, session.title))
+        key = rate_key(session.user_id, rate.action)
         try:
             window = CounterItem.get(*key, consistent_read=True)
             version, stamps = int(window.hits), [int(s) for s in window.stamps or ()]
@@ -242,9 +254,7 @@ class DynamoStore:
                 tx.save(session_item(session), condition=SessionItem.pk.does_not_exist())
                 tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
                 tx.save(
-                    ChatClaimItem(
-                        chat_claim_pk(session.user_id, chat.id), "CID", session_id=session.id
-                    ),
+                    ChatClaimItem(*chat_claim_key(session.user_id, chat.id), session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
                 )
                 tx.save(audit_item(entry))
@@ -278,7 +288,7 @@ class DynamoStore:
     @guard
     def get_session(self, session_id: str) -> Session | None:
         try:
-            return self._seen(to_session(SessionItem.get(session_pk(session_id), SESSION_SK)))
+            return self._seen(to_session(SessionItem.get(*session_key(session_id))))
         except SessionItem.DoesNotExist:
             return None
 
@@ -298,10 +308,10 @@ class DynamoStore:
             index = SessionItem.by_user_status
         last_key = None
         if start is not None:
-            session_id = start.split("#", 1)[1]
+            pk, sk = session_key(start.split("#", 1)[1])
             last_key = {
-                "pk": {"S": session_pk(session_id)},
-                "sk": {"S": SESSION_SK},
+                "pk": {"S": pk},
+                "sk": {"S": sk},
                 index_key: {"S": partition},
                 "createdKey": {"S": start},
             }
@@ -317,22 +327,21 @@ class DynamoStore:
 
     @guard
     def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
-        user = user_pk(session.user_id)
         now = iso(entry.at)
         try:
             with self._transaction() as tx:
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=[SessionItem.title.set(title), SessionItem.updated_at.set(now)],
                     condition=SessionItem.pk.exists(),
                     name="session",
                 )
                 tx.update(
-                    TitleItem(user, f"T#{session.title}"),
+                    TitleItem(*title_key(session.user_id, session.title)),
                     actions=[TitleItem.session_ids.delete({session.id})],
                 )
                 tx.update(
-                    TitleItem(user, f"T#{title}"),
+                    TitleItem(*title_key(session.user_id, title)),
                     actions=[TitleItem.session_ids.add({session.id})],
                 )
                 tx.save(audit_item(entry))
@@ -363,7 +372,7 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=[
                         SessionItem.status.set(status.value),
                         SessionItem.user_status.set(f"{session.user_id}#{status.value}"),
@@ -378,7 +387,7 @@ class DynamoStore:
                 )
                 if delta:
                     tx.update(
-                        ProfileItem(user_pk(session.user_id), "PROFILE"),
+                        ProfileItem(*profile_key(session.user_id)),
                         actions=[ProfileItem.archived_count.add(delta)],
                     )
                 tx.save(audit_item(entry))
@@ -411,10 +420,8 @@ class DynamoStore:
         """Remove the session at once, with a tombstone, in one transaction; then its children
         (``purge_deleted``: here at once, best effort, and by the reconciler for whatever a
         failure left)."""
-        pk = session_pk(session.id)
         tombstone = TombstoneItem(
-            PURGE_PK,
-            f"S#{session.id}",
+            *session_tombstone_key(session.id),
             session_id=session.id,
             user_id=session.user_id,
             chat_ids=set(session.chats) or None,
@@ -422,16 +429,18 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(
-                    SessionItem(pk, SESSION_SK), condition=SessionItem.pk.exists(), name="session"
+                    SessionItem(*session_key(session.id)),
+                    condition=SessionItem.pk.exists(),
+                    name="session",
                 )
                 tx.save(tombstone)
                 tx.update(
-                    TitleItem(user_pk(session.user_id), f"T#{session.title}"),
+                    TitleItem(*title_key(session.user_id, session.title)),
                     actions=[TitleItem.session_ids.delete({session.id})],
                 )
                 if session.status is SessionStatus.ARCHIVED:
                     tx.update(
-                        ProfileItem(user_pk(session.user_id), "PROFILE"),
+                        ProfileItem(*profile_key(session.user_id)),
                         actions=[ProfileItem.archived_count.add(-1)],
                     )
         except TransactWriteError as exc:
@@ -459,16 +468,16 @@ class DynamoStore:
         """Remove what the tombstone's delete left, then the tombstone (idempotent). Chat id
         claims go last, so an id is free only once nothing of its old chat remains."""
         session_id, user_id = tombstone.session_id, tombstone.user_id or ""
-        if tombstone.sk.startswith("S#"):
+        if is_session_tombstone(tombstone.sk):
             pk = session_pk(session_id)
-            items = list(ChatItem.query(pk, ChatItem.sk.startswith("C#")))
+            items = list(ChatItem.query(pk, ChatItem.sk.startswith(CHAT_PREFIX)))
             chats = set(tombstone.chat_ids or ()) | {c.id for c in items}
             for chat_id in sorted(chats):
                 self._delete_messages(user_id, session_id, chat_id)
             with ShareItem.batch_write() as shares:  # the chats' public links are revoked
                 for chat in items:
                     if chat.share_id:
-                        shares.delete(ShareItem(f"SH#{chat.share_id}", "SHARE"))
+                        shares.delete(ShareItem(*share_key(chat.share_id)))
             with SessionItem.batch_write() as batch:
                 for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
                     batch.delete(item)
@@ -484,7 +493,7 @@ class DynamoStore:
     def _release_chat_id(user_id: str, chat_id: str, session_id: str) -> None:
         """Free a chat id, unless another session holds it (it was free and claimed again)."""
         try:
-            ChatClaimItem(chat_claim_pk(user_id, chat_id), "CID").delete(
+            ChatClaimItem(*chat_claim_key(user_id, chat_id)).delete(
                 condition=ChatClaimItem.session_id == session_id
             )
         except DeleteError as exc:
@@ -517,7 +526,7 @@ class DynamoStore:
             condition &= SessionItem.sandbox_generation == generation
         if lease is not None:
             condition &= SessionItem.lifecycle_run_id == lease
-        item = SessionItem(session_pk(session_id), SESSION_SK)
+        item = SessionItem(*session_key(session_id))
         owner = self._owner(session_id) if entry is not None else ""
         try:
             with self._transaction() as tx:
@@ -537,7 +546,7 @@ class DynamoStore:
     @guard
     def claim_generation(self, session_id: str, generation: int) -> bool:
         """Claim sandbox ``generation`` for a start; False if it is already claimed (a retry)."""
-        item = SessionItem(session_pk(session_id), SESSION_SK)
+        item = SessionItem(*session_key(session_id))
         try:
             item.update(
                 actions=[SessionItem.sandbox_generation.set(generation)],
@@ -580,7 +589,7 @@ class DynamoStore:
             takeable |= state == LifecycleState.ACTIVE.value
         running = state.is_in(LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value)
         try:
-            SessionItem(session_pk(session_id), SESSION_SK).update(
+            SessionItem(*session_key(session_id)).update(
                 actions=[SessionItem.lifecycle_run_id.set(run_id)],
                 condition=running & takeable,
             )
@@ -593,7 +602,7 @@ class DynamoStore:
     @guard
     def release_lease(self, session_id: str, run_id: str) -> None:
         with contextlib.suppress(UpdateError):  # not ours any more: nothing to release
-            SessionItem(session_pk(session_id), SESSION_SK).update(
+            SessionItem(*session_key(session_id)).update(
                 actions=[SessionItem.lifecycle_run_id.remove()],
                 condition=SessionItem.lifecycle_run_id == run_id,
             )
@@ -604,7 +613,7 @@ class DynamoStore:
         found: list[str] = []
         for shard in range(DUE_SHARDS):
             for item in SessionItem.overdue.query(f"due#{shard}", SessionItem.due_at <= iso(now)):
-                found.append(item.pk.removeprefix("S#"))
+                found.append(session_id_of(item.pk))
         return found
 
     @guard
@@ -613,7 +622,7 @@ class DynamoStore:
         found: list[str] = []
         for shard in range(DUE_SHARDS):
             query = SessionItem.idle.query(f"idle#{shard}", SessionItem.hibernated_at < iso(moment))
-            found.extend(item.pk.removeprefix("S#") for item in query)
+            found.extend(session_id_of(item.pk) for item in query)
         return found
 
     @guard
@@ -631,7 +640,7 @@ class DynamoStore:
         last_key = self._base_key(pk, cursor_, EVENT_SK)
         results = AuditItem.query(
             pk,
-            AuditItem.sk.startswith("E#"),
+            AuditItem.sk.startswith(EVENT_PREFIX),
             limit=limit + 1,
             page_size=limit + 1,
             last_evaluated_key=last_key,
@@ -643,20 +652,20 @@ class DynamoStore:
     @guard
     def get_chat(self, session_id: str, chat_id: str) -> Chat | None:
         try:
-            return to_chat(ChatItem.get(session_pk(session_id), chat_sk(chat_id)))
+            return to_chat(ChatItem.get(*chat_key(session_id, chat_id)))
         except ChatItem.DoesNotExist:
             return None
 
     @guard
     def chat_session(self, user_id: str, chat_id: str) -> str | None:
         try:
-            return str(ChatClaimItem.get(chat_claim_pk(user_id, chat_id), "CID").session_id)
+            return str(ChatClaimItem.get(*chat_claim_key(user_id, chat_id)).session_id)
         except ChatClaimItem.DoesNotExist:
             return None
 
     @guard
     def list_chats(self, session_id: str) -> list[Chat]:
-        items = ChatItem.query(session_pk(session_id), ChatItem.sk.startswith("C#"))
+        items = ChatItem.query(session_pk(session_id), ChatItem.sk.startswith(CHAT_PREFIX))
         return sorted((to_chat(item) for item in items), key=lambda c: (c.created_at, c.id))
 
     @guard
@@ -664,17 +673,17 @@ class DynamoStore:
         self._create_chat(session, chat, max_chats, chat_mark(chat))
 
     def _create_chat(self, session: Session, chat: Chat, max_chats: int, mark: ChatMark) -> None:
-        claim_pk = chat_claim_pk(session.user_id, chat.id)
+        claim_key = chat_claim_key(session.user_id, chat.id)
         try:
             with self._transaction() as tx:
                 tx.save(
-                    ChatClaimItem(claim_pk, "CID", session_id=session.id),
+                    ChatClaimItem(*claim_key, session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
                     name="chat id",
                 )
                 tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=[
                         SessionItem.chats[chat.id].set(mark_map(mark)),
                         SessionItem.chat_count.add(1),
@@ -684,7 +693,7 @@ class DynamoStore:
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, "chat id"):
-                claim = ChatClaimItem.get(claim_pk, "CID")
+                claim = ChatClaimItem.get(*claim_key)
                 raise ChatIdTaken(claim.session_id) from exc
             if tx.failed(exc, "session"):
                 if self.get_session(session.id) is None:
@@ -704,8 +713,7 @@ class DynamoStore:
                 for message in messages:
                     body, body_ref = self._store_body(message)
                     item = MessageItem(
-                        messages_pk(chat.session_id, chat.id),
-                        message_sk(message),
+                        *message_key(chat.session_id, chat.id, message),
                         id=message.id,
                         chat_id=chat.id,
                         role=message.role.value,
@@ -717,8 +725,7 @@ class DynamoStore:
                     batch.save(item)
                     batch.save(
                         MessageClaimItem(
-                            message_claim_pk(session.user_id, message.id),
-                            "MID",
+                            *message_claim_key(session.user_id, message.id),
                             chat_id=chat.id,
                             role=message.role.value,
                             message_sk=item.sk,
@@ -742,13 +749,13 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    ChatItem(session_pk(chat.session_id), chat_sk(chat.id)),
+                    ChatItem(*chat_key(chat.session_id, chat.id)),
                     actions=actions,
                     condition=ChatItem.pk.exists(),
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(session_pk(chat.session_id), SESSION_SK),
+                    SessionItem(*session_key(chat.session_id)),
                     actions=[SessionItem.chats[chat.id]["updatedAt"].set(now)],
                     condition=SessionItem.chats[chat.id].exists(),
                     name="session",
@@ -769,8 +776,7 @@ class DynamoStore:
         """The chat and a tombstone in one transaction; its messages and id claim after
         (``purge_deleted``, as for a session)."""
         tombstone = TombstoneItem(
-            PURGE_PK,
-            f"C#{chat_scoped(session.id, chat_id)}",
+            *chat_tombstone_key(session.id, chat_id),
             session_id=session.id,
             user_id=session.user_id,
             chat_ids={chat_id},
@@ -782,19 +788,19 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(
-                    ChatItem(session_pk(session.id), chat_sk(chat_id)),
+                    ChatItem(*chat_key(session.id, chat_id)),
                     condition=ChatItem.pk.exists(),
                     name="chat",
                 )
                 tx.save(tombstone)
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=[SessionItem.chats[chat_id].remove(), SessionItem.chat_count.add(-1)],
                     condition=SessionItem.chat_count > 1,
                     name="session",
                 )
                 if share_id is not None:
-                    tx.delete(ShareItem(f"SH#{share_id}", "SHARE"))
+                    tx.delete(ShareItem(*share_key(share_id)))
         except TransactWriteError as exc:
             if tx.failed(exc, "chat"):
                 raise Gone from exc
@@ -806,7 +812,7 @@ class DynamoStore:
     @guard
     def mark_read(self, session: Session, chat_id: str, at: datetime) -> None:
         try:
-            SessionItem(session_pk(session.id), SESSION_SK).update(
+            SessionItem(*session_key(session.id)).update(
                 actions=[SessionItem.chats[chat_id]["lastReadAt"].set(iso(at))],
                 condition=SessionItem.chats[chat_id].exists(),
             )
@@ -830,7 +836,7 @@ class DynamoStore:
             self._drop_body(body_ref)
             raise
         try:
-            claim = MessageClaimItem.get(message_claim_pk(session.user_id, message.id), "MID")
+            claim = MessageClaimItem.get(*message_claim_key(session.user_id, message.id))
         except MessageClaimItem.DoesNotExist:
             claim = None  # deleted meanwhile: treat as a conflict rather than guess
         if claim is None or claim.chat_id != chat.id or claim.role != message.role.value:
@@ -889,8 +895,7 @@ class DynamoStore:
             chat_actions.append(ChatItem.title.set(title))
             chat_condition &= ChatItem.message_count == 0
         claim = MessageClaimItem(
-            message_claim_pk(session.user_id, message.id),
-            "MID",
+            *message_claim_key(session.user_id, message.id),
             chat_id=chat.id,
             role=message.role.value,
             message_sk=sort_key,
@@ -926,13 +931,13 @@ class DynamoStore:
                 )
                 tx.save(writes.item)
                 tx.update(
-                    ChatItem(session_pk(session.id), chat_sk(chat.id)),
+                    ChatItem(*chat_key(session.id, chat.id)),
                     actions=writes.chat_actions,
                     condition=writes.chat_condition,
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=writes.session_actions,
                     condition=SessionItem.chats[chat.id].exists(),
                     name="session",
@@ -951,7 +956,7 @@ class DynamoStore:
     def message_claim(self, user_id: str, message_id: str) -> MessageClaimItem | None:
         try:
             return MessageClaimItem.get(
-                message_claim_pk(user_id, message_id), "MID", consistent_read=True
+                *message_claim_key(user_id, message_id), consistent_read=True
             )
         except MessageClaimItem.DoesNotExist:
             return None
@@ -976,7 +981,7 @@ class DynamoStore:
         pk = messages_pk(session_id, chat_id)
         results = MessageItem.query(
             pk,
-            MessageItem.sk.startswith("M#"),
+            MessageItem.sk.startswith(MESSAGE_PREFIX),
             scan_index_forward=not before,
             limit=limit + 1,
             page_size=limit + 1,
@@ -1011,9 +1016,9 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(target, condition=MessageItem.pk.exists(), name="message")
-                tx.delete(MessageClaimItem(message_claim_pk(session.user_id, target.id), "MID"))
+                tx.delete(MessageClaimItem(*message_claim_key(session.user_id, target.id)))
                 tx.update(
-                    ChatItem(session_pk(session.id), chat_sk(chat.id)),
+                    ChatItem(*chat_key(session.id, chat.id)),
                     actions=[
                         ChatItem.updated_at.set(now),
                         ChatItem.message_count.add(-len(doomed)),
@@ -1025,7 +1030,7 @@ class DynamoStore:
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(session_pk(session.id), SESSION_SK),
+                    SessionItem(*session_key(session.id)),
                     actions=[
                         mark["updatedAt"].set(now),
                         mark["lastAssistantMessageAt"].set(last)
@@ -1048,7 +1053,7 @@ class DynamoStore:
         """The creation time of the newest assistant message before ``before_sk``."""
         older = MessageItem.query(
             pk,
-            MessageItem.sk.startswith("M#"),
+            MessageItem.sk.startswith(MESSAGE_PREFIX),
             scan_index_forward=False,
             page_size=10,
             last_evaluated_key={"pk": {"S": pk}, "sk": {"S": before_sk}},
@@ -1063,13 +1068,11 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.save(
-                    ShareItem(
-                        f"SH#{share_id}", "SHARE", session_id=chat.session_id, chat_id=chat.id
-                    ),
+                    ShareItem(*share_key(share_id), session_id=chat.session_id, chat_id=chat.id),
                     condition=ShareItem.pk.does_not_exist(),
                 )
                 tx.update(
-                    ChatItem(session_pk(chat.session_id), chat_sk(chat.id)),
+                    ChatItem(*chat_key(chat.session_id, chat.id)),
                     actions=[ChatItem.share_id.set(share_id)],
                     condition=ChatItem.pk.exists() & ChatItem.share_id.does_not_exist(),
                     name="chat",
@@ -1090,7 +1093,7 @@ class DynamoStore:
                 return
             try:
                 with self._transaction() as tx:
-                    tx.delete(ShareItem(f"SH#{item.share_id}", "SHARE"))
+                    tx.delete(ShareItem(*share_key(item.share_id)))
                     tx.update(
                         item,
                         actions=[ChatItem.share_id.remove()],
@@ -1104,7 +1107,7 @@ class DynamoStore:
     @guard
     def shared_chat(self, share_id: str) -> Chat | None:
         try:
-            share = ShareItem.get(f"SH#{share_id}", "SHARE")
+            share = ShareItem.get(*share_key(share_id))
         except ShareItem.DoesNotExist:
             return None
         chat = self.get_chat(share.session_id, share.chat_id)
@@ -1114,7 +1117,7 @@ class DynamoStore:
 
     @guard
     def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
-        item = DeliveryItem(f"D#{delivery_id}", "DELIVERY", expires_at=int(expires_at.timestamp()))
+        item = DeliveryItem(*delivery_key(delivery_id), expires_at=int(expires_at.timestamp()))
         try:  # an expired record may linger until the TTL sweep: it counts as gone
             item.save(
                 condition=DeliveryItem.pk.does_not_exist()
@@ -1128,7 +1131,7 @@ class DynamoStore:
 
     @guard
     def forget_delivery(self, delivery_id: str) -> None:
-        DeliveryItem(f"D#{delivery_id}", "DELIVERY").delete()
+        DeliveryItem(*delivery_key(delivery_id)).delete()
 
     # ---------------------------------------------------------------- helpers
 
@@ -1163,7 +1166,7 @@ class DynamoStore:
     def _delete_messages(self, user_id: str, session_id: str, chat_id: str) -> None:
         pk = messages_pk(session_id, chat_id)
         self._delete_message_items(
-            user_id, list(MessageItem.query(pk, MessageItem.sk.startswith("M#")))
+            user_id, list(MessageItem.query(pk, MessageItem.sk.startswith(MESSAGE_PREFIX)))
         )
 
     def _delete_message_items(self, user_id: str, items: list[MessageItem]) -> None:
@@ -1171,7 +1174,7 @@ class DynamoStore:
         with MessageItem.batch_write() as batch:
             for item in items:
                 batch.delete(item)
-                batch.delete(MessageClaimItem(message_claim_pk(user_id, item.id), "MID"))
+                batch.delete(MessageClaimItem(*message_claim_key(user_id, item.id)))
         for item in items:
             self._drop_body(item.body_ref)
 
@@ -1179,6 +1182,6 @@ class DynamoStore:
     def _chat_items(session_id: str, chat_id: str) -> list[ChatItem]:
         """The chat's item, or none (one GetItem)."""
         try:
-            return [ChatItem.get(session_pk(session_id), chat_sk(chat_id))]
+            return [ChatItem.get(*chat_key(session_id, chat_id))]
         except ChatItem.DoesNotExist:
             return []

@@ -1,26 +1,7 @@
 """PynamoDB models of the single table. Private to the store adapter.
 
-Key design (one table, ``pk``/``sk`` strings):
-
-| item | pk | sk |
-|---|---|---|
-| session | ``S#<sessionId>`` | ``SESSION`` |
-| chat | ``S#<sessionId>`` | ``C#<chatId>`` |
-| audit entry | ``S#<sessionId>`` | ``E#<iso time>#<id>`` |
-| message | ``C#<sessionId>#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
-| chat id claim | ``CID#<userId, %-escaped>#<chatId>`` | ``CID`` |
-| message id claim | ``MID#<userId, %-escaped>#<messageId>`` | ``MID`` |
-| share link | ``SH#<shareId>`` | ``SHARE`` |
-| user profile | ``U#<userId>`` | ``PROFILE`` |
-| title registry | ``U#<userId>`` | ``T#<title>`` |
-| rate window | ``U#<userId>`` | ``R#<action>`` (TTL) |
-| outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
-| webhook delivery | ``D#<delivery id>`` | ``DELIVERY`` (TTL) |
-| tombstone | ``PURGE`` | ``S#<sessionId>`` / ``C#<sessionId>#<chatId>`` |
-
-Chat and message ids are chosen by clients, so they are unique per user, never across users:
-their claims are keyed by the user, and everything else under a chat by its session and id
-(another user's same id is theirs, and never answers that it is taken).
+One table, ``pk``/``sk`` strings: every key is built in ``keys`` (its docstring has the
+table of them).
 
 Sessions carry ``userId``/``userStatus`` + ``createdKey`` for the two list indexes, which
 project only what a list shows; ``dueShard``/``dueAt`` (sparse, ``overdue``) and ``prKey``
@@ -52,9 +33,7 @@ from pynamodb.indexes import (
 )
 from pynamodb.models import Model
 
-from openagents.store.keys import LIST_FIELDS
-
-__all__ = ["LIST_FIELDS"]
+from openagents.store.shared import LIST_FIELDS
 
 
 class _Base(Model):
@@ -266,7 +245,6 @@ ALL_ITEMS: tuple[type[_Base], ...] = (
     TombstoneItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
-OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)
 OUTBOX_EVENT_ATTRIBUTE = "event"  # where the enrichment reads the event's detail
 OUTBOX_TTL_SECONDS = 2 * 24 * 3600  # past the stream's 24 h retention: published or dead-lettered
 

@@ -1,4 +1,5 @@
-"""Item keys and the mapping between PynamoDB items and domain models (store internals)."""
+"""The mapping between PynamoDB items and domain models (store internals; their keys are
+built in ``keys``)."""
 
 from __future__ import annotations
 
@@ -22,78 +23,14 @@ from openagents.domain.models import (
 from openagents.events import Event, from_entry
 from openagents.store.items import (
     OUTBOX_EVENT_ATTRIBUTE,
-    OUTBOX_PREFIX,
     OUTBOX_TTL_SECONDS,
     AuditItem,
     ChatItem,
     OutboxItem,
     SessionItem,
 )
-from openagents.store.keys import (
-    CREATED_KEY,
-    EVENT_SK,
-    MESSAGE_SK,
-    SESSION_SK,
-    chat_mark,
-    chat_scoped,
-    created_key,
-    event_sk,
-    first_message_title,
-    iso,
-    iso_or_none,
-    mark_map,
-    marks_of,
-    message_sk,
-    page_of,
-    parse_dt,
-    user_scoped,
-)
-
-__all__ = [
-    "CREATED_KEY",
-    "EVENT_SK",
-    "MESSAGE_SK",
-    "SESSION_SK",
-    "chat_mark",
-    "chat_scoped",
-    "created_key",
-    "event_sk",
-    "first_message_title",
-    "iso",
-    "iso_or_none",
-    "mark_map",
-    "message_sk",
-    "page_of",
-    "parse_dt",
-    "user_scoped",
-]
-
-
-def session_pk(session_id: str) -> str:
-    return f"S#{session_id}"
-
-
-def chat_sk(chat_id: str) -> str:
-    return f"C#{chat_id}"
-
-
-def messages_pk(session_id: str, chat_id: str) -> str:
-    """The partition of a chat's messages."""
-    return f"C#{chat_scoped(session_id, chat_id)}"
-
-
-def chat_claim_pk(user_id: str, chat_id: str) -> str:
-    """A user's claim of a chat id (chat ids are unique per user, across their sessions)."""
-    return f"CID#{user_scoped(user_id, chat_id)}"
-
-
-def message_claim_pk(user_id: str, message_id: str) -> str:
-    """A user's claim of a message id (unique per user, across their chats)."""
-    return f"MID#{user_scoped(user_id, message_id)}"
-
-
-def user_pk(user_id: str) -> str:
-    return f"U#{user_id}"
+from openagents.store.keys import chat_key, created_key, event_key, outbox_key, session_key
+from openagents.store.shared import iso, iso_or_none, mark_map, marks_of, parse_dt
 
 
 def set_or_remove(name: str, value: Any) -> Action:
@@ -128,8 +65,7 @@ def marks(raw: Any) -> dict[str, ChatMark]:
 def session_item(session: Session) -> SessionItem:
     index = index_fields(session)
     return SessionItem(
-        session_pk(session.id),
-        SESSION_SK,
+        *session_key(session.id),
         id=session.id,
         user_id=session.user_id,
         user_status=f"{session.user_id}#{session.status.value}",
@@ -220,8 +156,7 @@ def to_session(item: SessionItem) -> Session:
 
 def chat_item(chat: Chat) -> ChatItem:
     return ChatItem(
-        session_pk(chat.session_id),
-        chat_sk(chat.id),
+        *chat_key(chat.session_id, chat.id),
         id=chat.id,
         session_id=chat.session_id,
         title=chat.title,
@@ -252,8 +187,7 @@ def to_chat(item: ChatItem) -> Chat:
 
 def audit_item(entry: AuditEntry) -> AuditItem:
     return AuditItem(
-        session_pk(entry.session_id),
-        event_sk(entry),
+        *event_key(entry),
         id=entry.id,
         session_id=entry.session_id,
         at=iso(entry.at),
@@ -273,18 +207,12 @@ def to_audit(item: AuditItem) -> AuditEntry:
     )
 
 
-def outbox_sk(entry: AuditEntry) -> str:
-    """``O#<iso time>#<entry id>``: a session's events sort as its audit entries do."""
-    return f"{OUTBOX_PREFIX}{iso(entry.at)}#{entry.id}"
-
-
 def outbox_item(entry: AuditEntry, user_id: str) -> OutboxItem:
     """The domain event of ``entry``, written in the same transaction as the entry (the stream
     and the pipe publish it; it expires after ``OUTBOX_TTL_SECONDS``)."""
     event = from_entry(entry, user_id)
     return OutboxItem(
-        session_pk(entry.session_id),
-        outbox_sk(entry),
+        *outbox_key(entry),
         event=json.dumps(event.detail),  # what EventBridgeBus sent as PutEvents' Detail
         detail_type=event.detail_type,
         expires_at=int(entry.at.timestamp()) + OUTBOX_TTL_SECONDS,

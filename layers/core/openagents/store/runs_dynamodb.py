@@ -1,13 +1,5 @@
-"""The run store on DynamoDB: PynamoDB models in the store's table, with their own key prefixes.
-
-| item | pk | sk |
-|---|---|---|
-| run | ``RUN#<runId>`` | ``RUN`` (the run as JSON, ``version`` for optimistic writes) |
-| a session's runs | ``RSESS#<sessionId>`` | ``<started iso>#<runId>`` |
-| a chat's claim | ``RCHAT#<sessionId>#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
-| message → run | ``RMSG#<sessionId>#<chatId>#<messageId>`` | ``RMSG`` |
-| live runs | ``RLIVE#<0..15>`` (a shard by run id) | ``<runId>`` (removed when the run ends) |
-| stream event | ``REV#<runId>`` | ``<seq, 10 digits>`` (``expiresAt``: the table's TTL) |
+"""The run store on DynamoDB: PynamoDB models in the store's table, with their own keys
+(``keys``: runs, a session's runs, a chat's run claim, message → run, live runs, stream events).
 
 A run's start is one transaction with the store's items: the user message (its claim and
 item), the chat item's ``activeStreamId`` and the session item's chat mark ``streaming`` (what
@@ -22,7 +14,6 @@ from __future__ import annotations
 import json
 import random
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -38,7 +29,19 @@ from openagents.store import cursor as cursors
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore, MessageWrites
 from openagents.store.items import ChatItem, MessageClaimItem, SessionItem
-from openagents.store.mapping import SESSION_SK, chat_scoped, chat_sk, session_pk
+from openagents.store.keys import (
+    LIVE_SHARDS,
+    chat_key,
+    live_key,
+    live_pk,
+    message_run_key,
+    run_claim_key,
+    run_event_key,
+    run_events_pk,
+    run_key,
+    session_key,
+    session_runs_pk,
+)
 from openagents.store.port import Gone, MessageIdTaken
 from openagents.store.runs import (
     STARTED_KEY,
@@ -109,29 +112,6 @@ MODELS: tuple[type[_Item], ...] = (
     LiveRunItem,
     EventItem,
 )
-RUN_SK, CLAIM_SK, MESSAGE_SK = "RUN", "CLAIM", "RMSG"
-LIVE_SHARDS = 16  # live runs spread over partitions: every start and end writes one
-
-
-def run_pk(run_id: str) -> str:
-    return f"RUN#{run_id}"
-
-
-def claim_pk(session_id: str, chat_id: str) -> str:
-    return f"RCHAT#{chat_scoped(session_id, chat_id)}"
-
-
-def marker_pk(run: Run) -> str:
-    """The run a user message started (message ids are last: they may hold ``#``)."""
-    return f"RMSG#{chat_scoped(run.session_id, run.chat_id)}#{run.message_id}"
-
-
-def live_pk(run_id: str) -> str:
-    return f"RLIVE#{zlib.crc32(run_id.encode()) % LIVE_SHARDS}"
-
-
-def event_pk(run_id: str) -> str:
-    return f"REV#{run_id}"
 
 
 def _bind() -> None:
@@ -159,7 +139,7 @@ class DynamoRunStore:
 
     def _item(self, run_id: str) -> RunItem | None:
         try:
-            return RunItem.get(run_pk(run_id), RUN_SK, consistent_read=True)
+            return RunItem.get(*run_key(run_id), consistent_read=True)
         except RunItem.DoesNotExist:
             return None
 
@@ -172,7 +152,7 @@ class DynamoRunStore:
     def _start(
         self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
     ) -> Started:
-        chat_key = ChatItem(session_pk(run.session_id), chat_sk(run.chat_id))
+        chat = ChatItem(*chat_key(run.session_id, run.chat_id))
         mark = SessionItem.chats[run.chat_id]
         writes = (
             self._store.message_writes(
@@ -184,18 +164,22 @@ class DynamoRunStore:
         try:
             with self._transaction() as tx:
                 tx.save(
-                    RunItem(run_pk(run.id), RUN_SK, body=json.dumps(run_to_json(run))),
+                    RunItem(*run_key(run.id), body=json.dumps(run_to_json(run))),
                     condition=RunItem.pk.does_not_exist(),
                 )
                 tx.save(
-                    MessageRunItem(marker_pk(run), MESSAGE_SK, run_id=run.id),
+                    MessageRunItem(
+                        *message_run_key(run.session_id, run.chat_id, run.message_id), run_id=run.id
+                    ),
                     condition=MessageRunItem.pk.does_not_exist(),
                     name="message run",
                 )
-                tx.save(SessionRunItem(f"RSESS#{run.session_id}", started_key(run), run_id=run.id))
-                tx.save(LiveRunItem(live_pk(run.id), run.id))
+                tx.save(
+                    SessionRunItem(session_runs_pk(run.session_id), started_key(run), run_id=run.id)
+                )
+                tx.save(LiveRunItem(*live_key(run.id)))
                 tx.update(
-                    ChatRunClaimItem(claim_pk(run.session_id, run.chat_id), CLAIM_SK),
+                    ChatRunClaimItem(*run_claim_key(run.session_id, run.chat_id)),
                     actions=[
                         ChatRunClaimItem.active_run_id.set(run.id),
                         ChatRunClaimItem.last_run_id.set(run.id),
@@ -204,14 +188,14 @@ class DynamoRunStore:
                     name="chat claim",
                 )
                 tx.update(  # the chat's live-run mark (and the message's chat actions)
-                    chat_key,
+                    chat,
                     actions=[ChatItem.active_stream_id.set(run.id)]
                     + (writes.chat_actions if writes else []),
                     condition=writes.chat_condition if writes else ChatItem.pk.exists(),
                     name="chat",
                 )
                 tx.update(  # the session's chat mark (and the message's activity)
-                    SessionItem(session_pk(run.session_id), SESSION_SK),
+                    SessionItem(*session_key(run.session_id)),
                     actions=[mark["streaming"].set(True)]
                     + (writes.session_actions if writes else []),
                     condition=mark.exists(),
@@ -241,7 +225,10 @@ class DynamoRunStore:
         turn, a message id taken, a lost first-message race (retried), or a gone chat."""
         if tx.failed(exc, "message run"):
             try:
-                marker = MessageRunItem.get(marker_pk(run), MESSAGE_SK, consistent_read=True)
+                marker = MessageRunItem.get(
+                    *message_run_key(run.session_id, run.chat_id, run.message_id),
+                    consistent_read=True,
+                )
             except MessageRunItem.DoesNotExist:
                 raise exc from None
             existing = self.get(marker.run_id)
@@ -268,13 +255,13 @@ class DynamoRunStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    ChatItem(session_pk(run.session_id), chat_sk(run.chat_id)),
+                    ChatItem(*chat_key(run.session_id, run.chat_id)),
                     actions=[ChatItem.active_stream_id.remove()],
                     condition=ChatItem.active_stream_id == run.id,
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(session_pk(run.session_id), SESSION_SK),
+                    SessionItem(*session_key(run.session_id)),
                     actions=[SessionItem.chats[run.chat_id]["streaming"].remove()],
                     condition=SessionItem.chats[run.chat_id].exists(),
                     name="session",
@@ -291,9 +278,7 @@ class DynamoRunStore:
     @guard
     def active_run_id(self, session_id: str, chat_id: str) -> str | None:
         try:
-            claim = ChatRunClaimItem.get(
-                claim_pk(session_id, chat_id), CLAIM_SK, consistent_read=True
-            )
+            claim = ChatRunClaimItem.get(*run_claim_key(session_id, chat_id), consistent_read=True)
         except ChatRunClaimItem.DoesNotExist:
             return None
         return claim.active_run_id
@@ -301,9 +286,7 @@ class DynamoRunStore:
     @guard
     def latest(self, session_id: str, chat_id: str) -> Run | None:
         try:
-            claim = ChatRunClaimItem.get(
-                claim_pk(session_id, chat_id), CLAIM_SK, consistent_read=True
-            )
+            claim = ChatRunClaimItem.get(*run_claim_key(session_id, chat_id), consistent_read=True)
         except ChatRunClaimItem.DoesNotExist:
             return None
         return self.get(claim.last_run_id) if claim.last_run_id else None
@@ -313,16 +296,16 @@ class DynamoRunStore:
         start = cursors.decode(cursor, STARTED_KEY) if cursor else None
         found = list(
             SessionRunItem.query(
-                f"RSESS#{session_id}",
+                session_runs_pk(session_id),
                 SessionRunItem.sk < start if start else None,
                 scan_index_forward=False,
                 limit=limit + 1,
             )
         )
         page = found[:limit]
-        keys = [(run_pk(item.run_id), RUN_SK) for item in page]
+        keys = [run_key(item.run_id) for item in page]
         by_id = {item.pk: _run(item) for item in RunItem.batch_get(keys)} if keys else {}
-        runs = [by_id[run_pk(item.run_id)] for item in page if run_pk(item.run_id) in by_id]
+        runs = [by_id[run_key(item.run_id)[0]] for item in page if run_key(item.run_id)[0] in by_id]
         more = len(found) > limit
         return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
 
@@ -343,7 +326,7 @@ class DynamoRunStore:
             try:
                 with self._transaction() as tx:
                     tx.update(
-                        RunItem(run_pk(run_id), RUN_SK),
+                        RunItem(*run_key(run_id)),
                         actions=actions,
                         condition=RunItem.version == int(item.version or 0),
                         name="run",
@@ -351,8 +334,7 @@ class DynamoRunStore:
                     for offset, chunk in enumerate(chunks, start=1):
                         tx.save(
                             EventItem(
-                                event_pk(run_id),
-                                f"{first + offset:010d}",
+                                *run_event_key(run_id, first + offset),
                                 chunk=json.dumps(chunk, separators=(",", ":")),
                             ),
                             condition=EventItem.pk.does_not_exist(),
@@ -370,8 +352,8 @@ class DynamoRunStore:
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
         now = time.time()
         found = EventItem.query(
-            event_pk(run_id),
-            EventItem.sk > f"{after:010d}",
+            run_events_pk(run_id),
+            EventItem.sk > run_event_key(run_id, after)[1],
             consistent_read=True,
             limit=limit,
         )
@@ -445,7 +427,7 @@ class DynamoRunStore:
         if run is None:
             raise RunNotFound(run_id)
         try:
-            ChatRunClaimItem(claim_pk(run.session_id, run.chat_id), CLAIM_SK).update(
+            ChatRunClaimItem(*run_claim_key(run.session_id, run.chat_id)).update(
                 actions=[ChatRunClaimItem.active_run_id.remove()],
                 condition=ChatRunClaimItem.active_run_id == run_id,
             )
@@ -453,9 +435,9 @@ class DynamoRunStore:
             if "ConditionalCheckFailed" not in str(exc):
                 raise
         self._unmark(run)
-        LiveRunItem(live_pk(run_id), run_id).delete()
+        LiveRunItem(*live_key(run_id)).delete()
         expires = int((at + retention).timestamp())
-        events = list(EventItem.query(event_pk(run_id), consistent_read=True))
+        events = list(EventItem.query(run_events_pk(run_id), consistent_read=True))
         with EventItem.batch_write() as batch:
             for event in events:
                 event.expires_at = expires
@@ -467,9 +449,9 @@ class DynamoRunStore:
         ids = [
             item.sk
             for shard in range(LIVE_SHARDS)
-            for item in LiveRunItem.query(f"RLIVE#{shard}", consistent_read=True)
+            for item in LiveRunItem.query(live_pk(shard), consistent_read=True)
         ]
-        keys = [(run_pk(run_id), RUN_SK) for run_id in ids]
+        keys = [run_key(run_id) for run_id in ids]
         runs = [_run(item) for item in RunItem.batch_get(keys)] if keys else []
         return [run for run in runs if run.status is RunStatus.RUNNING]
 
@@ -485,8 +467,12 @@ class DynamoRunStore:
         """The events' expiry times (tests)."""
         return [
             float(item.expires_at) if item.expires_at is not None else None
-            for item in EventItem.query(event_pk(run_id), consistent_read=True)
+            for item in EventItem.query(run_events_pk(run_id), consistent_read=True)
         ]
+
+
+def _marker(run: Run) -> tuple[str, str]:
+    return message_run_key(run.session_id, run.chat_id, run.message_id)
 
 
 def _run(item: RunItem) -> Run:

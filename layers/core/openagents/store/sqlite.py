@@ -35,13 +35,9 @@ from openagents.store.keys import (
     CREATED_KEY,
     EVENT_SK,
     MESSAGE_SK,
-    chat_mark,
     created_key,
     event_sk,
-    first_message_title,
-    iso,
     message_sk,
-    page_of,
 )
 from openagents.store.port import (
     LIFECYCLE_FIELDS,
@@ -60,6 +56,7 @@ from openagents.store.port import (
     UserRecord,
 )
 from openagents.store.runs import TurnMessage
+from openagents.store.shared import chat_mark, first_message_title, iso, page_of
 from openagents.store.sqlite_outbox import Outbox, Publish
 from openagents.store.sqlite_rows import (
     insert_chat,

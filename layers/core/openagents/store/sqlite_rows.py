@@ -11,15 +11,8 @@ from typing import Any
 from openagents.domain.errors import Unavailable
 from openagents.domain.lifecycle import index_fields
 from openagents.domain.models import AuditEntry, Chat, Session, pr_key
-from openagents.store.keys import (
-    ITEM_LIMIT_BYTES,
-    LIST_FIELDS,
-    created_key,
-    event_sk,
-    iso,
-    iso_or_none,
-    mark_map,
-)
+from openagents.store.keys import created_key, event_sk
+from openagents.store.shared import ITEM_LIMIT_BYTES, LIST_FIELDS, iso, iso_or_none, mark_map
 
 LIST_KEYS = ("userId", *LIST_FIELDS)  # what a list shows, as the DynamoDB list indexes project
 INDEX_COLUMNS = ("due_shard", "due_at", "idle_shard", "pr_key")  # store-only lifecycle fields
