@@ -50,6 +50,9 @@ EVENT_PREFIX = "E#"
 OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)
 MESSAGE_PREFIX = "M#"
 TITLE_PREFIX = "T#"
+USER_PREFIX = "U#"  # a user's partition: profile, titles, rate windows
+RATE_PREFIX = "R#"
+PROFILE_SK = "PROFILE"
 LIVE_SHARDS = 16  # live runs spread over partitions: every start and end writes one
 
 CREATED_KEY = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00#[\w-]{1,64}")
@@ -148,11 +151,11 @@ def delivery_key(delivery_id: str) -> Key:
 
 
 def user_pk(user_id: str) -> str:
-    return f"U#{user_id}"
+    return f"{USER_PREFIX}{user_id}"
 
 
 def profile_key(user_id: str) -> Key:
-    return user_pk(user_id), "PROFILE"
+    return user_pk(user_id), PROFILE_SK
 
 
 def title_key(user_id: str, title: str) -> Key:
@@ -165,7 +168,7 @@ def title_of(sk: str) -> str:
 
 
 def rate_key(user_id: str, action: str) -> Key:
-    return user_pk(user_id), f"R#{action}"
+    return user_pk(user_id), f"{RATE_PREFIX}{action}"
 
 
 # -------------------------------------------------------------------------------- tombstones

@@ -10,6 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from openagents.store import items
+from openagents.store.keys import (
+    CHAT_PREFIX,
+    EVENT_PREFIX,
+    MESSAGE_PREFIX,
+    PROFILE_SK,
+    RATE_PREFIX,
+    SESSION_PREFIX,
+    SESSION_SK,
+    TITLE_PREFIX,
+    USER_PREFIX,
+    title_of,
+)
 from openagents.store.mapping import to_audit, to_chat, to_session
 from openagents.store.sqlite_rows import insert_chat, insert_entry, insert_session
 from openagents.store.sqlite_schema import Database
@@ -29,8 +41,8 @@ def import_rows(rows: list[dict[str, Any]], path: Path) -> int:
 def _order(row: dict[str, Any]) -> int:
     """Sessions, then the rest of their partitions (chats), then everything else (messages)."""
     pk, sk = row["pk"]["S"], row["sk"]["S"]
-    if pk.startswith("S#"):
-        return 0 if sk == "SESSION" else 1
+    if pk.startswith(SESSION_PREFIX):
+        return 0 if sk == SESSION_SK else 1
     return 2
 
 
@@ -41,7 +53,7 @@ def _string(row: dict[str, Any], name: str) -> str | None:
 
 def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
     pk, sk = row["pk"]["S"], row["sk"]["S"]
-    if pk.startswith("S#") and sk == "SESSION":
+    if pk.startswith(SESSION_PREFIX) and sk == SESSION_SK:
         session = to_session(items.SessionItem.from_raw_data(row))
         db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
         insert_session(db, session)
@@ -56,7 +68,7 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
                 session.id,
             ),
         )
-    elif pk.startswith("S#") and sk.startswith("C#"):
+    elif pk.startswith(SESSION_PREFIX) and sk.startswith(CHAT_PREFIX):
         chat = to_chat(items.ChatItem.from_raw_data(row))
         owner = db.execute("SELECT user_id FROM sessions WHERE id = ?", (chat.session_id,))
         found = owner.fetchone()
@@ -64,9 +76,9 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
             return 0  # a chat of no session
         db.execute("DELETE FROM chats WHERE session_id = ? AND id = ?", (chat.session_id, chat.id))
         insert_chat(db, found[0], chat)
-    elif pk.startswith("S#") and sk.startswith("E#"):
+    elif pk.startswith(SESSION_PREFIX) and sk.startswith(EVENT_PREFIX):
         insert_entry(db, to_audit(items.AuditItem.from_raw_data(row)))
-    elif pk.startswith("C#") and sk.startswith("M#"):
+    elif pk.startswith(CHAT_PREFIX) and sk.startswith(MESSAGE_PREFIX):
         message = items.MessageItem.from_raw_data(row)
         parent = _message_chat(db, pk, message.chat_id)
         if parent is None:
@@ -86,8 +98,8 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
                 message.created_at,
             ),
         )
-    elif pk.startswith("U#"):
-        return _import_user(db, pk.removeprefix("U#"), sk, row)
+    elif pk.startswith(USER_PREFIX):
+        return _import_user(db, pk.removeprefix(USER_PREFIX), sk, row)
     else:
         return 0  # id claims (CID#, MID#): implied by the chat and message tables
     return 1
@@ -96,7 +108,7 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
 def _message_chat(db: sqlite3.Connection, pk: str, chat_id: str) -> tuple[str, str] | None:
     """(user, session) of the chat a message partition names: ``C#<session>#<chat>``, or
     ``C#<chat>`` in a dump older than per-user chat ids (then unique on their own)."""
-    session_id, _, rest = pk.removeprefix("C#").partition("#")
+    session_id, _, rest = pk.removeprefix(CHAT_PREFIX).partition("#")
     if rest:
         query = "SELECT user_id, session_id FROM chats WHERE session_id = ? AND id = ?"
         row = db.execute(query, (session_id, chat_id)).fetchone()
@@ -108,7 +120,7 @@ def _message_chat(db: sqlite3.Connection, pk: str, chat_id: str) -> tuple[str, s
 
 
 def _import_user(db: sqlite3.Connection, user_id: str, sk: str, row: dict[str, Any]) -> int:
-    if sk == "PROFILE":
+    if sk == PROFILE_SK:
         profile = items.ProfileItem.from_raw_data(row)
         db.execute(
             "INSERT OR REPLACE INTO profiles"
@@ -122,14 +134,14 @@ def _import_user(db: sqlite3.Connection, user_id: str, sk: str, row: dict[str, A
                 int(profile.archived_count or 0),
             ),
         )
-    elif sk.startswith("T#"):
+    elif sk.startswith(TITLE_PREFIX):
         title = items.TitleItem.from_raw_data(row)
         for session_id in title.session_ids or ():
             db.execute(
                 "INSERT OR IGNORE INTO titles (user_id, title, session_id) VALUES (?, ?, ?)",
-                (user_id, sk.removeprefix("T#"), session_id),
+                (user_id, title_of(sk), session_id),
             )
-    elif sk.startswith("R#"):
+    elif sk.startswith(RATE_PREFIX):
         counter = items.CounterItem.from_raw_data(row)
         db.execute(
             "INSERT OR REPLACE INTO counters (user_id, key, hits, expires_at) VALUES (?, ?, ?, ?)",
