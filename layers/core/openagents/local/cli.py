@@ -152,6 +152,30 @@ def openapi() -> None:
     typer.echo(json.dumps(schema, indent=2, sort_keys=True))
 
 
+@cli.command("migrate-table")
+def migrate_table(
+    copy_only: Annotated[
+        bool, typer.Option(help="Copy to the new keys only, delete nothing (a dry half-run)")
+    ] = False,
+) -> None:
+    """Move a DynamoDB table written before chat and message ids became per user to the new
+    keys (OPENAGENTS_TABLE_NAME, OPENAGENTS_REGION; AWS credentials). Run once after deploying
+    that version; idempotent: a second run changes nothing."""
+    from openagents.store.dynamodb_migrate import migrate_table as migrate
+
+    settings = Settings()
+    report = migrate(
+        settings.table_name,
+        settings.region,
+        settings.dynamodb_endpoint,
+        delete_old=not copy_only,
+    )
+    typer.echo(f"Table {settings.table_name} ({settings.region}):")
+    for line in report.lines():
+        typer.echo(f"  {line}")
+    typer.echo(f"Items changed: {report.changed}")
+
+
 def main() -> None:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAgents")
