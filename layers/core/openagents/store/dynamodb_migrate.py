@@ -34,14 +34,56 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from openagents.store.mapping import SESSION_SK, chat_claim_pk, message_claim_pk, messages_pk
+from openagents.store.keys import (
+    CHAT_PREFIX,
+    MESSAGE_PREFIX,
+    PURGE_PK,
+    SESSION_PREFIX,
+    SESSION_SK,
+    Key,
+    chat_claim_key,
+    chat_tombstone_key,
+    message_claim_key,
+    message_run_key,
+    messages_pk,
+    run_claim_key,
+    run_key,
+    session_pk,
+    session_runs_pk,
+    session_tombstone_key,
+)
 from openagents.store.runs import Run, run_from_json
-from openagents.store.runs_dynamodb import CLAIM_SK, MESSAGE_SK, RUN_SK, claim_pk, marker_pk, run_pk
 
 __all__ = ["MigrationReport", "migrate_table"]
-PURGE_PK = "PURGE"
 Raw = dict[str, Any]  # one item as the DynamoDB API has it ({"pk": {"S": …}, …})
-Move = tuple[str, Raw, str | None]  # kind, old item, new pk (None: delete only)
+Move = tuple[str, Raw, Key | None]  # kind, old item, new key (None: delete only)
+
+
+# the old layout's keys (chat and session ids hold no ``#``; message ids may)
+def old_chat_claim_key(chat_id: str) -> Key:
+    return f"CID#{chat_id}", "CID"
+
+
+def old_message_claim_key(message_id: str) -> Key:
+    return f"MID#{message_id}", "MID"
+
+
+def old_messages_pk(chat_id: str) -> str:
+    return f"{CHAT_PREFIX}{chat_id}"
+
+
+def old_run_claim_key(chat_id: str) -> Key:
+    return f"RCHAT#{chat_id}", "CLAIM"
+
+
+def old_message_run_key(chat_id: str, message_id: str) -> Key:
+    return f"RMSG#{chat_id}#{message_id}", "RMSG"
+
+
+def old_chat_tombstone(sk: str) -> str | None:
+    """The chat of an old chat tombstone's sort key (``C#<chatId>``), else None."""
+    chat_id = sk.removeprefix(CHAT_PREFIX)
+    return chat_id if sk.startswith(CHAT_PREFIX) and "#" not in chat_id else None
 
 
 @dataclass
@@ -104,7 +146,8 @@ class _Migration:
             self._pages("query", KeyConditionExpression=condition, ExpressionAttributeValues=values)
         )
 
-    def _get(self, pk: str, sk: str) -> Raw | None:
+    def _get(self, key: Key) -> Raw | None:
+        pk, sk = key
         found = self._client.get_item(
             TableName=self._table,
             Key={"pk": {"S": pk}, "sk": {"S": sk}},
@@ -113,10 +156,10 @@ class _Migration:
         item: Raw | None = found.get("Item")
         return item
 
-    def _copy(self, kind: str, item: Raw, pk: str, sk: str | None = None, **extra: Any) -> None:
+    def _copy(self, kind: str, item: Raw, key: Key, **extra: Any) -> None:
         """The item under its new key, unless that key holds one already (live traffic wrote
         it, or an earlier run copied it)."""
-        new = {**item, **extra, "pk": {"S": pk}, "sk": {"S": sk or _s(item, "sk")}}
+        new = {**item, **extra, "pk": {"S": key[0]}, "sk": {"S": key[1]}}
         try:
             self._client.put_item(
                 TableName=self._table, Item=new, ConditionExpression="attribute_not_exists(pk)"
@@ -124,7 +167,7 @@ class _Migration:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            if self._get(pk, new["sk"]["S"]) != new:
+            if self._get(key) != new:
                 self.report.conflicts += 1
             return
         self.report.copied[kind] += 1
@@ -158,22 +201,26 @@ class _Migration:
         for item in self._pages(
             "scan",
             FilterExpression="sk = :sk AND begins_with(pk, :prefix)",
-            ExpressionAttributeValues={":sk": {"S": SESSION_SK}, ":prefix": {"S": "S#"}},
+            ExpressionAttributeValues={
+                ":sk": {"S": SESSION_SK},
+                ":prefix": {"S": SESSION_PREFIX},
+            },
         ):
             of(str(_s(item, "id"))).user_id = _s(item, "userId")
         for tombstone in self._query(PURGE_PK):
             session = of(str(_s(tombstone, "sessionId")))
             session.user_id = session.user_id or _s(tombstone, "userId")
             session.chats |= set(tombstone.get("chatIds", {}).get("SS", []))
-            sk = str(_s(tombstone, "sk"))
-            if sk.startswith("C#") and "#" not in sk.removeprefix("C#"):
-                session.chats.add(sk.removeprefix("C#"))
+            if (chat_id := old_chat_tombstone(str(_s(tombstone, "sk")))) is not None:
+                session.chats.add(chat_id)
                 session.old_tombstones.append(tombstone)
         return found
 
     def _session(self, session: _Session) -> None:
-        chats = {str(_s(item, "id")) for item in self._query(f"S#{session.id}", "C#")}
-        runs = [self._run(str(_s(item, "runId"))) for item in self._query(f"RSESS#{session.id}")]
+        chats = {str(_s(item, "id")) for item in self._query(session_pk(session.id), CHAT_PREFIX)}
+        runs = [
+            self._run(str(_s(item, "runId"))) for item in self._query(session_runs_pk(session.id))
+        ]
         known = [run for run in runs if run is not None]
         session.chats |= chats | {run.chat_id for run in known}
         session.user_id = session.user_id or next((run.user_id for run in known), None)
@@ -185,16 +232,16 @@ class _Migration:
             self._name_tombstone_user(session)
 
     def _run(self, run_id: str) -> Run | None:
-        item = self._get(run_pk(run_id), RUN_SK)
+        item = self._get(run_key(run_id))
         return run_from_json(json.loads(item["body"]["S"])) if item is not None else None
 
     def _chat(self, session: _Session, chat_id: str, runs: list[Run]) -> None:
         """Copy everything, then delete the old items in the same order: the chat id claim
         last (while it exists, a rerun finds this chat's old message partition)."""
         moves = self._moves(session, chat_id, runs)
-        for kind, old, new_pk in moves:
-            if new_pk is not None:
-                self._copy(kind, old, new_pk)
+        for kind, old, new in moves:
+            if new is not None:
+                self._copy(kind, old, new)
         for _, old, _ in moves:
             self._delete(old)
 
@@ -205,51 +252,55 @@ class _Migration:
         moves: list[Move] = []
         for run in runs:
             if (marker := self._marker(run)) is not None:
-                moves.append(("markers", marker, marker_pk(run)))
-        claim = self._get(f"CID#{chat_id}", "CID")
+                marker_key = message_run_key(run.session_id, run.chat_id, run.message_id)
+                moves.append(("markers", marker, marker_key))
+        claim = self._get(old_chat_claim_key(chat_id))
         if claim is not None and _s(claim, "sessionId") != session.id:
             return moves
         user = session.user_id
-        if (run_claim := self._get(f"RCHAT#{chat_id}", CLAIM_SK)) is not None:
-            moves.append(("run claims", run_claim, claim_pk(session.id, chat_id)))
-        for item in self._query(f"C#{chat_id}", "M#"):
-            moves.append(("messages", item, messages_pk(session.id, chat_id)))
+        if (run_claim := self._get(old_run_claim_key(chat_id))) is not None:
+            moves.append(("run claims", run_claim, run_claim_key(session.id, chat_id)))
+        for item in self._query(old_messages_pk(chat_id), MESSAGE_PREFIX):
+            moves.append(
+                ("messages", item, (messages_pk(session.id, chat_id), str(_s(item, "sk"))))
+            )
             message_id = str(_s(item, "id"))
             if (message_claim := self._message_claim(chat_id, message_id)) is not None:
-                new_pk = message_claim_pk(user, message_id) if user is not None else None
-                moves.append(("message claims", message_claim, new_pk))
+                claim_key = message_claim_key(user, message_id) if user is not None else None
+                moves.append(("message claims", message_claim, claim_key))
         if claim is not None:
-            new_pk = chat_claim_pk(user, chat_id) if user is not None else None
-            moves.append(("chat claims", claim, new_pk))
+            claim_key = chat_claim_key(user, chat_id) if user is not None else None
+            moves.append(("chat claims", claim, claim_key))
         return moves
 
     def _marker(self, run: Run) -> Raw | None:
         """The old marker of the message that started ``run``, if it names that run."""
-        marker = self._get(f"RMSG#{run.chat_id}#{run.message_id}", MESSAGE_SK)
+        marker = self._get(old_message_run_key(run.chat_id, run.message_id))
         return marker if marker is not None and _s(marker, "runId") == run.id else None
 
     def _message_claim(self, chat_id: str, message_id: str) -> Raw | None:
         """The old claim of a message's id (from its item, never parsed from a key), if it
         is this chat's."""
-        claim = self._get(f"MID#{message_id}", "MID")
+        claim = self._get(old_message_claim_key(message_id))
         return claim if claim is not None and _s(claim, "chatId") == chat_id else None
 
     def _tombstone(self, session: _Session, old: Raw) -> None:
         """An old chat tombstone in the new shape, so the reconciler finishes it."""
-        chat_id = str(_s(old, "sk")).removeprefix("C#")
+        chat_id = str(old_chat_tombstone(str(_s(old, "sk"))))
         extra: Raw = {"chatIds": {"SS": [chat_id]}}
         if session.user_id is not None:
             extra["userId"] = {"S": session.user_id}
-        self._copy("tombstones", old, PURGE_PK, f"C#{session.id}#{chat_id}", **extra)
+        self._copy("tombstones", old, chat_tombstone_key(session.id, chat_id), **extra)
         self._delete(old)
 
     def _name_tombstone_user(self, session: _Session) -> None:
         """A session tombstone written before the change names no user: the reconciler needs
         it to free the claims' new keys."""
+        pk, sk = session_tombstone_key(session.id)
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": PURGE_PK}, "sk": {"S": f"S#{session.id}"}},
+                Key={"pk": {"S": pk}, "sk": {"S": sk}},
                 UpdateExpression="SET userId = :user",
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(userId)",
                 ExpressionAttributeValues={":user": {"S": session.user_id}},
