@@ -28,6 +28,7 @@ class Loop:
         self.finalized: tuple[str, str | None] | None = None
         self.approved: tuple[str, ...] = ()
         self.checkpoints = 0
+        self.titled = 0
 
     def begin(self, run_id: str) -> StepResult:
         return StepResult("tools", self.approved)
@@ -38,6 +39,10 @@ class Loop:
 
     def model_step(self, run_id: str) -> StepResult:
         return self.models.pop(0)
+
+    def title_step(self, run_id: str) -> str | None:
+        self.titled += 1
+        return "A title"
 
     def tool_step(self, run_id: str, call: str, *, last: bool) -> StepResult:
         result = self.tools.get(call, StepResult("tools"))
@@ -62,6 +67,7 @@ def test_a_step_per_model_and_tool_call() -> None:
     assert names == [
         "begin",
         "model-0",
+        "title",  # once, after the run's first model step
         "checkpoint",  # once, before the run's first tool step
         "tool-0-0",
         "tool-0-1",
@@ -73,6 +79,7 @@ def test_a_step_per_model_and_tool_call() -> None:
     assert result == {"runId": "r1", "status": "completed"}
     assert loop.finalized == ("end", None)
     assert loop.checkpoints == 1
+    assert loop.titled == 1
 
 
 def test_the_checkpoint_comes_before_approved_calls_and_not_without_tools() -> None:
@@ -82,7 +89,7 @@ def test_the_checkpoint_comes_before_approved_calls_and_not_without_tools() -> N
     assert names[:4] == ["begin", "checkpoint", "approved-0", "model-0"]
     assert names.count("checkpoint") == 1
     talk = Loop([StepResult("end")])
-    assert run(talk)[0] == ["begin", "model-0", "finalize"]
+    assert run(talk)[0] == ["begin", "model-0", "title", "finalize"]
     assert talk.checkpoints == 0
 
 

@@ -32,6 +32,7 @@ from openagents.agent.models.port import (
     ReasoningBlock,
     ReasoningDelta,
     StopReason,
+    TextBlock,
     TextDelta,
     ToolCallComplete,
     ToolResult,
@@ -53,11 +54,21 @@ from openagents.agent.ui import (
     is_tool_part,
     tool_name,
 )
+from openagents.domain import naming
 from openagents.domain.checkpoints import checkpoint_ref
 from openagents.domain.errors import DomainError, InvalidInput
 from openagents.store.runs import Progress, Run, RunStatus, RunStore, RunUsage
 
 log = logging.getLogger(__name__)
+# the reference's prompt (apps/web/app/api/generate-title/route.ts), its input cut as there
+TITLE_PROMPT = (
+    "You are a developer tool that names coding sessions. Generate a concise title (max 5 "
+    "words) for a coding session based on the user's first message below. The title should "
+    "help the user quickly identify what this session is about at a glance. Do NOT use quotes "
+    "or punctuation around the title. Respond with ONLY the title, nothing else.\n\n"
+    "User message:\n"
+)
+TITLE_INPUT = 2000
 Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
 CANCEL_POLL_SECONDS = 0.25
 ELIDED = "[output elided to fit the model's context window]"
@@ -124,6 +135,16 @@ class TurnHost(Protocol):
 
     def ended(self, run: Run) -> None:
         """After the run ended (auto-commit after a natural finish, hibernation released)."""
+        ...
+
+    def untitled(self, run: Run) -> str | None:
+        """The text of the run's user message when it is its chat's first and the chat or its
+        session still has its automatic title (what a generated title replaces); else None."""
+        ...
+
+    def retitle(self, run: Run, title: str) -> None:
+        """Give the generated ``title`` to the run's chat and session, each only while its
+        title is still the automatic one (a rename meanwhile wins)."""
         ...
 
 
@@ -276,6 +297,37 @@ class AgentLoop:
                 self._instructions.pop(next(iter(self._instructions)), None)
             self._instructions[run.id] = project_instructions(self._host.workspace(run))
         return self._instructions[run.id]
+
+    def title_step(self, run_id: str) -> str | None:
+        """Name a new chat (and its session) from its first user message through the run's
+        model: the title applied, or None (not a first turn, nothing automatic left to
+        replace, no model, a model error, an empty answer). Never raises: the turn goes on."""
+        try:
+            run = self._run(run_id)
+            text = self._host.untitled(run) if run is not None else None
+            if run is None or not text:
+                return None
+            title = naming.generated_title(self._complete(run, TITLE_PROMPT + text[:TITLE_INPUT]))
+            if title is not None:
+                self._host.retitle(run, title)
+            return title
+        except Exception as error:  # a title is a nicety: the automatic one stays
+            log.warning("run %s: no generated title: %s", run_id, error)
+            return None
+
+    def _complete(self, run: Run, prompt: str) -> str:
+        """One tool-less model call's text (``ModelError`` for a call that did not finish)."""
+        model = self._models.model(run.model_id)
+        request = ModelRequest(
+            "", (Message("user", (TextBlock(prompt),)),), max_tokens=64, purpose="title"
+        )
+        text: list[str] = []
+        for event in model.stream(request, cancelled=self._cancelled(run.id)):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, Finish) and event.stop_reason.failure_message is not None:
+                raise ModelError(ModelErrorKind.INVALID_RESPONSE, event.stop_reason.failure_message)
+        return "".join(text)
 
     def begin(self, run_id: str) -> StepResult:
         """A run that continues a message (after ``respond``) first runs the approved calls."""

@@ -40,6 +40,16 @@ class Role(StrEnum):
     ASSISTANT = "assistant"
 
 
+class TitleSource(StrEnum):
+    """How a session's or a chat's title came to be. Only an ``auto`` title (a random city; a
+    chat's "New chat" or its first message's text) is replaced by a generated one."""
+
+    AUTO = "auto"
+    GIVEN = "given"  # at create (a session), or by the product (a fork's "Fork of …")
+    GENERATED = "generated"  # from the first user message, through the chat's model
+    USER = "user"  # renamed by its user
+
+
 class ListFilter(StrEnum):
     ALL = "all"
     ACTIVE = "active"
@@ -122,6 +132,7 @@ class Session(Model):
     id: str
     user_id: str
     title: str
+    title_source: TitleSource = TitleSource.GIVEN  # stored before it was recorded: kept
     status: SessionStatus = SessionStatus.RUNNING
     repo_owner: str | None = None
     repo_name: str | None = None
@@ -202,6 +213,7 @@ class Chat(Model):
     id: str
     session_id: str
     title: str
+    title_source: TitleSource = TitleSource.AUTO
     model_id: str | None = None
     active_stream_id: str | None = None
     last_assistant_message_at: datetime | None = None

@@ -75,6 +75,23 @@ def branch_name(username: str | None, display_name: str | None) -> str:
     return f"{initials}/{secrets.token_hex(4)}"
 
 
+GENERATED_TITLE_WORDS = 5
+GENERATED_TITLE_LENGTH = 60
+TITLE_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"  # straight, curly, guillemets
+
+
+def generated_title(text: str) -> str | None:
+    """A model's answer to the title prompt as a title: its first line, without surrounding
+    quotes, the characters a given title may not hold, at most 5 words and 60 characters;
+    None when nothing is left (the automatic title stays)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    words = validation.without_controls(lines[0]).strip(TITLE_QUOTES + " ").split()
+    title = " ".join(words[:GENERATED_TITLE_WORDS])[:GENERATED_TITLE_LENGTH].strip()
+    return title.strip(TITLE_QUOTES + " ") or None
+
+
 def chat_title_from_text(text: str) -> str | None:
     """Reference §6.4: the first user message names a chat (80 chars, then "..."), with the
     characters a given title may not hold turned into spaces."""

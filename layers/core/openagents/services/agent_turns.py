@@ -37,6 +37,7 @@ from openagents.domain.models import (
     Role,
     Session,
     SessionStatus,
+    TitleSource,
 )
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory
@@ -449,6 +450,46 @@ class AgentHost(TurnHost):
 
     def _identity(self, run: Run) -> Identity:
         return Identity(user_id=run.user_id)
+
+    def untitled(self, run: Run) -> str | None:
+        session = self._store.get_session(run.session_id)
+        chat = self._store.get_chat(run.session_id, run.chat_id)
+        if session is None or chat is None:
+            return None
+        if TitleSource.AUTO not in (session.title_source, chat.title_source):
+            return None
+        first = self._store.list_messages(run.session_id, run.chat_id, 1, None).items
+        if not first or first[0].id != run.message_id or first[0].role is not Role.USER:
+            return None  # not the chat's first turn
+        parts = first[0].parts.get("parts")
+        texts = parts if isinstance(parts, list) else []
+        text = " ".join(
+            str(part.get("text", ""))
+            for part in texts
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+        return text.strip() or None
+
+    def retitle(self, run: Run, title: str) -> None:
+        session = self._store.get_session(run.session_id)
+        if (
+            session is not None
+            and session.title_source is TitleSource.AUTO
+            and title != session.title
+        ):
+            detail = {"title": title, "source": TitleSource.GENERATED.value}
+            entry = AuditEntry(
+                id=self._ids(),
+                session_id=session.id,
+                at=self._clock(),
+                type="session.renamed",
+                detail=detail,
+            )
+            if self._store.title_session(session, title, entry) and self._journal is not None:
+                self._journal.publish(session.user_id, entry)
+        chat = self._store.get_chat(run.session_id, run.chat_id)
+        if chat is not None and chat.title_source is TitleSource.AUTO:
+            self._store.title_chat(chat, title)
 
     def heartbeat(self, run: Run) -> None:
         """Hold hibernation off, at most once a minute. A beat that did not take (the session

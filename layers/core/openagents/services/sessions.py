@@ -23,6 +23,7 @@ from openagents.domain.models import (
     Repo,
     Session,
     SessionStatus,
+    TitleSource,
 )
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.services import Clock, IdFactory, Metrics
@@ -155,6 +156,7 @@ class SessionService:
             id=session_id,
             user_id=identity.user_id,
             title=given_title or "",
+            title_source=TitleSource.GIVEN if given_title else TitleSource.AUTO,
             repo_owner=repo.owner if repo else None,
             repo_name=repo.name if repo else None,
             clone_url=repo.clone_url if repo else None,

@@ -41,6 +41,7 @@ from openagents.domain.models import (
     Role,
     Session,
     SessionStatus,
+    TitleSource,
     pr_key,
 )
 from openagents.store import cursor
@@ -327,13 +328,36 @@ class DynamoStore:
 
     @guard
     def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
+        if not self._rename(session, title, entry, TitleSource.USER):
+            raise Gone
+        return session.model_copy(
+            update={"title": title, "title_source": TitleSource.USER, "updated_at": entry.at}
+        )
+
+    @guard
+    def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
+        return self._rename(session, title, entry, TitleSource.GENERATED)
+
+    def _rename(self, session: Session, title: str, entry: AuditEntry, source: TitleSource) -> bool:
+        """The title, its source and the title registry in one transaction; a generated title
+        only while the stored one is still the automatic ``session.title``. False when the
+        session is gone (or, generated, its title changed)."""
         now = iso(entry.at)
+        condition = SessionItem.pk.exists()
+        if source is TitleSource.GENERATED:
+            condition &= (SessionItem.title_source == TitleSource.AUTO.value) & (
+                SessionItem.title == session.title
+            )
         try:
             with self._transaction() as tx:
                 tx.update(
                     SessionItem(*session_key(session.id)),
-                    actions=[SessionItem.title.set(title), SessionItem.updated_at.set(now)],
-                    condition=SessionItem.pk.exists(),
+                    actions=[
+                        SessionItem.title.set(title),
+                        SessionItem.title_source.set(source.value),
+                        SessionItem.updated_at.set(now),
+                    ],
+                    condition=condition,
                     name="session",
                 )
                 tx.update(
@@ -348,9 +372,9 @@ class DynamoStore:
                 tx.save(outbox_item(entry, session.user_id))
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):
-                raise Gone from exc
+                return False
             raise
-        return session.model_copy(update={"title": title, "updated_at": entry.at})
+        return True
 
     @guard
     def set_status(
@@ -743,7 +767,7 @@ class DynamoStore:
         now = iso(at)
         actions: list[Action] = [ChatItem.updated_at.set(now)]
         if title is not None:
-            actions.append(ChatItem.title.set(title))
+            actions += [ChatItem.title.set(title), ChatItem.title_source.set(TitleSource.USER)]
         if model_id is not None:
             actions.append(ChatItem.model_id.set(model_id))
         try:
@@ -766,10 +790,29 @@ class DynamoStore:
             raise
         changes: dict[str, Any] = {"updated_at": at}
         if title is not None:
-            changes["title"] = title
+            changes |= {"title": title, "title_source": TitleSource.USER}
         if model_id is not None:
             changes["model_id"] = model_id
         return chat.model_copy(update=changes)
+
+    @guard
+    def title_chat(self, chat: Chat, title: str) -> bool:
+        auto = ChatItem.title_source.does_not_exist() | (
+            ChatItem.title_source == TitleSource.AUTO.value
+        )
+        try:
+            ChatItem(*chat_key(chat.session_id, chat.id)).update(
+                actions=[
+                    ChatItem.title.set(title),
+                    ChatItem.title_source.set(TitleSource.GENERATED.value),
+                ],
+                condition=ChatItem.pk.exists() & auto,
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:

@@ -18,6 +18,7 @@ from openagents.domain.models import (
     ChatMark,
     Model,
     Session,
+    TitleSource,
     pr_key,
 )
 from openagents.events import Event, from_entry
@@ -71,6 +72,7 @@ def session_item(session: Session) -> SessionItem:
         user_status=f"{session.user_id}#{session.status.value}",
         created_key=created_key(session),
         title=session.title,
+        title_source=session.title_source.value,
         status=session.status.value,
         repo_owner=session.repo_owner,
         repo_name=session.repo_name,
@@ -151,6 +153,8 @@ def to_session(item: SessionItem) -> Session:
         "bundle": plain(item.bundle) if item.bundle is not None else None,
         "archive_pending": item.archive_pending,
     }
+    if item.title_source is not None:  # absent from list projections and older items
+        values["title_source"] = item.title_source
     return Session.model_validate(values)
 
 
@@ -160,6 +164,7 @@ def chat_item(chat: Chat) -> ChatItem:
         id=chat.id,
         session_id=chat.session_id,
         title=chat.title,
+        title_source=chat.title_source.value,
         model_id=chat.model_id,
         active_stream_id=chat.active_stream_id,
         last_assistant_message_at=iso_or_none(chat.last_assistant_message_at),
@@ -175,6 +180,7 @@ def to_chat(item: ChatItem) -> Chat:
         id=item.id,
         session_id=item.session_id,
         title=item.title,
+        title_source=TitleSource(item.title_source or TitleSource.AUTO),
         model_id=item.model_id,
         active_stream_id=item.active_stream_id,
         last_assistant_message_at=parse_dt(item.last_assistant_message_at),

@@ -164,7 +164,17 @@ class Store(Protocol):
     def list_sessions(
         self, user_id: str, which: ListFilter, limit: int, cursor: str | None
     ) -> Page[Session]: ...
-    def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session: ...
+    def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
+        """A user's rename (the title's source becomes ``user``): the title registry and the
+        audit entry (and its event) in the same write. ``Gone``."""
+        ...
+
+    def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
+        """A generated title, as ``rename_session`` writes it, but only while the stored title
+        is still the automatic one read (``session.title``, source ``auto``): a rename in
+        between wins. False when it did not apply (or the session is gone)."""
+        ...
+
     def set_status(
         self,
         session: Session,
@@ -222,6 +232,11 @@ class Store(Protocol):
     def update_chat(
         self, chat: Chat, *, title: str | None, model_id: str | None, at: datetime
     ) -> Chat: ...
+    def title_chat(self, chat: Chat, title: str) -> bool:
+        """A generated title while the chat's title is still its automatic one (source
+        ``auto``); False when it did not apply (renamed meanwhile, or gone)."""
+        ...
+
     def delete_chat(self, session: Session, chat_id: str) -> None: ...
     def mark_read(self, session: Session, chat_id: str, at: datetime) -> None: ...
 

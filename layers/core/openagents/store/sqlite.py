@@ -28,6 +28,7 @@ from openagents.domain.models import (
     Role,
     Session,
     SessionStatus,
+    TitleSource,
     pr_key,
 )
 from openagents.store import cursor
@@ -266,11 +267,31 @@ class SqliteStore:
 
     @guard
     def rename_session(self, session: Session, title: str, entry: AuditEntry) -> Session:
+        self._rename(session, title, entry, TitleSource.USER)
+        return session.model_copy(
+            update={"title": title, "title_source": TitleSource.USER, "updated_at": entry.at}
+        )
+
+    @guard
+    def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
+        try:
+            return self._rename(session, title, entry, TitleSource.GENERATED)
+        except Gone:
+            return False
+
+    def _rename(self, session: Session, title: str, entry: AuditEntry, source: TitleSource) -> bool:
+        """``rename_session`` (a user's: always), ``title_session`` (a generated title: only
+        while the stored title is still the automatic ``session.title``)."""
         with self.db.transaction() as db:
             stored = read_session(db, session.id)
             if stored is None:
                 raise Gone
-            update_session(db, stored.model_copy(update={"title": title, "updated_at": entry.at}))
+            if source is TitleSource.GENERATED and (
+                stored.title_source is not TitleSource.AUTO or stored.title != session.title
+            ):
+                return False
+            changes = {"title": title, "title_source": source, "updated_at": entry.at}
+            update_session(db, stored.model_copy(update=changes))
             db.execute(
                 "DELETE FROM titles WHERE user_id = ? AND title = ? AND session_id = ?",
                 (session.user_id, session.title, session.id),
@@ -281,7 +302,7 @@ class SqliteStore:
             )
             insert_entry(db, entry, session.user_id)
         self._drain()
-        return session.model_copy(update={"title": title, "updated_at": entry.at})
+        return True
 
     @guard
     def set_status(
@@ -520,7 +541,7 @@ class SqliteStore:
     ) -> Chat:
         changes: dict[str, Any] = {"updated_at": at}
         if title is not None:
-            changes["title"] = title
+            changes |= {"title": title, "title_source": TitleSource.USER}
         if model_id is not None:
             changes["model_id"] = model_id
         with self.db.transaction() as db:
@@ -531,6 +552,16 @@ class SqliteStore:
             write_chat(db, stored_chat.model_copy(update=changes))
             self._touch_mark(db, stored, chat.id, updated_at=at)
         return chat.model_copy(update=changes)
+
+    @guard
+    def title_chat(self, chat: Chat, title: str) -> bool:
+        with self.db.transaction() as db:
+            stored = read_chat(db, chat.session_id, chat.id)
+            if stored is None or stored.title_source is not TitleSource.AUTO:
+                return False
+            changes = {"title": title, "title_source": TitleSource.GENERATED}
+            write_chat(db, stored.model_copy(update=changes))
+        return True
 
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:

@@ -9,7 +9,10 @@ and demos. Local mode only. The contract:
 - reasoning, then text, stream word by word, ``chunkDelayMs`` apart;
 - a response with ``toolCalls`` ends the step with those calls (``tool_use``); one without ends
   the turn (``end_turn``);
-- past the last response: ``ModelError`` "scripted model has no response for step k".
+- past the last response: ``ModelError`` "scripted model has no response for step k";
+- the call that names a new chat (``purpose`` ``title``) answers the file's optional
+  ``"title": str`` (streamed as text), so the turn's own steps keep their indices; without it,
+  ``ModelError`` (the automatic title stays).
 """
 
 from __future__ import annotations
@@ -63,8 +66,18 @@ class ScriptedModel:
     def stream(
         self, request: ModelRequest, *, cancelled: CancelCheck = never
     ) -> Iterator[ModelEvent]:
+        if request.purpose == "title":
+            return self._play(request, self.title(), cancelled)
         response = self.response(request.step)  # read before anything streams
         return self._play(request, response, cancelled)
+
+    def title(self) -> ScriptedResponse:
+        """The script's answer to the title call (its ``"title"``), read from the file now."""
+        data = _read(self._path)
+        title = data.get("title")
+        if not isinstance(title, str):
+            raise ModelError(ModelErrorKind.SCRIPT, "scripted model has no title response")
+        return ScriptedResponse(text=title)
 
     def response(self, step: int) -> ScriptedResponse:
         """The script's answer to model call ``step`` of a run, read from the file now."""
@@ -124,7 +137,7 @@ class ScriptedModel:
         return Usage(input_tokens=size // 4, output_tokens=output)
 
 
-def _load(path: Path) -> list[object]:
+def _read(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -133,7 +146,11 @@ def _load(path: Path) -> list[object]:
         raise ModelError(
             ModelErrorKind.SCRIPT, f"scripted model file {path} is not readable JSON: {error}"
         ) from None
-    responses = data.get("responses") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _load(path: Path) -> list[object]:
+    responses = _read(path).get("responses")
     if not isinstance(responses, list):
         raise ModelError(
             ModelErrorKind.SCRIPT, f'scripted model file {path} must be {{"responses": [...]}}'
