@@ -30,8 +30,13 @@ class Script:
         self.path = path
         self.set([{"text": "Hello."}])
 
-    def set(self, responses: list[dict[str, Any]]) -> None:
-        self.path.write_text(json.dumps({"responses": responses}))
+    def set(self, responses: list[dict[str, Any]], title: str | None = None) -> None:
+        """The turn's responses, and the answer to the call that names a new chat (without
+        one, that call fails and the automatic titles stay)."""
+        script: dict[str, Any] = {"responses": responses}
+        if title is not None:
+            script["title"] = title
+        self.path.write_text(json.dumps(script))
 
 
 class AgentApi(HttpApi):

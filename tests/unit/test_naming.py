@@ -6,7 +6,13 @@ import itertools
 import re
 
 import pytest
-from openagents.domain.naming import CITIES, branch_name, chat_title_from_text, city_candidates
+from openagents.domain.naming import (
+    CITIES,
+    branch_name,
+    chat_title_from_text,
+    city_candidates,
+    generated_title,
+)
 
 SUFFIXED = re.compile(r"^(?P<city>.+) (?P<n>\d+)$")
 
@@ -145,3 +151,30 @@ def test_branch_name_suffix_is_random_hex() -> None:
 )
 def test_chat_title_from_text(text: str, expected: str | None) -> None:
     assert chat_title_from_text(text) == expected
+
+
+# ------------------------------------------------------------ generated titles
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("Fix login bug", "Fix login bug"),
+        ("  Fix login bug  \nBecause the user asked", "Fix login bug"),  # the first line
+        ("\n\n  Second line first\nthird", "Second line first"),  # the first non-blank one
+        ('"Quoted title"', "Quoted title"),
+        ("\u201cCurly quotes\u201d", "Curly quotes"),
+        ("one two three four five six seven", "one two three four five"),  # 5 words
+        ("w" * 100, "w" * 60),  # 60 characters
+        ("word " * 3 + "x" * 70, "word word word " + "x" * 45),
+        ("bad\x00control\x1bchars", "bad control chars"),
+        ("\u202eevil\u202c title", "evil title"),  # bidi overrides
+        ("tab\tand\rreturn", "tab and"),  # \r ends the line
+        ("", None),
+        ("   \n\t ", None),
+        ('""', None),
+        ("\u202e\u202c", None),
+    ],
+)
+def test_generated_title(answer: str, expected: str | None) -> None:
+    assert generated_title(answer) == expected
