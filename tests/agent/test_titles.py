@@ -36,7 +36,7 @@ def test_the_first_turn_names_the_session_and_the_chat_and_a_second_does_not(
     assert wait_run(agent_api, session_id, "completed", "failed")["status"] == "completed"
     assert titles(agent_api, session_id, chat_id) == ("Fix login password check",) * 2
     assert renames(agent_api, session_id) == [
-        {"title": "Fix login password check", "source": "generated"}
+        {"title": "Fix login password check", "titleSource": "generated"}
     ]
     listed = agent_api.get("/api/sessions").body["sessions"]
     assert [s["title"] for s in listed if s["id"] == session_id] == ["Fix login password check"]

@@ -24,7 +24,7 @@ def renamed(session: Session, title: str) -> AuditEntry:
         session_id=session.id,
         at=datetime.now(UTC),
         type="session.renamed",
-        detail={"title": title, "source": "generated"},
+        detail={"title": title, "titleSource": "generated"},
     )
 
 

@@ -477,7 +477,7 @@ class AgentHost(TurnHost):
             and session.title_source is TitleSource.AUTO
             and title != session.title
         ):
-            detail = {"title": title, "source": TitleSource.GENERATED.value}
+            detail = {"title": title, "titleSource": TitleSource.GENERATED.value}
             entry = AuditEntry(
                 id=self._ids(),
                 session_id=session.id,
