@@ -143,7 +143,8 @@ def test_the_project_instructions_are_read_once_per_turn(
     read = prompt.project_instructions
 
     def recording(self: ScriptedModel, request: ModelRequest, **kw: Any) -> Any:
-        systems.append(request.system)
+        if request.purpose == "turn":  # not the call that names the new chat
+            systems.append(request.system)
         return streamed(self, request, **kw)
 
     def counted(workspace: Any) -> Any:

@@ -101,6 +101,23 @@ def test_past_the_last_response_is_an_error(tmp_path: Path) -> None:
     assert raised.value.kind is ModelErrorKind.SCRIPT
 
 
+def test_the_title_call_answers_the_title_and_leaves_the_steps_alone(tmp_path: Path) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"responses": [{"text": "step zero"}], "title": "Fix login bug"}))
+    model = ScriptedModel(path)
+    titled = ModelRequest(system="", messages=(Message.user("name it"),), purpose="title")
+    assert [e for e in model.stream(titled) if isinstance(e, TextDelta)] == [
+        TextDelta("Fix "),
+        TextDelta("login "),
+        TextDelta("bug"),
+    ]
+    assert next(iter(model.stream(request()))) == TextDelta("step ")  # step 0 unchanged
+    script(tmp_path, {"text": "step zero"})  # no title answer
+    with pytest.raises(ModelError) as raised:
+        model.stream(titled)
+    assert raised.value.message == "scripted model has no title response"
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
