@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from openagents.composition import Container
 from openagents.domain.identity import Identity
-from openagents.domain.models import AuditEntry, Session, TitleSource
+from openagents.domain.models import AuditEntry, Role, Session, TitleSource
 from openagents.services.sessions import NewSession
 from openagents.store.port import Store
 
@@ -94,3 +94,18 @@ def test_a_chat_takes_a_generated_title_once(app: Container, store: Store) -> No
     assert not store.title_chat(chat, "Again")
     assert not store.title_chat(new_chat(session.id, "no-such-chat"), "Gone")
     assert (store.get_chat(session.id, chat.id) or stored).title == "Generated"
+
+
+def test_a_forks_title_is_given_and_never_replaced(app: Container, store: Store) -> None:
+    session, chat = app.sessions.create(ALICE, NewSession())
+    for message_id, role in (("u-1", Role.USER), ("a-1", Role.ASSISTANT)):
+        ui = {"id": message_id, "role": role.value, "parts": [{"type": "text", "text": "hi"}]}
+        app.chats.post_message(
+            ALICE, session.id, chat.id, message_id=message_id, role=role, ui_message=ui
+        )
+    fork = app.chats.fork(ALICE, session.id, chat.id, "a-1", None)
+    stored = store.get_chat(session.id, fork.id)
+    assert stored is not None
+    assert stored.title_source is TitleSource.GIVEN
+    assert not store.title_chat(stored, "Generated")
+    assert (store.get_chat(session.id, fork.id) or stored).title == "Fork of hi"

@@ -20,7 +20,7 @@ from openagents.domain.errors import (
 )
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
-from openagents.domain.models import Chat, Message, Page, Role, Session, SessionStatus
+from openagents.domain.models import Chat, Message, Page, Role, Session, SessionStatus, TitleSource
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import FIRST_CHAT_TITLE, owned
 from openagents.settings import Settings
@@ -336,6 +336,7 @@ class ChatService:
             id=fork_id or self._ids(),
             session_id=session.id,
             title=(FORK_PREFIX + source.title)[: validation.MAX_TITLE_LENGTH],
+            title_source=TitleSource.GIVEN,  # never replaced by a generated title
             model_id=source.model_id,
             last_assistant_message_at=history[through].created_at,
             message_count=through + 1,
