@@ -157,6 +157,7 @@ def migrate_table(
     copy_only: Annotated[
         bool, typer.Option(help="Copy to the new keys only, delete nothing (a dry half-run)")
     ] = False,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Sessions migrated at once")] = 8,
 ) -> None:
     """Move a DynamoDB table written before chat and message ids became per user to the new
     keys (OPENAGENTS_TABLE_NAME, OPENAGENTS_REGION; AWS credentials). Run once after deploying
@@ -169,6 +170,7 @@ def migrate_table(
         settings.region,
         settings.dynamodb_endpoint,
         delete_old=not copy_only,
+        workers=workers,
     )
     typer.echo(f"Table {settings.table_name} ({settings.region}):")
     for line in report.lines():

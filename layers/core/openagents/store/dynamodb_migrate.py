@@ -26,8 +26,10 @@ no run): its old claims are then deleted (no chat can be made in a deleted sessi
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,11 +126,20 @@ def _s(item: Raw, name: str) -> str | None:
 
 
 class _Migration:
-    def __init__(self, client: Any, table: str, *, delete_old: bool) -> None:
+    def __init__(self, client: Any, table: str, *, delete_old: bool, workers: int) -> None:
         self._client = client
         self._table = table
         self._delete_old = delete_old
+        self._workers = workers
+        self._lock = threading.Lock()  # sessions migrate in parallel, counted here
         self.report = MigrationReport()
+
+    def _count(self, copied: str | None = None, *, deleted: int = 0, conflicts: int = 0) -> None:
+        with self._lock:
+            if copied is not None:
+                self.report.copied[copied] += 1
+            self.report.deleted += deleted
+            self.report.conflicts += conflicts
 
     # raw reads and writes
 
@@ -168,9 +179,9 @@ class _Migration:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             if self._get(key) != new:
-                self.report.conflicts += 1
+                self._count(conflicts=1)
             return
-        self.report.copied[kind] += 1
+        self._count(kind)
 
     def _delete(self, item: Raw) -> None:
         if not self._delete_old:
@@ -181,15 +192,17 @@ class _Migration:
             ReturnValues="ALL_OLD",
         )
         if gone.get("Attributes"):
-            self.report.deleted += 1
+            self._count(deleted=1)
 
     # the walk
 
     def run(self) -> MigrationReport:
         sessions = self._sessions()
         self.report.sessions = len(sessions)
-        for session in sorted(sessions.values(), key=lambda s: s.id):
-            self._session(session)
+        ordered = sorted(sessions.values(), key=lambda s: s.id)
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            for _ in pool.map(self._session, ordered):  # re-raises the first failure
+                pass
         return self.report
 
     def _sessions(self) -> dict[str, _Session]:
@@ -309,13 +322,19 @@ class _Migration:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             return
-        self.report.copied["tombstones"] += 1
+        self._count("tombstones")
 
 
 def migrate_table(
-    table: str, region: str, endpoint: str | None = None, *, delete_old: bool = True
+    table: str,
+    region: str,
+    endpoint: str | None = None,
+    *,
+    delete_old: bool = True,
+    workers: int = 8,
 ) -> MigrationReport:
     """Migrate the table in place (idempotent, resumable). ``delete_old=False`` runs the copy
-    phase only (what a crash before the deletes leaves)."""
+    phase only (what a crash before the deletes leaves). Sessions migrate ``workers`` at a
+    time, each one's items in order (an old chat id claim decides which session's they are)."""
     client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint)
-    return _Migration(client, table, delete_old=delete_old).run()
+    return _Migration(client, table, delete_old=delete_old, workers=workers).run()
