@@ -475,8 +475,15 @@ class DynamoStore:
 
     @guard
     def purge_deleted(self, limit: int = 25) -> int:
+        """Finish up to ``limit`` deletes. A tombstone without ``userId`` was written before ids
+        per user: its children are under the old keys, so it waits for the table's migration
+        (``store/dynamodb_migrate.py``), which gives it one."""
         done = 0
-        for tombstone in TombstoneItem.query(PURGE_PK, limit=limit, consistent_read=True):
+        for tombstone in TombstoneItem.query(PURGE_PK, consistent_read=True, page_size=limit):
+            if done == limit:
+                break
+            if tombstone.user_id is None:
+                continue
             self._purge(tombstone)
             done += 1
         return done

@@ -10,8 +10,8 @@ a table written before it keeps these items under old keys, invisible to the ada
 | message → run | ``RMSG#<chatId>#<messageId>`` | ``RMSG#<sessionId>#<chatId>#<messageId>`` |
 | chat tombstone | ``PURGE``/``C#<chatId>`` | ``PURGE``/``C#<sessionId>#<chatId>`` (``chatIds``) |
 
-Tombstones gain ``userId`` (whose claims the reconciler frees). Sessions, chats, audit entries,
-share links, runs, live marks and stream events kept their keys.
+Tombstones gain ``userId`` (whose claims the reconciler frees; until then it leaves them).
+Sessions, chats, audit entries, share links, runs, live marks and stream events kept their keys.
 
 It is driven from what is unambiguous: the sessions (their items carry ``userId``) and the
 sessions tombstones name; their chats (chat items, tombstones, runs); per chat the old keys
@@ -57,6 +57,10 @@ from openagents.store.keys import (
 from openagents.store.runs import Run, run_from_json
 
 __all__ = ["MigrationReport", "migrate_table"]
+# a deleted session's tombstone whose user nobody knows (its old claims deleted, none under new
+# keys to free); not empty: ``userId`` keys an index. Its claims the reconciler would free are
+# conditioned on the session, so even a user of this name loses nothing.
+UNKNOWN_USER = "#unknown"
 Raw = dict[str, Any]  # one item as the DynamoDB API has it ({"pk": {"S": …}, …})
 Move = tuple[str, Raw, Key | None]  # kind, old item, new key (None: delete only)
 
@@ -222,7 +226,8 @@ class _Migration:
             of(str(_s(item, "id"))).user_id = _s(item, "userId")
         for tombstone in self._query(PURGE_PK):
             session = of(str(_s(tombstone, "sessionId")))
-            session.user_id = session.user_id or _s(tombstone, "userId")
+            if (user := _s(tombstone, "userId")) != UNKNOWN_USER:
+                session.user_id = session.user_id or user
             session.chats |= set(tombstone.get("chatIds", {}).get("SS", []))
             if (chat_id := old_chat_tombstone(str(_s(tombstone, "sk")))) is not None:
                 session.chats.add(chat_id)
@@ -241,8 +246,7 @@ class _Migration:
             self._chat(session, chat_id, [run for run in known if run.chat_id == chat_id])
         for tombstone in session.old_tombstones:
             self._tombstone(session, tombstone)
-        if session.user_id is not None:
-            self._name_tombstone_user(session)
+        self._name_tombstone_user(session)
 
     def _run(self, run_id: str) -> Run | None:
         item = self._get(run_key(run_id))
@@ -300,15 +304,14 @@ class _Migration:
     def _tombstone(self, session: _Session, old: Raw) -> None:
         """An old chat tombstone in the new shape, so the reconciler finishes it."""
         chat_id = str(old_chat_tombstone(str(_s(old, "sk"))))
-        extra: Raw = {"chatIds": {"SS": [chat_id]}}
-        if session.user_id is not None:
-            extra["userId"] = {"S": session.user_id}
-        self._copy("tombstones", old, chat_tombstone_key(session.id, chat_id), **extra)
+        user = {"S": session.user_id or UNKNOWN_USER}
+        new = chat_tombstone_key(session.id, chat_id)
+        self._copy("tombstones", old, new, chatIds={"SS": [chat_id]}, userId=user)
         self._delete(old)
 
     def _name_tombstone_user(self, session: _Session) -> None:
-        """A session tombstone written before the change names no user: the reconciler needs
-        it to free the claims' new keys."""
+        """A session tombstone written before the change names no user: the reconciler waits
+        for one, to free the claims' new keys (``UNKNOWN_USER``: its old claims were deleted)."""
         pk, sk = session_tombstone_key(session.id)
         try:
             self._client.update_item(
@@ -316,7 +319,7 @@ class _Migration:
                 Key={"pk": {"S": pk}, "sk": {"S": sk}},
                 UpdateExpression="SET userId = :user",
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(userId)",
-                ExpressionAttributeValues={":user": {"S": session.user_id}},
+                ExpressionAttributeValues={":user": {"S": session.user_id or UNKNOWN_USER}},
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":

@@ -231,7 +231,8 @@ class TombstoneItem(_Base):
     still to be removed: written in the deleting transaction, removed once they are gone."""
 
     session_id = UnicodeAttribute(attr_name="sessionId")
-    user_id = UnicodeAttribute(attr_name="userId", null=True)  # whose id claims to free
+    # whose id claims to free; none: written before ids per user, left for the migration
+    user_id = UnicodeAttribute(attr_name="userId", null=True)
     chat_ids = UnicodeSetAttribute(attr_name="chatIds", null=True)
 
 
