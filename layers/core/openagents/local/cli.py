@@ -155,7 +155,7 @@ def openapi() -> None:
 @cli.command("migrate-table")
 def migrate_table(
     copy_only: Annotated[
-        bool, typer.Option(help="Copy to the new keys only, delete nothing (a dry half-run)")
+        bool, typer.Option(help="Copy to the new keys only, delete nothing yet")
     ] = False,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Sessions migrated at once")] = 8,
 ) -> None:
