@@ -829,6 +829,8 @@ def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
     agent.bedrock.answer(
         _model_answer([*_tool_use(0, "tu-write", "write", written), *bash], "tool_use")
     )
+    # the title step right after the first model step names the chat (through Bedrock too)
+    agent.bedrock.answer(_model_answer(_text("Add a multiply function"), "end_turn"))
     agent.bedrock.answer(_model_answer(_text("Added multiply."), "end_turn"))
     agent.bedrock.answer(
         _model_answer(_text("Nothing to do."), "end_turn"), then=lambda: world.lose_sandbox(sid)
