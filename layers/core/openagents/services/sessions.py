@@ -188,10 +188,7 @@ class SessionService:
                     raise Conflict("Could not pick a unique title; try again") from None
                 continue
             except RateLimitExceeded as exc:
-                # the oldest hit may be a concurrent request's, stamped after this one's clock
-                # read: never promise more than one window
-                wait = int((exc.retry_at - now).total_seconds() + 0.999)
-                retry = min(max(1, wait), rate.seconds)
+                retry = max(1, int((exc.retry_at - now).total_seconds() + 0.999))
                 raise RateLimited(
                     "Too many sessions created. Please try again later.",
                     retry_after_seconds=retry,

@@ -120,7 +120,8 @@ class RateWindow:
         since = self.at_ms - self.seconds * 1000
         recent = sorted(hit for hit in hits if hit > since)
         if len(recent) >= self.limit:
-            leaves = recent[len(recent) - self.limit] + self.seconds * 1000
+            # a concurrent create may have stamped its hit after ``at``: never more than a window
+            leaves = min(recent[len(recent) - self.limit], self.at_ms) + self.seconds * 1000
             raise RateLimitExceeded(datetime.fromtimestamp(leaves / 1000, self.at.tzinfo))
         return recent
 
