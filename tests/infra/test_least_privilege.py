@@ -60,6 +60,7 @@ from openagents.settings import Mode, Settings
 from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.keys import session_key
+from openagents.store.port import StaleState
 from openagents.workflows import catalog
 
 from functions.agent import handler as agent_handler
@@ -521,7 +522,7 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     wait_state(api, sid, "hibernated")
     _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
     wait_state(api, sid, "active")
-    world.lose_run(sid)  # the loop is gone and the session overdue: the reconciler's case
+    world.lose_run(api, sid)  # the loop is gone and the session overdue: the reconciler's case
     world.leave_a_tombstone(api)  # and a delete left half done
     swept = world.sweep()
     assert (swept["kicked"], swept["purged"]) == (1, 1)
@@ -946,12 +947,25 @@ class World:
             assert time.monotonic() < deadline, "the sandbox did not stop"
             time.sleep(0.05)
 
-    def lose_run(self, sid: str) -> None:
-        """A lease nobody holds, on a session due long ago (its run was lost)."""
+    def lose_run(self, api: LambdaApi, sid: str) -> None:
+        """A lease nobody holds, on a session due long ago (its run was lost). The loop's idle
+        timer is short: when it hibernates the session before the lease is taken (a slow
+        machine), the session is resumed and the lease taken again."""
         store = self._container.lifecycle._store
-        session = self._container.sessions.get(ALICE, sid)
         active = frozenset({LifecycleState.ACTIVE})
-        store.transition(sid, expect=active, changes={"lifecycle_run_id": "lost"}, entry=None)
+        for _ in range(5):
+            try:
+                store.transition(
+                    sid, expect=active, changes={"lifecycle_run_id": "lost"}, entry=None
+                )
+                break
+            except StaleState:
+                wait_state(api, sid, "hibernated")
+                _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
+                wait_state(api, sid, "active")
+        else:
+            pytest.fail("the lifecycle loop hibernated the session before every lease")
+        session = self._container.sessions.get(ALICE, sid)
         sfn = boto3.client(
             "stepfunctions", endpoint_url=self._live.stepfunctions_endpoint, region_name=REGION
         )
