@@ -20,6 +20,7 @@ from openagents.sandbox.port import SandboxHandle, SandboxState
 from openagents.services.lifecycle import Activity, Resumed
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
+from openagents.store.port import StaleState
 
 from tests.support import NoMetrics, make_origin, provisioning_runtime
 
@@ -217,12 +218,7 @@ def test_the_reconciler_rescues_a_session_whose_run_was_lost(
     container.lifecycle.resume(ALICE, session.id)
     session = wait_for(container, session.id, LifecycleState.ACTIVE)
     # Given its run is gone: a lease nobody holds, due long ago
-    container.lifecycle._store.transition(
-        session.id,
-        expect=frozenset({LifecycleState.ACTIVE}),
-        changes={"lifecycle_run_id": "lifecycle-lost"},
-        entry=None,
-    )
+    session = take_lease(container, session.id, "lifecycle-lost")
     _stop_runs(container)
     overdue = session.model_copy(
         update={"hibernate_after": session.created_at - timedelta(minutes=5)}
@@ -240,6 +236,25 @@ def test_the_reconciler_rescues_a_session_whose_run_was_lost(
     # Then it kicks a new run, which hibernates the session
     assert swept.kicked == 1
     wait_for(container, session.id, LifecycleState.HIBERNATED)
+
+
+def take_lease(container: Container, session_id: str, lease: str) -> Session:
+    """Hold the active session's lifecycle lease as ``lease``. The idle timer is 3 s: when the
+    loop hibernates the session first (a loaded machine), resume it and take the lease again."""
+    for _ in range(5):
+        try:
+            container.lifecycle._store.transition(
+                session_id,
+                expect=frozenset({LifecycleState.ACTIVE}),
+                changes={"lifecycle_run_id": lease},
+                entry=None,
+            )
+            return container.sessions.get(ALICE, session_id)
+        except StaleState:
+            wait_for(container, session_id, LifecycleState.HIBERNATED)
+            container.lifecycle.resume(ALICE, session_id)
+            wait_for(container, session_id, LifecycleState.ACTIVE)
+    raise AssertionError("the lifecycle loop hibernated the session before every lease")
 
 
 def _stop_runs(container: Container) -> None:
