@@ -21,6 +21,7 @@ from openagents.services.lifecycle import Activity
 from openagents.store.runs import Chunk, Run
 
 from tests.sandboxd_fake import SandboxdFake
+from tests.support import NoMetrics
 
 
 def test_history_splits_steps_and_pairs_tool_results() -> None:
@@ -181,7 +182,15 @@ def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
     lifecycle = _Lifecycle(
         Activity(success=False, reason="not-active"), Activity(success=True), Activity(success=True)
     )
-    host = AgentHost(None, lambda h: SandboxdFake(), lifecycle, lambda: datetime.now(UTC), ids=str)  # type: ignore[arg-type]
+    store: Any = None  # the heartbeat reads nothing
+    host = AgentHost(
+        store,
+        lambda h: SandboxdFake(),
+        lifecycle,
+        lambda: datetime.now(UTC),
+        ids=str,
+        metrics=NoMetrics(),
+    )
     run = Run(
         id="run-1",
         session_id="s1",

@@ -186,6 +186,7 @@ def test_every_turn_end_refreshes_the_pr_after_the_auto_commit_and_survives_its_
         lifecycle,  # type: ignore[arg-type]  # only activity is used here
         app.archive._clock,
         ids=app.archive._ids,
+        metrics=NoMetrics(),
         refresh_pr=refresh,
     )
     run = Run(

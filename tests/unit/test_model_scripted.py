@@ -198,6 +198,8 @@ def test_the_example_turn_writes_tests_and_commits(tmp_path: Path) -> None:
     assert isinstance(command, str)
     assert command.startswith("git add -A && git commit -m ")
     assert ScriptedModel(EXAMPLE).response(0).chunk_delay_ms == 30
+    # and it names the new session and chat (the title call, apart from the turn's steps)
+    assert ScriptedModel(EXAMPLE).title().text == "Add a multiply function"
 
 
 def test_words_join_back() -> None:

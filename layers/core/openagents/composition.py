@@ -354,7 +354,16 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_unreachable=lifecycle.verify_running,
     )
     agent, agent_loop, checkpoints = _agent(
-        settings, store, runs, sandboxd, lifecycle, chats, journal, sandbox_tools, pull_requests
+        settings,
+        store,
+        runs,
+        sandboxd,
+        lifecycle,
+        chats,
+        journal,
+        sandbox_tools,
+        pull_requests,
+        metrics,
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -406,6 +415,7 @@ def _agent(
     journal: Journal,
     tools: SandboxTools,
     pull_requests: PullRequestService,
+    metrics: Metrics,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -426,6 +436,7 @@ def _agent(
         lifecycle,
         utc_now,
         ids=new_id,
+        metrics=metrics,
         journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
@@ -464,7 +475,18 @@ def _agent(
             return engines[0]
 
     turns = AgentTurns(
-        store, runs, chats, registry, lifecycle, engine, utc_now, new_id, retention, loop, journal
+        store,
+        runs,
+        chats,
+        registry,
+        lifecycle,
+        engine,
+        utc_now,
+        new_id,
+        retention,
+        loop,
+        journal,
+        metrics=metrics,
     )
     checkpoints = Checkpoints(
         store,

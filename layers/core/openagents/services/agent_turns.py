@@ -40,7 +40,7 @@ from openagents.domain.models import (
     TitleSource,
 )
 from openagents.sandbox.port import SandboxdClients
-from openagents.services import Clock, IdFactory
+from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.chats import ChatService, message_error
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import Activity
@@ -125,6 +125,18 @@ def _entry(
         log.exception("recording %s of run %s", kind, run.id)
 
 
+def measure(metrics: Metrics, run: Run, kind: Literal["started", "ended"]) -> None:
+    """The turn's business metrics: ``AgentTurnStarted``; at its end ``AgentTurn<Status>``
+    (``Completed``, ``Aborted``, ``Failed``, ``Waiting``) with its ``AgentTurnSteps`` and tokens."""
+    if kind == "started":
+        metrics.count("AgentTurnStarted")
+        return
+    metrics.count(f"AgentTurn{run.status.value.capitalize()}")
+    metrics.count("AgentTurnSteps", run.steps)
+    metrics.count("AgentInputTokens", run.usage.input_tokens)
+    metrics.count("AgentOutputTokens", run.usage.output_tokens)
+
+
 class AgentTurns:
     def __init__(
         self,
@@ -139,8 +151,11 @@ class AgentTurns:
         retention: timedelta,
         loop: AgentLoop,
         journal: Journal | None = None,
+        *,
+        metrics: Metrics,
     ) -> None:
         self._retention, self._loop, self._journal = retention, loop, journal
+        self._metrics = metrics
         self._store, self._runs, self._chats = store, runs, chats
         self._models, self._lifecycle, self._engine = models, lifecycle, engine
         self._clock, self._ids = clock, ids
@@ -228,6 +243,7 @@ class AgentTurns:
                 self._lifecycle.resume(identity, session.id)
             engine.start(run.id)
             _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
+            measure(self._metrics, run, "started")
         except Exception as error:
             self._runs.finish(
                 run.id,
@@ -352,6 +368,7 @@ class AgentTurns:
                 self._lifecycle.resume(identity, session.id)
             self._engine().start(run.id)
             _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
+            measure(self._metrics, run, "started")
         return started.run, 0
 
     def runs(self, identity: Identity, session_id: str, cursor: str | None) -> Page[Run]:
@@ -379,12 +396,14 @@ class AgentHost(TurnHost):
         clock: Clock,
         *,
         ids: IdFactory,
+        metrics: Metrics,
         journal: Journal | None = None,
         refresh_diff: Callable[[Identity, str], object] | None = None,
         refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
     ) -> None:
         self._ids, self._journal, self._refresh_diff = ids, journal, refresh_diff
+        self._metrics = metrics
         self._refresh_pr = refresh_pr  # branch and PR state (check-pr), after the auto-commit
         self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
         self._clock = clock
@@ -513,6 +532,7 @@ class AgentHost(TurnHost):
         with self._lock:
             self._beats.pop(run.id, None)
         _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished")
+        measure(self._metrics, run, "ended")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
             self._lifecycle.activity(self._identity(run), run.session_id, "end")
             if self._refresh_diff is not None:  # the cached diff (and the session's line counts)
