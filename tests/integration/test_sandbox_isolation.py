@@ -391,3 +391,62 @@ def test_sandboxd_listens_on_no_tcp_port(driver: LocalDriver) -> None:
     assert "0A" not in states  # nothing in LISTEN inside
     assert handle.endpoint is not None
     assert handle.endpoint.startswith("http+unix://")
+
+
+# An impostor: code in the sandbox replaces sandboxd on its socket (the folder is the sandbox's)
+# and answers every request with a body that never ends: a flood, a trickle, or an error flood.
+IMPOSTOR = r"""cat > /tmp/impostor.py <<'PY'
+import os, socket, sys, threading, time
+path, mode = "/run/sandboxd/sandboxd.sock", sys.argv[1]
+os.unlink(path)
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen(8)
+open("/tmp/impostor.ready", "w").close()
+status = b"500 Internal Server Error" if mode == "error" else b"200 OK"
+def serve(conn):
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n\r\n")
+    try:
+        while True:
+            if mode == "trickle":
+                conn.sendall(b" ")
+                time.sleep(0.2)
+            else:
+                conn.sendall(b"[" * 65536)
+    except OSError:
+        pass
+while True:
+    threading.Thread(target=serve, args=(server.accept()[0],), daemon=True).start()
+PY
+setsid python3 /tmp/impostor.py %s </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do [ -e /tmp/impostor.ready ] && break; sleep 0.05; done
+ls /tmp/impostor.ready"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [("flood", "answered more than"), ("trickle", "was still answering"), ("error", "500")],
+)
+def test_an_impostor_sandboxd_cannot_exhaust_the_control_plane(
+    driver: LocalDriver, mode: str, said: str
+) -> None:
+    handle = driver.start(f"impostor-{mode}", 1)
+    assert run(driver, handle, IMPOSTOR % mode)["exitCode"] == 0
+    client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=3)
+    failures: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.git_status()
+        except BaseException as failure:  # the test inspects it
+            failures.append(failure)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(120)  # liveness: without the caps a flood never ends (or exhausts memory)
+    assert not caller.is_alive(), "the control plane is still reading the impostor's answer"
+    (failure,) = failures
+    assert isinstance(failure, SandboxError), failure
+    assert said in str(failure)
+    assert driver.probe(handle).state is not SandboxState.RUNNING  # answered too: a sick sandbox

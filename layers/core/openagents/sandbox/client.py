@@ -17,11 +17,12 @@ import http.client
 import json
 import os
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.client import HTTPException, HTTPResponse
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Protocol, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from openagents.sandbox.git_answers import GitPlace, GitRemote
@@ -31,6 +32,12 @@ CHUNK_BYTES = 1 << 20
 NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
 EXEC_MARGIN_SECONDS = 15.0
 CHECKPOINT_TIMEOUT = 120.0  # git add -A of a large workspace (sandboxd's own git limit: 60 s)
+# An answer is the sandbox's word: a sandbox can replace sandboxd (its socket folder is its
+# own), so no answer may exhaust the control plane: a JSON answer (the largest: a diff, or an
+# exec's capped output) or an error is read up to its cap and within the call's timeout.
+MAX_ANSWER_BYTES = 64 << 20
+MAX_ERROR_BYTES = 64 << 10
+ERROR_READ_SECONDS = 10.0
 BUNDLE_TYPE = "application/x-git-bundle"
 BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
@@ -296,7 +303,7 @@ class SandboxClient:
         target = f"/git/bundle/restore?{urlencode(query)}"
         wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
         with self._open("POST", target, data, headers, wait) as response:
-            return GitPlace.from_answer(self._decode(response, "POST /git/bundle/restore"))
+            return GitPlace.from_answer(self._decode(response, "POST /git/bundle/restore", wait))
 
     # ------------------------------------------------------------------ snapshot, restore
 
@@ -326,7 +333,7 @@ class SandboxClient:
         headers = {"X-Expected-Sha256": expected_sha256, "Content-Type": "application/zstd"}
         wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
         with self._open("POST", "/restore", read_chunks(src), headers, wait) as response:
-            return self._decode(response, "POST /restore")
+            return self._decode(response, "POST /restore", wait)
 
     def sync(self) -> JsonObject:
         return self._json("POST", "/sync", {})
@@ -346,7 +353,7 @@ class SandboxClient:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
         with self._open(method, target, data, headers, timeout) as response:
-            return self._decode(response, f"{method} {path}")
+            return self._decode(response, f"{method} {path}", timeout)
 
     def _open(
         self,
@@ -371,11 +378,14 @@ class SandboxClient:
             raise transport_failure(error, what) from error
         return cast(HTTPResponse, response)
 
-    def _decode(self, response: HTTPResponse, what: str) -> JsonObject:
+    def _decode(self, response: HTTPResponse, what: str, timeout: float | None) -> JsonObject:
         try:
-            value = json.loads(response.read())
+            body = read_capped(response, MAX_ANSWER_BYTES, timeout or self.timeout)
+            value = json.loads(body)
         except (OSError, HTTPException) as error:
             raise transport_failure(error, what) from error
+        except AnswerTooLarge as error:
+            raise SandboxError(f"sandbox request failed: {what} {error}") from None
         except ValueError as error:
             raise SandboxError(f"sandbox request failed: invalid JSON from {what}") from error
         if not isinstance(value, dict):
@@ -388,6 +398,29 @@ class SandboxClient:
                 yield chunk
         except (OSError, HTTPException) as error:
             raise transport_failure(error, f"{what}: the stream broke") from error
+
+
+class AnswerTooLarge(Exception):
+    """An answer past its cap, or still arriving when the call's time is up."""
+
+
+class Readable(Protocol):
+    def read1(self, amount: int, /) -> bytes: ...
+
+
+def read_capped(response: Readable, limit: int, seconds: float) -> bytes:
+    """The whole body, refused past ``limit`` bytes or ``seconds`` after its first byte was
+    asked for. Each read returns what one receive brought (``read1``: a trickle is seen), and
+    waits at most the socket's timeout."""
+    deadline = time.monotonic() + seconds
+    data = bytearray()
+    while chunk := response.read1(min(CHUNK_BYTES, limit + 1 - len(data))):
+        data += chunk
+        if len(data) > limit:
+            raise AnswerTooLarge(f"answered more than {limit} bytes")
+        if time.monotonic() > deadline:
+            raise AnswerTooLarge(f"was still answering after {seconds:g} s")
+    return bytes(data)
 
 
 def read_chunks(source: BinaryIO) -> Iterator[bytes]:
@@ -410,9 +443,9 @@ def http_failure(error: urllib.error.HTTPError, what: str) -> SandboxRequestErro
     code: str | None = None
     detail = error.reason
     try:
-        payload = json.loads(error.read())
+        payload = json.loads(read_capped(error, MAX_ERROR_BYTES, ERROR_READ_SECONDS))
         code, detail = payload.get("code"), payload.get("error", detail)
-    except (ValueError, OSError, HTTPException, AttributeError):
+    except (ValueError, OSError, HTTPException, AttributeError, AnswerTooLarge):
         pass
     finally:
         error.close()
