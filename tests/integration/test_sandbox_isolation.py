@@ -450,3 +450,15 @@ def test_an_impostor_sandboxd_cannot_exhaust_the_control_plane(
     assert isinstance(failure, SandboxError), failure
     assert said in str(failure)
     assert driver.probe(handle).state is not SandboxState.RUNNING  # answered too: a sick sandbox
+
+
+def test_an_impostor_snapshot_cannot_fill_the_host_disk(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    handle = driver.start("impostor-snapshot", 1)
+    assert run(driver, handle, IMPOSTOR % "flood")["exitCode"] == 0
+    with pytest.raises(SandboxError, match="snapshot refused: the sandbox sent more than"):
+        driver.snapshot(handle)  # an endless "archive": refused past what the workspace holds
+    snapshots = tmp_path / "home" / "snapshots"
+    assert snapshots.is_dir()  # the driver's snapshot store, where the partial archive went
+    assert [p for p in snapshots.rglob("*") if p.is_file()] == []  # nothing kept, no partial

@@ -53,13 +53,28 @@ SANDBOXD_MODULE = ("-P", "-m", "sandboxd")
 SANDBOXD_MOUNT = "/opt/sandboxd"  # the package's parent inside a sandbox (the image's too)
 
 
+def snapshot_cap(disk_bytes: int) -> int:
+    """The largest archive a workspace of ``disk_bytes`` can give (incompressible files grow a
+    little under zstd, tar adds headers): past it, the sandbox is not sending a snapshot."""
+    return disk_bytes + disk_bytes // 16 + (64 << 20)
+
+
 class _HashingWriter:
-    def __init__(self, out: IO[bytes]) -> None:
+    """Hashes and counts what it writes; refuses past ``limit`` bytes (the sandbox streams the
+    archive: an endless one must not fill the host's disk)."""
+
+    def __init__(self, out: IO[bytes], limit: int) -> None:
         self._out = out
+        self._limit = limit
         self.sha256 = hashlib.sha256()
         self.size = 0
 
     def write(self, data: bytes) -> int:
+        if self.size + len(data) > self._limit:
+            raise SandboxError(
+                f"snapshot refused: the sandbox sent more than {self._limit} bytes, more than "
+                "its workspace can hold"
+            )
         self.sha256.update(data)
         self.size += len(data)
         return self._out.write(data)
@@ -483,7 +498,7 @@ class LocalDriver:
         client = self._client(self.endpoint(handle), self.token(handle))
         try:
             with partial.open("wb") as out:
-                writer = _HashingWriter(out)
+                writer = _HashingWriter(out, snapshot_cap(self._limits.disk_bytes))
                 manifest = client.snapshot_to(writer)  # type: ignore[arg-type]
                 out.flush()
                 os.fsync(out.fileno())
