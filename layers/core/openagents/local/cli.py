@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -43,6 +44,8 @@ def dev(
     base.home.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # a task or turn invocation that counted nothing is normal here (Powertools warns each time)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     moto, dynamo = start_moto(base)
     machines = LocalStepFunctions(moto.endpoint, base.region, base.statemachines_dir).install()
     # Lambda tasks run in this process and read their settings from the environment, as on AWS.
