@@ -16,8 +16,9 @@ sandbox has no network path to the host, only that socket, bind-mounted out of i
 
 Modules: ``http`` (server, bearer-token check, bodies, answers) and ``routes`` (the route
 table); the endpoints ``exec``, ``files``, ``git`` (branch, status), ``diff``, ``checkpoints``,
-``prepare`` (clone), ``push`` (commit, push, upstream, remote), ``bundle`` (archive, bundle,
-bundle restore), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace``
-(path confinement), ``process`` (children), ``askpass`` (git tokens), ``fields``, ``errors``,
-``log``.
+``prepare`` (clone), ``push`` (commit, upstream, remote), ``bundle`` (archive, bundle, bundle
+restore), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace`` (path
+confinement), ``process`` (children), ``fields``, ``errors``, ``log``. No git credential ever
+reaches sandboxd: the control plane does every authenticated git network call and exchanges
+bundles with the sandbox.
 """

@@ -1,7 +1,8 @@
 """Git bundles: ``POST /git/archive`` (the uncommitted work kept as two commits on hidden refs),
 ``POST /git/bundle`` (a bundle streamed as the answer, made by git as it goes) and
 ``POST /git/bundle/restore`` (a repository rebuilt from an uploaded bundle in the empty
-workspace)."""
+workspace: an archive's, or a private repository the control plane cloned with its token, so
+the token never enters the sandbox)."""
 
 from __future__ import annotations
 
@@ -123,8 +124,9 @@ def stream_bundle(handler: Handler, process: subprocess.Popen[bytes], first: byt
 def git_bundle_restore(app: App, request: Request) -> JsonObject:
     """Rebuild the repository from the uploaded bundle (the body; ``X-Expected-Sha256``) in the
     empty workspace: every ref, HEAD on the saved branch (or detached at the saved commit), the
-    files and then the staging area from ``refs/openagents/archive/``, the identity, origin and
-    its default branch, the branch's upstream. Anything fails: the workspace is emptied."""
+    files and then the staging area from ``refs/openagents/archive/`` (none: HEAD's files), the
+    identity, origin and its default branch, the branch's upstream. Anything fails: the
+    workspace is emptied."""
     expected = (request.header("X-Expected-Sha256") or "").strip().lower()
     if not SHA256_HEX.match(expected):
         raise bad_request("X-Expected-Sha256 must be a sha256 hex digest", "missing_checksum")
@@ -211,10 +213,13 @@ def rebuild(git: Git, spec: RestoreSpec, bundle: Path) -> None:
         git.output("symbolic-ref", "HEAD", f"refs/heads/{spec.branch}")
     elif spec.head is not None:
         git.output("update-ref", "--no-deref", "HEAD", spec.head)
-    git.output("read-tree", "-u", "--reset", f"{ARCHIVE_REFS}/worktree")
-    git.output("read-tree", f"{ARCHIVE_REFS}/index")
-    git.output("update-ref", "-d", f"{ARCHIVE_REFS}/worktree")
-    git.output("update-ref", "-d", f"{ARCHIVE_REFS}/index")
+    if git.has_ref(f"{ARCHIVE_REFS}/worktree") and git.has_ref(f"{ARCHIVE_REFS}/index"):
+        git.output("read-tree", "-u", "--reset", f"{ARCHIVE_REFS}/worktree")
+        git.output("read-tree", f"{ARCHIVE_REFS}/index")
+        git.output("update-ref", "-d", f"{ARCHIVE_REFS}/worktree")
+        git.output("update-ref", "-d", f"{ARCHIVE_REFS}/index")
+    else:  # a clone the control plane fetched: HEAD's files, nothing staged
+        git.output("read-tree", "-u", "--reset", "HEAD")
     git.output("config", "user.name", spec.git_name)
     git.output("config", "user.email", spec.git_email)
     added = spec.clone_url and git.run("remote", "add", "origin", spec.clone_url).returncode == 0

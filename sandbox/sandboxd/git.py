@@ -41,7 +41,10 @@ class Git:
         self.workspace = workspace
         self.env = {
             **tool_env(workspace),
-            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_TERMINAL_PROMPT": "0",  # no prompt, no askpass: no credential ever comes in
+            "GIT_ASKPASS": "",
+            "SSH_ASKPASS": "",
+            "GCM_INTERACTIVE": "never",
             "GIT_OPTIONAL_LOCKS": "0",
             "GIT_ALLOW_PROTOCOL": GIT_PROTOCOLS,
             **(extra_env or {}),

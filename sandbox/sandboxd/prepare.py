@@ -1,5 +1,6 @@
 """``POST /workspace/prepare``: clone (or initialise) the repository, check the branch out and
-set the git identity."""
+set the git identity. The clone is anonymous: a private repository comes from the control plane
+as a bundle (``POST /git/bundle/restore``), never with a token."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .askpass import askpass_env
 from .errors import ApiError, JsonObject, bad_request
 from .fields import optional_bool, optional_str, required_str, single_line
 from .git import GIT_NETWORK_TIMEOUT_SECONDS, Git, exclude_volume_leftovers, validate_branch_name
@@ -27,15 +27,12 @@ class PrepareSpec:
     is_new_branch: bool
     git_name: str
     git_email: str
-    token: str | None
 
 
 def prepare_workspace(app: App, request: Request) -> JsonObject:
     spec = parse_prepare(request.json())
-    with app.exclusive("prepare the workspace"), askpass_env(app.workspace, spec.token) as env:
-        git = Git(app.workspace, env)
-        if spec.token:
-            git.secrets.append(spec.token)
+    with app.exclusive("prepare the workspace"):
+        git = Git(app.workspace)
         if spec.branch is not None:
             validate_branch_name(git, spec.branch)
         if not spec.clone_url:  # no repository: a new one, so the work is bundled and diffed
@@ -66,7 +63,6 @@ def parse_prepare(body: JsonObject) -> PrepareSpec:
         is_new_branch=optional_bool(body, "isNewBranch", False),
         git_name=single_line(required_str(body, "gitName"), "gitName"),
         git_email=single_line(required_str(body, "gitEmail"), "gitEmail"),
-        token=optional_str(body, "token") or None,
     )
     if spec.is_new_branch and spec.branch is None:
         raise bad_request("isNewBranch needs a branch")

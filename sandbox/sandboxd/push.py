@@ -1,23 +1,21 @@
-"""Publishing the work: ``POST /git/commit`` (every change, one commit), ``POST /git/push`` (the
-branch to origin, a token only through the askpass helper), ``POST /git/upstream`` (what a
-push records, after the control plane took a bundle instead) and ``GET /git/remote`` (origin's
-default branch and the branch's upstream)."""
+"""Publishing the work: ``POST /git/commit`` (every change, one commit), ``POST /git/upstream``
+(what a push records, after the control plane pushed the branch's bundle: the sandbox never
+pushes, it holds no credential) and ``GET /git/remote`` (origin's default branch and the
+branch's upstream)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .askpass import askpass_env
 from .errors import ApiError, JsonObject, bad_request
-from .fields import bounded_number, optional_str, required_str, single_line
-from .git import GIT_NETWORK_TIMEOUT_SECONDS, SHA_HEX, Git, validate_branch_name
+from .fields import required_str, single_line
+from .git import SHA_HEX, Git, validate_branch_name
 
 if TYPE_CHECKING:
     from .app import App
     from .http import Request
 
 MAX_MESSAGE_CHARS = 64 << 10
-DEFAULT_PUSH_TIMEOUT_SECONDS = 60.0
 
 
 def git_commit(app: App, request: Request) -> JsonObject:
@@ -39,28 +37,6 @@ def git_commit(app: App, request: Request) -> JsonObject:
             said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-2000:]
             raise ApiError(422, "git_failed", git.redact(f"git commit failed: {said}"))
         return {"branch": git.current_branch(), "head": git.head()}
-
-
-def git_push(app: App, request: Request) -> JsonObject:
-    """``git push -u origin HEAD:refs/heads/<branch>``; ``token`` reaches git only through the
-    askpass helper (deleted after the push) and is redacted from any error."""
-    body = request.json()
-    branch = required_str(body, "branch")
-    token = optional_str(body, "token") or None
-    timeout = bounded_number(
-        body.get("timeoutSeconds", DEFAULT_PUSH_TIMEOUT_SECONDS),
-        "timeoutSeconds",
-        1,
-        GIT_NETWORK_TIMEOUT_SECONDS,
-    )
-    with askpass_env(app.workspace, token) as env:
-        git = Git(app.workspace, env)
-        if token:
-            git.secrets.append(token)
-        git.require_repository()
-        validate_branch_name(git, branch)
-        git.output("push", "--quiet", "-u", "origin", f"HEAD:refs/heads/{branch}", timeout=timeout)
-        return {"branch": branch, "head": git.head()}
 
 
 def git_upstream(app: App, request: Request) -> JsonObject:

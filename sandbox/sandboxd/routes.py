@@ -13,7 +13,7 @@ from .exec import exec_command
 from .files import list_files, read_file, write_file
 from .git import git_branch, git_status
 from .prepare import prepare_workspace
-from .push import git_commit, git_push, git_remote, git_upstream
+from .push import git_commit, git_remote, git_upstream
 from .restore import restore
 from .snapshot import MANIFEST_ROUTE, get_manifest, snapshot, sync
 
@@ -45,7 +45,6 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/git/revert"): git_revert,
     ("GET", "/git/remote"): git_remote,
     ("POST", "/git/commit"): git_commit,
-    ("POST", "/git/push"): git_push,
     ("POST", "/git/upstream"): git_upstream,
     ("POST", "/git/archive"): git_archive,
     ("POST", "/git/bundle"): git_bundle,

@@ -163,7 +163,7 @@ def raw_call(
 
 
 class CredentialRecorder(BaseHTTPRequestHandler):
-    """A git HTTP remote that asks for credentials, records them, then says not found."""
+    """A git HTTP remote that asks for credentials, records any it gets, then says not found."""
 
     seen: ClassVar[list[str]] = []
 
@@ -249,15 +249,15 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     )
 
 
-def prepare(client: SandboxClient, origin: Origin, branch: str | None, new: bool = False,
-            token: str | None = None) -> dict[str, Any]:  # fmt: skip
+def prepare(
+    client: SandboxClient, origin: Origin, branch: str | None, new: bool = False
+) -> dict[str, Any]:
     return client.prepare_workspace(
         origin.url,
         branch=branch,
         is_new_branch=new,
         git_name="Ada Agent",
         git_email="ada@example.com",
-        token=token,
     )
 
 

@@ -1,10 +1,11 @@
-"""sandboxd's git publishing endpoints, the real daemon through SandboxClient: commit, push (a
-token only through the askpass helper, nothing left behind), upstream, remote, and the archive
-bundle saved in one sandbox and restored in another."""
+"""sandboxd's git publishing endpoints, the real daemon through SandboxClient: commit, upstream
+(what the control plane's push records), remote, the branch bundle a push hands over, the
+archive bundle saved in one sandbox and restored in another, and a clone's bundle (what the
+control plane fetched for a private repository) restored as a clone would leave it. The sandbox
+itself never pushes: it holds no credential."""
 
 from __future__ import annotations
 
-import base64
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,6 @@ from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
 
 from tests.sandbox.conftest import (
-    CredentialRecorder,
     Origin,
     RunningSandbox,
     StartSandbox,
@@ -39,15 +39,6 @@ def bundle_heads(data: bytes, tmp_path: Path) -> list[str]:
         ["git", "bundle", "list-heads", str(path)], capture_output=True, text=True, check=True
     )
     return sorted(line.split()[1] for line in listed.stdout.splitlines())
-
-
-def no_token_anywhere(sandbox: RunningSandbox) -> None:
-    for root in (sandbox.workspace, sandbox.tmpdir):
-        for path in root.rglob("*"):
-            if path.is_file() and not path.is_symlink():
-                assert TOKEN.encode() not in path.read_bytes(), path
-    assert list(sandbox.tmpdir.iterdir()) == []  # the askpass directory is gone
-    assert TOKEN not in sandbox.log_path.read_text()
 
 
 # ---------------------------------------------------------------------------- commit
@@ -83,50 +74,7 @@ def test_commit_refuses_bad_requests(sandbox: RunningSandbox, client: SandboxCli
         assert field in answer["error"]
 
 
-# ---------------------------------------------------------------------------- push, upstream
-
-
-def test_push_sends_the_branch_and_tracks_it(
-    sandbox: RunningSandbox, client: SandboxClient, origin: Origin, tmp_path: Path
-) -> None:
-    bare = tmp_path / "push-target.git"
-    git("clone", "--quiet", "--bare", str(origin.bare), str(bare), cwd=tmp_path)
-    client.prepare_workspace(
-        str(bare), branch="agent/push", is_new_branch=True,
-        git_name="Ada Agent", git_email="ada@example.com",
-    )  # fmt: skip
-    client.write_file("pushed.txt", "pushed\n")
-    made = client.git_commit("chore: update pushed.txt", "Ada Agent", "ada@example.com")
-    pushed = client.git_push("agent/push", token=TOKEN, timeout_seconds=30)
-    assert pushed == GitPlace(branch="agent/push", head=made.head)
-    assert git("rev-parse", "agent/push", cwd=bare) == made.head
-    assert client.git_remote() == GitRemote(
-        default_branch="main", origin_head="refs/remotes/origin/main", upstream="origin/agent/push"
-    )
-    assert client.git_status()["ahead"] == 0
-    no_token_anywhere(sandbox)
-
-
-def test_push_hands_the_token_to_git_through_askpass_only(
-    sandbox: RunningSandbox, client: SandboxClient, origin: Origin, credential_remote: str
-) -> None:
-    prepare(client, origin, "agent/remote", new=True)
-    client.exec(f"git remote set-url origin {credential_remote}")
-    with expect_error(422, "git_failed") as failure:
-        client.git_push("agent/remote", token=TOKEN, timeout_seconds=30)
-    expected = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
-    assert CredentialRecorder.seen == [f"Basic {expected}"]
-    assert TOKEN not in str(failure.value)
-    assert TOKEN not in client.exec("git config --list --show-origin")["stdout"]
-    no_token_anywhere(sandbox)
-
-
-def test_push_refuses_bad_requests(client: SandboxClient, origin: Origin) -> None:
-    prepare(client, origin, "feature")
-    with expect_error(400, "invalid_branch"):
-        client.git_push("bad..name", token=None, timeout_seconds=30)
-    with expect_error(400, "bad_request"):
-        client.git_push("feature", token=None, timeout_seconds=601)
+# ---------------------------------------------------------------------------- upstream
 
 
 def test_upstream_records_what_a_push_would(client: SandboxClient, origin: Origin) -> None:
@@ -220,6 +168,41 @@ def test_archive_bundle_restores_the_work_in_another_sandbox(
     refs = second.client.exec("git for-each-ref --format='%(refname)' refs/openagents")
     assert refs["stdout"] == ""  # the archive refs did their work and are gone
     assert list(second.tmpdir.iterdir()) == []
+
+
+def test_a_clone_bundle_restores_as_a_clone(
+    sandbox: RunningSandbox, client: SandboxClient, origin: Origin, tmp_path: Path
+) -> None:
+    # what the control plane makes of a fetch: origin's refs and the branch to check out
+    path = tmp_path / "clone.bundle"
+    git("bundle", "create", "-q", str(path), "main", "feature", cwd=origin.bare)
+    git("init", "-q", "--bare", str(tmp_path / "renamed.git"), cwd=tmp_path)
+    renamed = tmp_path / "renamed.git"
+    git("fetch", "-q", str(path), "+refs/heads/main:refs/remotes/origin/main",
+        "+refs/heads/feature:refs/remotes/origin/feature",
+        "+refs/heads/feature:refs/heads/feature", cwd=renamed)  # fmt: skip
+    bundle = tmp_path / "final.bundle"
+    git("bundle", "create", "-q", str(bundle), "--all", cwd=renamed)
+    restored = client.git_bundle_restore(
+        bundle.read_bytes(),
+        place=GitPlace(branch="feature", head=origin.feature_head),
+        remote=GitRemote(
+            default_branch="main", origin_head="refs/remotes/origin/main", upstream="origin/feature"
+        ),
+        clone_url="https://github.com/acme/widget",
+        git_name="Ada Agent",
+        git_email="ada@example.com",
+    )
+    assert restored == GitPlace(branch="feature", head=origin.feature_head)
+    assert client.git_remote() == GitRemote(
+        default_branch="main", origin_head="refs/remotes/origin/main", upstream="origin/feature"
+    )
+    status = client.git_status()
+    assert (status["hasUncommittedChanges"], status["ahead"]) == (False, 0)
+    assert (sandbox.workspace / "feature.txt").read_text() == "feature work\n"
+    origin_url = client.exec("git remote get-url origin")["stdout"]
+    assert origin_url == "https://github.com/acme/widget\n"  # no credentials in it
+    assert client.exec("git config user.email")["stdout"] == "ada@example.com\n"
 
 
 def test_bundle_restore_refuses_and_leaves_an_empty_workspace(

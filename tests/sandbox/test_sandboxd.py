@@ -44,7 +44,6 @@ ENDPOINTS = [
     ("POST", "/git/revert"),
     ("GET", "/git/remote"),
     ("POST", "/git/commit"),
-    ("POST", "/git/push"),
     ("POST", "/git/upstream"),
     ("POST", "/git/archive"),
     ("POST", "/git/bundle"),
@@ -321,34 +320,25 @@ def test_prepare_refuses_a_non_empty_workspace(client: SandboxClient, origin: Or
         prepare(client, origin, "feature")
 
 
-def test_prepare_keeps_the_token_out_of_the_workspace(
-    sandbox: RunningSandbox, client: SandboxClient, origin: Origin
-) -> None:
-    token = "ghs_SECRET_token_1234567890"
-    prepare(client, origin, "feature", token=token)
-    for path in sandbox.workspace.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            assert token.encode() not in path.read_bytes(), path
-    assert token not in client.exec("git config --list --show-origin")["stdout"]
-    assert token not in sandbox.log_path.read_text()
-    assert list(sandbox.tmpdir.iterdir()) == []  # the askpass directory is gone
-
-
-def test_the_token_reaches_git_through_askpass(
+def test_git_in_the_sandbox_never_answers_a_credential_prompt(
     sandbox: RunningSandbox, client: SandboxClient, credential_remote: str
 ) -> None:
-    token = "ghs_askpass_token_0987654321"
-    with expect_error(422, "git_failed") as failure:
+    # a remote that asks for credentials gets none: no askpass, no prompt, no helper
+    with expect_error(422, "git_failed"):
         client.prepare_workspace(
             credential_remote, branch=None, is_new_branch=False,
-            git_name="A", git_email="a@example.com", token=token,
+            git_name="A", git_email="a@example.com",
         )  # fmt: skip
-    expected = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    assert CredentialRecorder.seen == [f"Basic {expected}"]
-    assert token not in str(failure.value)
-    assert token not in sandbox.log_path.read_text()
+    assert CredentialRecorder.seen == []
     assert list(sandbox.tmpdir.iterdir()) == []
     assert list(sandbox.workspace.iterdir()) == []
+
+
+def test_sandboxd_has_no_push_endpoint(sandbox: RunningSandbox) -> None:
+    headers = {"Authorization": f"Bearer {sandbox.token}"}
+    body = b'{"branch": "feature", "token": "ghs_x"}'
+    status, answer = raw_call(sandbox.endpoint, "POST", "/git/push", headers=headers, data=body)
+    assert (status, answer["code"]) == (404, "not_found")
 
 
 # ---------------------------------------------------------------------------- git status, diff

@@ -16,8 +16,14 @@ from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tok
 from openagents.clients import LazyClient
 from openagents.domain.models import Repo, Session
 from openagents.events import EventBus
-from openagents.git import GitHost, GitHostError
-from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxDriver, SandboxHandle
+from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
+from openagents.sandbox.port import (
+    Sandboxd,
+    SandboxdClients,
+    SandboxDriver,
+    SandboxError,
+    SandboxHandle,
+)
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
 from openagents.services.auto_commit import AutoCommitService
@@ -169,17 +175,24 @@ def _secret(settings: Settings, arn: str | None) -> str | None:
     return str(value["SecretString"]).strip() or None
 
 
-def _clone_token(git_host: GitHost | None, session: Session) -> str | None:
-    """A short-lived token for cloning a private repository (it reaches git only through
-    sandboxd's askpass helper); None for public or local repositories."""
-    if git_host is None or not session.repo_owner or not session.repo_name:
+def _clone(git_host: GitHost | None, session: Session) -> ClonedRepository | None:
+    """A private repository fetched by the git host with its token, as a bundle for the
+    sandbox (the token never enters it); None when the host has no token for it (public or
+    local repositories: the sandbox clones them anonymously)."""
+    if not isinstance(git_host, ServesClones) or not session.repo_owner or not session.repo_name:
         return None
     repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
     try:
-        return git_host.clone_token(repo)
+        token = git_host.clone_token(repo)
     except GitHostError as exc:  # a public repository still clones without one
         log.warning("no clone token for %s/%s: %s", repo.owner, repo.name, exc)
         return None
+    if token is None:
+        return None
+    try:
+        return git_host.clone(repo, branch=session.branch, is_new_branch=session.is_new_branch)
+    except GitHostError as exc:  # the token was there: the clone failed, and says why
+        raise SandboxError(f"clone failed: {exc.message}") from None
 
 
 def _git_host(settings: Settings) -> GitHost | None:
@@ -203,7 +216,12 @@ def _git_host(settings: Settings) -> GitHost | None:
         credentials = GitHubApp(app_id, lambda: _secret(settings, key_arn) or "")
     else:
         credentials = StaticToken(lambda: _secret(settings, str(token_arn)) or "")
-    return GitHubHost(credentials, base_url=settings.github_api_url)
+    return GitHubHost(
+        credentials,
+        base_url=settings.github_api_url,
+        git_url=settings.github_git_url,
+        clone_max_bytes=settings.git_clone_max_bytes,
+    )
 
 
 def _webhook_secret(settings: Settings) -> Callable[[], str | None]:
@@ -313,7 +331,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         on_active=handoffs.sandbox_active,
         journal=journal,
         from_bundle=handoffs.restore_workspace,
-        clone_token=partial(_clone_token, git_host),
+        clone=partial(_clone, git_host),
     )
     archive = ArchiveService(
         store,

@@ -8,12 +8,13 @@ name, clone URL): GitHub needs owner and name, a local repository has only its c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from openagents.domain.models import PrStatus, Repo
 
 __all__ = [
+    "ClonedRepository",
     "GitHost",
     "GitHostError",
     "MergeMethod",
@@ -21,6 +22,7 @@ __all__ = [
     "PullRequest",
     "ReceivesPushes",
     "Repo",
+    "ServesClones",
     "pr_status",
 ]
 
@@ -89,10 +91,25 @@ class GitHost(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ClonedRepository:
+    """A repository the control plane fetched for a sandbox: a bundle holding origin's
+    ``refs/remotes/origin/<default>`` (and ``<branch>`` when the remote has it) and
+    ``refs/heads/<branch>`` at ``head``, the branch the sandbox checks out."""
+
+    bundle: bytes = field(repr=False)
+    branch: str
+    head: str
+    default_branch: str
+    upstream: str | None  # origin/<branch>; None for a new branch
+
+
 @runtime_checkable
 class ReceivesPushes(Protocol):
-    """An optional capability: a git host that takes pushes from the control plane itself
-    (the local host: a sandbox never writes into a host repository, it hands over a bundle)."""
+    """An optional capability: a git host that takes pushes from the control plane itself.
+    Every push works this way: a sandbox hands over a bundle (data, untrusted) and the control
+    plane writes it into the repository (local: a hardened fetch; GitHub: smart HTTP with the
+    token, which never enters a sandbox)."""
 
     def receives(self, repo: Repo) -> bool:
         """Whether pushes to ``repo`` go through ``receive_bundle``."""
@@ -103,6 +120,20 @@ class ReceivesPushes(Protocol):
         commit. A non-fast-forward is refused unless ``force``; a bundle that names any other
         ref, or that does not verify, is refused (``GitHostError``; 412 when the bundle needs
         commits the repository does not have)."""
+        ...
+
+
+@runtime_checkable
+class ServesClones(Protocol):
+    """An optional capability: a git host that fetches a private repository for a sandbox, so
+    the sandbox never holds the token that can read it."""
+
+    def clone(
+        self, repo: Repo, *, branch: str | None, is_new_branch: bool
+    ) -> ClonedRepository | None:
+        """The repository as a bundle for a sandbox; None when the host has no credentials for
+        it (the sandbox clones anonymously). A new ``branch`` that exists on the remote is a
+        409, a missing existing one a 422, a repository past the size limit a 413."""
         ...
 
 

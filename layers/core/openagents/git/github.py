@@ -22,16 +22,32 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import jwt
 
-from openagents.git import GitHostError, MergeMethod, PrStatus, PullRequest, Repo, pr_status
+from openagents.git import (
+    ClonedRepository,
+    GitHostError,
+    MergeMethod,
+    PrStatus,
+    PullRequest,
+    Repo,
+    pr_status,
+)
+
+if TYPE_CHECKING:
+    from openagents.git import smart_http
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_BASE_URL = "https://api.github.com"
+DEFAULT_GIT_URL = "https://github.com"  # smart HTTP: <git_url>/<owner>/<name>.git
+MAX_PUSH_BUNDLE_BYTES = 512 << 20
+DEFAULT_CLONE_MAX_BYTES = 1 << 30
+GIT_TIMEOUT_SECONDS = 20.0  # per read: a push from the agent's call stays inside 29 s
 API_VERSION = "2022-11-28"
 MEDIA_TYPE = "application/vnd.github+json"
 USER_AGENT = "openagents-control-plane"
@@ -223,6 +239,8 @@ class GitHubHost:
         credentials: Credentials,
         *,
         base_url: str = DEFAULT_BASE_URL,
+        git_url: str = DEFAULT_GIT_URL,
+        clone_max_bytes: int = DEFAULT_CLONE_MAX_BYTES,
         timeout_seconds: float = TIMEOUT_SECONDS,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.time,
@@ -240,6 +258,8 @@ class GitHubHost:
             follow_redirects=False,
         )
         self._api = _Api(client, clock, sleep)
+        self._git_url = git_url.rstrip("/")
+        self._clone_max_bytes = clone_max_bytes
         self._tokens: _StaticTokens | _AppTokens
         if isinstance(credentials, GitHubApp):
             self._tokens = _AppTokens(credentials, self._api, clock)
@@ -318,6 +338,61 @@ class GitHubHost:
         response, token = self._call("PATCH", owner, name, path, body={"state": "closed"})
         what = f"closing pull request #{number} of {owner}/{name}"
         return _pull_request(self._api.ok_json(response, what, [token]))
+
+    # ------------------------------------------------------------------ git over smart HTTP
+
+    def receives(self, repo: Repo) -> bool:
+        return bool(repo.owner and repo.name)
+
+    def receive_bundle(self, repo: Repo, *, branch: str, bundle: bytes, force: bool) -> str:
+        """Push a sandbox's bundle (only ``refs/heads/<branch>``) to the repository over smart
+        HTTP with the repository's token; fast-forward only unless ``force``."""
+        from openagents.git import smart_http  # dulwich: only the push and clone paths pay
+
+        if len(bundle) > MAX_PUSH_BUNDLE_BYTES:
+            raise GitHostError(f"The bundle exceeds {MAX_PUSH_BUNDLE_BYTES} bytes", status=413)
+        smart_http.branch_ref(branch)
+        return self._with_token(
+            repo,
+            lambda remote: smart_http.push_bundle(
+                remote, branch=branch, bundle=bundle, force=force
+            ),
+        )
+
+    def clone(
+        self, repo: Repo, *, branch: str | None, is_new_branch: bool
+    ) -> ClonedRepository | None:
+        """The repository's default branch and ``branch`` fetched with its token, as a bundle;
+        None without a token (a public repository: the sandbox clones it anonymously)."""
+        from openagents.git import smart_http
+
+        owner, name = _owner_and_name(repo)
+        if self._tokens.token(owner, name) is None:
+            return None
+        return self._with_token(
+            repo,
+            lambda remote: smart_http.clone_bundle(
+                remote, branch=branch, is_new_branch=is_new_branch, max_bytes=self._clone_max_bytes
+            ),
+        )
+
+    def _with_token(self, repo: Repo, call: Callable[[smart_http.Remote], T]) -> T:
+        """``call`` with the repository's remote and token; a 401 retries once, fresh token."""
+        from openagents.git.smart_http import Remote
+
+        owner, name = _owner_and_name(repo)
+        url = f"{self._git_url}/{owner}/{name}.git"
+        token = self._tokens.token(owner, name)
+        remote = Remote(url, token, GIT_TIMEOUT_SECONDS, label=f"{owner}/{name}")
+        try:
+            return call(remote)
+        except GitHostError as exc:
+            if exc.status != 401 or token is None:
+                raise
+        log.warning("GitHub rejected the token for %s/%s (git); fetching a new one", owner, name)
+        self._tokens.forget(owner, name)
+        token = self._tokens.token(owner, name)
+        return call(Remote(url, token, GIT_TIMEOUT_SECONDS, label=f"{owner}/{name}"))
 
     # ------------------------------------------------------------------ helpers
 

@@ -190,16 +190,15 @@ class SandboxClient:
         is_new_branch: bool,
         git_name: str,
         git_email: str,
-        token: str | None = None,
     ) -> JsonObject:
-        """Clone and check out (idempotent); ``token`` reaches git only via an askpass helper."""
+        """Clone anonymously and check out (idempotent). A private repository is never cloned
+        here: the control plane fetches it and hands it over with ``git_bundle_restore``."""
         body = {
             "cloneUrl": clone_url,
             "branch": branch,
             "isNewBranch": is_new_branch,
             "gitName": git_name,
             "gitEmail": git_email,
-            "token": token,
         }
         wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
         return self._json("POST", "/workspace/prepare", body, timeout=wait)
@@ -237,13 +236,6 @@ class SandboxClient:
         return GitPlace.from_answer(
             self._json("POST", "/git/commit", body, timeout=CHECKPOINT_TIMEOUT)
         )
-
-    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace:
-        """Push HEAD to origin's ``branch`` (and track it); ``token`` reaches git only through
-        sandboxd's askpass helper, which is gone when this returns."""
-        body = {"branch": branch, "token": token, "timeoutSeconds": timeout_seconds}
-        wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
-        return GitPlace.from_answer(self._json("POST", "/git/push", body, timeout=wait))
 
     def git_upstream(self, branch: str, commit: str) -> None:
         """Record ``commit`` as origin's ``branch``, the branch's upstream (what a push records)."""
@@ -285,8 +277,9 @@ class SandboxClient:
         git_name: str,
         git_email: str,
     ) -> GitPlace:
-        """Rebuild the repository from an archive bundle in the empty workspace: HEAD at
-        ``place``, the archived work checked out and staged as it was, origin and upstream."""
+        """Rebuild the repository from a bundle in the empty workspace: HEAD at ``place``, an
+        archive's work checked out and staged as it was (a clone's bundle: HEAD's files),
+        origin and upstream."""
         query = {
             "branch": place.branch or "",
             "head": place.head or "",

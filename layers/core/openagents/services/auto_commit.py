@@ -1,12 +1,14 @@
 """Auto-commit and auto-PR when an agent ends a turn (reference §4.9, issue "Archive").
 
-Commit everything with a conventional message, push the branch — to a remote with a short-lived
-token that reaches git only through sandboxd's askpass helper (``POST /git/push``), the one way
-a token reaches a sandbox's git; to a local repository (read-only in the sandbox) as a git
-bundle sandboxd streams (``POST /git/bundle``) and the control plane fetches through the local
-git host, hardened — and, when auto-PR is on, create the pull request or sync the open one.
-Skips are recorded with their reason. Every outcome is an audit entry (and so an event); nothing
-here ever fails the agent's call.
+Commit everything with a conventional message, push the branch and, when auto-PR is on, create
+the pull request or sync the open one. The sandbox never pushes and never holds a git token
+(everything in it is treated as an attacker: a hook, a config, a leftover process): it hands
+the branch over as a git bundle (``POST /git/bundle``, data) and the git host writes it into the
+repository (``ReceivesPushes``) — a local repository through a hardened fetch, GitHub over smart
+HTTP with the token, from the control plane. A thin bundle first, the whole branch when the
+repository lacks the thin one's base; then ``POST /git/upstream`` records the push in the
+sandbox. Skips are recorded with their reason. Every outcome is an audit entry (and so an
+event); nothing here ever fails the agent's call.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from openagents.services.journal import Journal
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
-PUSH_TIMEOUT_SECONDS = 20  # the agent's call stays inside API Gateway's 29 s
 MAX_BUNDLE_BYTES = 512 << 20
 
 
@@ -89,28 +90,19 @@ class AutoCommitService:
         elif not status.get("hasUnpushedCommits"):
             return outcome | {"pushed": False, "skipped": "nothing to commit or push"}
         repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
-        if _is_local(session.clone_url):
-            failure = self._push_bundle(session, client, repo, branch)
-            if failure is not None:
-                return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
-            return outcome | {"pushed": True}
-        token = self._token(session)
-        try:
-            client.git_push(branch, token=token, timeout_seconds=PUSH_TIMEOUT_SECONDS)
-        except SandboxError as exc:
-            # sandboxd redacts the token, but the sandbox is hostile: so does the control plane
-            said = _tail(exc).replace(token, "***") if token else _tail(exc)
-            return outcome | {"pushed": False, "skipped": f"push failed: {said}"}
+        failure = self._push_bundle(session, client, repo, branch)
+        if failure is not None:
+            return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
         return outcome | {"pushed": True}
 
     def _push_bundle(
         self, session: Session, client: Sandboxd, repo: Repo, branch: str
     ) -> str | None:
-        """Push to a local repository through the git host: a thin bundle first, the whole
-        branch when the repository lacks the thin one's prerequisites. None: pushed."""
+        """Push through the git host: a thin bundle first, the whole branch when the repository
+        lacks the thin one's prerequisites. None: pushed."""
         host = self._git_host
         if not isinstance(host, ReceivesPushes) or not host.receives(repo):
-            return "no local git host takes pushes to this repository"
+            return "no git host takes pushes to this repository"
         # force only on the branch the session made for itself; never on a shared one
         force = session.is_new_branch and branch == session.branch
         for full in (False, True):
@@ -170,16 +162,6 @@ class AutoCommitService:
                 return found
         return client.git_remote().default_branch
 
-    def _token(self, session: Session) -> str | None:
-        if self._git_host is None:
-            return None
-        repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
-        try:
-            return self._git_host.clone_token(repo)
-        except GitHostError as exc:
-            log.warning("no push token for %s: %s", session.id, exc)
-            return None
-
     def _record(self, session: Session, outcome: dict[str, Any]) -> dict[str, Any]:
         entry = AuditEntry(
             id=self._ids(),
@@ -192,10 +174,6 @@ class AutoCommitService:
         self._journal.publish(session.user_id, entry)
         self._metrics.count("AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped")
         return outcome
-
-
-def _is_local(clone_url: str | None) -> bool:
-    return (clone_url or "").startswith(("file://", "/"))
 
 
 def _choose(override: bool | None, preference: bool) -> bool:

@@ -17,7 +17,9 @@ from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.git import ClonedRepository
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
+from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import (
     SandboxdClients,
     SandboxDriver,
@@ -26,6 +28,7 @@ from openagents.sandbox.port import (
     SandboxState,
 )
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.archive import git_identity
 from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
@@ -109,10 +112,10 @@ class ProvisioningService:
         on_active: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
         from_bundle: Callable[[Session, SandboxHandle], str] | None = None,
-        clone_token: Callable[[Session], str | None] | None = None,
+        clone: Callable[[Session], ClonedRepository | None] | None = None,
     ) -> None:
         self._from_bundle = from_bundle
-        self._clone_token = clone_token  # a private repository's short-lived token (git host)
+        self._clone = clone  # a private repository, fetched by the git host with its token
         self._local_roots = local_repo_roots(settings.local_repo_roots, settings.home)
         self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
@@ -228,15 +231,38 @@ class ProvisioningService:
                 or f"{session.user_id}@users.noreply.openagents.local",
             )
             return Prepared(branch=None)
+        cloned = self._clone(session) if self._clone is not None else None
+        if cloned is not None:  # a private repository: handed over as data, never a token
+            return Prepared(branch=self._restore_clone(session, handle, cloned))
         result = self._workspaces(handle).prepare_workspace(
             clone_url=session.clone_url,
             branch=session.branch,
             is_new_branch=session.is_new_branch,
             git_name=session.owner_name or session.user_id,
             git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
-            token=self._clone_token(session) if self._clone_token else None,
         )
         return Prepared(branch=_branch(result))
+
+    def _restore_clone(
+        self, session: Session, handle: SandboxHandle, cloned: ClonedRepository
+    ) -> str | None:
+        """The control plane's clone into the sandbox: the bundle restored with origin at the
+        plain URL (no credentials), origin's default branch and the branch's upstream set, so
+        ``git status`` and ``GET /git/remote`` answer as after a clone."""
+        git_name, git_email = git_identity(session)
+        restored = self._workspaces(handle).git_bundle_restore(
+            cloned.bundle,
+            place=GitPlace(branch=cloned.branch, head=cloned.head),
+            remote=GitRemote(
+                default_branch=cloned.default_branch,
+                origin_head=f"refs/remotes/origin/{cloned.default_branch}",
+                upstream=cloned.upstream,
+            ),
+            clone_url=session.clone_url,
+            git_name=git_name,
+            git_email=git_email,
+        )
+        return restored.branch
 
     def _verify_restore(self, session: Session, handle: SandboxHandle) -> Prepared:
         """The restored workspace is the snapshot's: git HEAD as the manifest recorded it (a
