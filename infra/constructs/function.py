@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Size
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -92,6 +92,7 @@ class ServiceFunction(Construct):
         environment: Mapping[str, str],
         statements: Sequence[iam.PolicyStatement] = (),
         memory_mb: int = 512,
+        ephemeral_storage_mb: int = 512,
         timeout: Duration = Duration.seconds(30),
         description: str = "",
         handler: str | None = None,
@@ -141,6 +142,9 @@ class ServiceFunction(Construct):
             layers=layers.all,
             role=self.role,
             memory_size=memory_mb,
+            ephemeral_storage_size=(
+                Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb != 512 else None
+            ),  # Lambda's default 512 MiB stays out of the template
             timeout=timeout,
             environment=dict(environment),
             logging_format=lambda_.LoggingFormat.JSON,

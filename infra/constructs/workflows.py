@@ -61,6 +61,7 @@ class FunctionSpec:
     needs: Needs
     environment: dict[str, str] = field(default_factory=dict)
     memory_mb: int = 512
+    ephemeral_storage_mb: int = 512  # /tmp
     timeout: Duration = field(default_factory=lambda: Duration.seconds(30))
     description: str = ""
     async_retries: int = 0  # Lambda's retries of a failed asynchronous (event rule) invocation
@@ -84,6 +85,10 @@ SPECS: dict[str, FunctionSpec] = {
         environment={"OPENAGENTS_SANDBOX_READY_ATTEMPTS": str(SANDBOX_READY_ATTEMPTS)},
         # the prepare step waits on sandboxd's clone (up to 600 s, the client 660 s)
         timeout=Duration.minutes(12),
+        # a private repository is cloned here, not in the sandbox: the fetched pack goes to /tmp
+        # (at most OPENAGENTS_GIT_CLONE_MAX_BYTES, 512 MiB), then the bundle is built in memory
+        memory_mb=2048,
+        ephemeral_storage_mb=1024,
         description="Open Agents provisioning steps (start, probe, prepare, activate, fail)",
     ),
     "lifecycle": FunctionSpec(
@@ -201,6 +206,7 @@ class Workflows(Construct):
             },
             statements=control_plane.statements(spec.needs),
             memory_mb=spec.memory_mb,
+            ephemeral_storage_mb=spec.ephemeral_storage_mb,
             timeout=spec.timeout,
             description=spec.description,
             retry_attempts=spec.async_retries,

@@ -162,6 +162,9 @@ def test_definitions_are_the_asl_files_with_the_catalog_functions(dev: Synth) ->
 
 def test_workflow_functions_shape(dev: Synth) -> None:
     timeouts = {"provisioner": 720, "lifecycle": 900, "archiver": 900}
+    # the provisioner clones a private repository itself (the pack in /tmp, the bundle in memory)
+    memory = {"provisioner": 2048, "lifecycle": 512, "archiver": 512}
+    storage = {"provisioner": {"Size": 1024}}
     assert set(catalog_functions()) == set(timeouts)
     for name, handler in catalog.FUNCTIONS.items():
         _, props = dev.function(handler)
@@ -172,6 +175,8 @@ def test_workflow_functions_shape(dev: Synth) -> None:
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["Timeout"] == timeouts[name]
+        assert props["MemorySize"] == memory[name]
+        assert props.get("EphemeralStorage") == storage.get(name)
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["LoggingConfig"]["LogFormat"] == "JSON"
         env = props["Environment"]["Variables"]

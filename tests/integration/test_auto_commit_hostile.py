@@ -1,5 +1,6 @@
-"""Auto-commit against a hostile sandbox (a fake sandboxd): what it answers is never trusted. A
-push error that carries the token is redacted by the control plane too."""
+"""Auto-commit against a hostile sandbox (a fake sandboxd): what it answers is never trusted and
+it is never handed the token. Its bundle is data the GitHub host checks before any request: a
+garbage "bundle" is refused, and the refusal carries no token."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Any
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, Repo, Session
-from openagents.sandbox.client import SandboxRequestError
-from openagents.sandbox.git_answers import GitPlace
+from openagents.domain.models import LifecycleState, Session
+from openagents.git.github import GitHubHost, StaticToken
+from openagents.sandbox.git_answers import GitRemote
 from openagents.sandbox.port import SandboxHandle
-from openagents.services.auto_commit import AutoCommitService
+from openagents.services.auto_commit import MAX_BUNDLE_BYTES, AutoCommitService
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -23,27 +24,27 @@ ALICE = Identity(user_id="alice", username="alice", name="Alice", email="a@examp
 TOKEN = "ghs_hostile_sandbox_token_42"
 
 
-class Host:
-    def default_branch(self, repo: Repo) -> str:
-        return "main"
-
-    def clone_token(self, repo: Repo) -> str:
-        return TOKEN
-
-
-class EchoingSandbox(SandboxdFake):
-    """Unpushed work on ``feature``; the push fails with the token in sandboxd's words."""
+class HostileSandbox(SandboxdFake):
+    """Unpushed work on ``feature``; asked for the branch's bundle, it answers garbage that
+    names the token (as if it had one to leak). Every argument it is given is recorded."""
 
     def __init__(self) -> None:
-        self.pushed_with: list[str | None] = []
+        self.given: list[object] = []
 
     def git_status(self) -> dict[str, Any]:
         return {"branch": "feature", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
 
-    def git_push(self, branch: str, *, token: str | None, timeout_seconds: float) -> GitPlace:
-        self.pushed_with.append(token)
-        detail = f"git push failed (128): fatal: could not read from {TOKEN}@github.com"
-        raise SandboxRequestError(f"sandbox request failed: {detail}", 422, "git_failed", detail)
+    def git_remote(self) -> GitRemote:
+        return GitRemote(
+            default_branch="main", origin_head="refs/remotes/origin/main", upstream=None
+        )
+
+    def git_branch(self) -> dict[str, Any]:
+        return {"branch": "feature", "head": "a" * 40}
+
+    def git_bundle(self, *, branch: str | None = None, thin: bool = False, max_bytes: int) -> bytes:
+        self.given += [branch, thin, max_bytes]
+        return b"# v2 git bundle\n" + f"{TOKEN} refs/heads/feature\n\n".encode() + b"PACK"
 
 
 @pytest.fixture
@@ -69,12 +70,16 @@ def running(app: Container) -> Session:
     )
 
 
-def test_a_push_error_never_carries_the_token(app: Container) -> None:
-    sandbox = EchoingSandbox()
+def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Container) -> None:
+    sandbox = HostileSandbox()
+    # nothing listens on 127.0.0.1:9: a request would fail; the bundle is refused before any
+    host = GitHubHost(
+        StaticToken(lambda: TOKEN), base_url="http://127.0.0.1:9", git_url="http://127.0.0.1:9"
+    )
     service = AutoCommitService(
         app.archive._store,
         lambda handle: sandbox,
-        Host(),  # type: ignore[arg-type]  # default_branch and clone_token are all it asks
+        host,
         app.archive._clock,
         app.archive._ids,
         NoMetrics(),
@@ -82,10 +87,10 @@ def test_a_push_error_never_carries_the_token(app: Container) -> None:
     )
     session = running(app)
     outcome = service.after_turn(session)
-    assert sandbox.pushed_with == [TOKEN]  # handed to sandboxd's push, nowhere else
     assert outcome["pushed"] is False
-    assert outcome["skipped"].startswith("push failed: git push failed (128)")
-    assert "***@github.com" in outcome["skipped"]
+    assert outcome["skipped"].startswith("push failed: The bundle does not verify")
+    assert sandbox.given == ["feature", True, MAX_BUNDLE_BYTES]  # thin: refused, not retried
+    assert TOKEN not in repr(sandbox.given)
     events = app.sessions.events(ALICE, session.id, 100, None).items
     recorded = [e.detail for e in events if e.type == "sandbox.auto_commit"]
     assert recorded == [outcome]
