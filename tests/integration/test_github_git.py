@@ -6,9 +6,12 @@ refused; a private repository cloned into a bundle; the token never in any error
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from openagents.git import GitHostError, Repo
@@ -242,3 +245,54 @@ def heads_of(bundle: bytes, tmp: Path) -> dict[str, str]:
     git(tmp / "verify.git", "bundle", "verify", "--quiet", str(path))
     listed = git(tmp, "bundle", "list-heads", str(path))
     return {ref: sha for sha, ref in (line.split() for line in listed.splitlines())}
+
+
+class Redirecting(BaseHTTPRequestHandler):
+    """A git URL that redirects elsewhere (where the token must not follow) or, on another
+    path, answers something that is no smart HTTP git server."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        if self.path.startswith("/acme/"):
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/steal/info/refs")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"<html>hello</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_redirect_is_not_followed_and_a_non_git_server_is_refused(world: World) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    Redirecting.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        world.commit("a.txt", "a\n")
+        data = world.bundle("refs/heads/agent/work")
+        host = GitHubHost(StaticToken(lambda: TOKEN), git_url=url)
+        with pytest.raises(GitHostError, match="redirected") as redirected:
+            host.receive_bundle(REPO, branch="agent/work", bundle=data, force=False)
+        assert redirected.value.status == 302
+        other = GitHubHost(StaticToken(lambda: TOKEN), git_url=f"{url}/web")
+        with pytest.raises(GitHostError, match="not a smart HTTP git server") as html:
+            other.clone(REPO, branch=None, is_new_branch=False)
+        assert html.value.status == 502
+        assert Redirecting.seen == [
+            "/acme/widget.git/info/refs?service=git-receive-pack",
+            "/web/acme/widget.git/info/refs?service=git-upload-pack",
+        ]
+    finally:
+        server.shutdown()
+        server.server_close()

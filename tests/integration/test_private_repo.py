@@ -169,6 +169,10 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert client.git_branch()["branch"] == session.branch
     assert client.git_branch()["head"] == git(bare, "rev-parse", "main")
     assert client.exec("cat README.md")["stdout"] == "# demo\n"
+    # a retried prepare step finds its restore done and answers the same
+    assert session.sandbox is not None
+    again = container.provisioning.prepare(session.id, session.sandbox.generation)
+    assert again.branch == session.branch
     # the repository turns hostile: a pre-push hook, an fsmonitor, a credential helper
     client.exec(
         f"printf %s {quote(HOOK)} > .git/hooks/pre-push && chmod +x .git/hooks/pre-push && "

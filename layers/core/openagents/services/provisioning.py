@@ -250,18 +250,27 @@ class ProvisioningService:
         plain URL (no credentials), origin's default branch and the branch's upstream set, so
         ``git status`` and ``GET /git/remote`` answer as after a clone."""
         git_name, git_email = git_identity(session)
-        restored = self._workspaces(handle).git_bundle_restore(
-            cloned.bundle,
-            place=GitPlace(branch=cloned.branch, head=cloned.head),
-            remote=GitRemote(
-                default_branch=cloned.default_branch,
-                origin_head=f"refs/remotes/origin/{cloned.default_branch}",
-                upstream=cloned.upstream,
-            ),
-            clone_url=session.clone_url,
-            git_name=git_name,
-            git_email=git_email,
-        )
+        client = self._workspaces(handle)
+        try:
+            restored = client.git_bundle_restore(
+                cloned.bundle,
+                place=GitPlace(branch=cloned.branch, head=cloned.head),
+                remote=GitRemote(
+                    default_branch=cloned.default_branch,
+                    origin_head=f"refs/remotes/origin/{cloned.default_branch}",
+                    upstream=cloned.upstream,
+                ),
+                clone_url=session.clone_url,
+                git_name=git_name,
+                git_email=git_email,
+            )
+        except SandboxError as exc:
+            if exc.code != "workspace_not_empty":
+                raise
+            # a retried step: the first restore landed, the workspace holds the branch
+            restored = GitPlace.from_answer(client.git_branch())
+            if restored.branch != cloned.branch:
+                raise
         return restored.branch
 
     def _verify_restore(self, session: Session, handle: SandboxHandle) -> Prepared:
