@@ -1,9 +1,10 @@
-"""The git host port: pull requests, default branches and short-lived clone tokens for a
-session's repository.
+"""The git host port: pull requests, default branches, short-lived tokens, and the control
+plane's own pushes and clones of a session's repository (a sandbox only exchanges bundles).
 
-Adapters: GitHub REST (``git/github.py``) and local bare repositories with a small PR registry
-(``git/local.py``, the one-machine runtime). Every method takes the session's ``Repo`` (owner,
-name, clone URL): GitHub needs owner and name, a local repository has only its clone URL.
+Adapters: GitHub REST plus git over smart HTTP (``git/github.py``, ``git/smart_http.py``) and
+local bare repositories with a small PR registry (``git/local.py``, the one-machine runtime).
+Every method takes the session's ``Repo`` (owner, name, clone URL): GitHub needs owner and name,
+a local repository has only its clone URL.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class GitHost(Protocol):
 
     def clone_token(self, repo: Repo) -> str | None:
         """A short-lived token that can clone and push ``repo``; None when none is needed
-        (local repositories, public repositories the host has no credentials for)."""
+        (local repositories, public repositories the host has no credentials for). The control
+        plane's own: it is never handed to a sandbox (``ReceivesPushes``, ``ServesClones``)."""
         ...
 
     def pull_request(self, repo: Repo, number: int) -> PullRequest | None:

@@ -1,4 +1,6 @@
-"""The GitHub adapter: REST API v3 over httpx (github.com or GitHub Enterprise Server).
+"""The GitHub adapter: REST API v3 over httpx (github.com or GitHub Enterprise Server), and the
+control plane's pushes (a sandbox's bundle) and private clones over git's smart HTTP protocol
+(``git/smart_http.py``, imported only on those paths) at ``git_url/<owner>/<name>.git``.
 
 Two ways to authenticate, both loaded lazily so the composition root can read them from Secrets
 Manager on first use:
