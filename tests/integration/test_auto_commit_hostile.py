@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, Session
+from openagents.domain.models import LifecycleState, Repo, Session
 from openagents.git.github import GitHubHost, StaticToken
 from openagents.sandbox.git_answers import GitRemote
 from openagents.sandbox.port import SandboxHandle
@@ -70,13 +70,22 @@ def running(app: Container) -> Session:
     )
 
 
-def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Container) -> None:
-    sandbox = HostileSandbox()
-    # nothing listens on 127.0.0.1:9: a request would fail; the bundle is refused before any
-    host = GitHubHost(
-        StaticToken(lambda: TOKEN), base_url="http://127.0.0.1:9", git_url="http://127.0.0.1:9"
-    )
-    service = AutoCommitService(
+class GitHub(GitHubHost):
+    """GitHub as the control plane sees it: nothing listens on 127.0.0.1:9, so any request
+    would fail; the repository's default branch is ``default`` (None: GitHub did not answer)."""
+
+    def __init__(self, default: str | None = "main") -> None:
+        super().__init__(
+            StaticToken(lambda: TOKEN), base_url="http://127.0.0.1:9", git_url="http://127.0.0.1:9"
+        )
+        self._default = default
+
+    def default_branch(self, repo: Repo) -> str | None:
+        return self._default
+
+
+def service(app: Container, sandbox: SandboxdFake, host: GitHubHost) -> AutoCommitService:
+    return AutoCommitService(
         app.archive._store,
         lambda handle: sandbox,
         host,
@@ -85,8 +94,12 @@ def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Contai
         NoMetrics(),
         app.archive._journal,
     )
+
+
+def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Container) -> None:
+    sandbox = HostileSandbox()
     session = running(app)
-    outcome = service.after_turn(session)
+    outcome = service(app, sandbox, GitHub()).after_turn(session)  # the bundle is refused first
     assert outcome["pushed"] is False
     assert outcome["skipped"].startswith("push failed: The bundle does not verify")
     assert sandbox.given == ["feature", True, MAX_BUNDLE_BYTES]  # thin: refused, not retried
@@ -95,3 +108,32 @@ def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Contai
     recorded = [e.detail for e in events if e.type == "sandbox.auto_commit"]
     assert recorded == [outcome]
     assert TOKEN not in repr(recorded)
+
+
+class OnTheDefaultBranch(HostileSandbox):
+    """On ``main`` with unpushed work, and lying that the default branch is ``develop``."""
+
+    def git_status(self) -> dict[str, Any]:
+        return {"branch": "main", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
+
+    def git_remote(self) -> GitRemote:
+        return GitRemote(
+            default_branch="develop", origin_head="refs/remotes/origin/develop", upstream=None
+        )
+
+
+def test_the_sandbox_cannot_name_the_default_branch_to_push_onto_it(app: Container) -> None:
+    sandbox = OnTheDefaultBranch()
+    outcome = service(app, sandbox, GitHub("main")).after_turn(running(app))
+    assert outcome["skipped"] == "main is the default branch"
+    assert sandbox.given == []  # no bundle asked for: nothing pushed
+
+
+def test_no_push_when_the_git_host_cannot_name_the_default_branch(app: Container) -> None:
+    sandbox = OnTheDefaultBranch()
+    outcome = service(app, sandbox, GitHub(None)).after_turn(running(app))
+    assert (outcome["pushed"], outcome["base"]) == (False, None)
+    assert outcome["skipped"] == (
+        "push skipped: the git host did not name the repository's default branch"
+    )
+    assert sandbox.given == []  # the sandbox's "develop" was not taken for the truth

@@ -77,10 +77,13 @@ class AutoCommitService:
         branch = status.get("branch")
         if status.get("isDetachedHead") or not branch:
             return {"skipped": "detached HEAD"}
-        base = self._default_branch(session, client)
+        # the git host's word decides where a push may go, never the sandbox's: told "the
+        # default is x" while on main, a push would land on main
+        known = self._host_default_branch(session)
+        base = known or client.git_remote().default_branch  # enough to decide a local commit
         if branch == base:
             return {"skipped": f"{branch} is the default branch", "branch": branch}
-        outcome: dict[str, Any] = {"branch": branch, "base": base, "committed": False}
+        outcome: dict[str, Any] = {"branch": branch, "base": known, "committed": False}
         if status.get("hasUncommittedChanges"):
             try:
                 done = client.git_commit(commit_message(status), *git_identity(session))
@@ -89,6 +92,9 @@ class AutoCommitService:
             outcome |= {"committed": True, "commit": done.head}
         elif not status.get("hasUnpushedCommits"):
             return outcome | {"pushed": False, "skipped": "nothing to commit or push"}
+        if known is None:
+            reason = "the git host did not name the repository's default branch"
+            return outcome | {"pushed": False, "skipped": f"push skipped: {reason}"}
         repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
         failure = self._push_bundle(session, client, repo, branch)
         if failure is not None:
@@ -151,16 +157,16 @@ class AutoCommitService:
             log.info("session %s moved on; PR #%s not recorded", session.id, pr.number)
         return {"prNumber": pr.number, "prUrl": pr.url}
 
-    def _default_branch(self, session: Session, client: Sandboxd) -> str | None:
+    def _host_default_branch(self, session: Session) -> str | None:
+        """The repository's default branch as its git host tells it (None: no host, or it did
+        not answer)."""
+        if self._git_host is None:
+            return None
         repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
-        if self._git_host is not None:
-            try:
-                found = self._git_host.default_branch(repo)
-            except GitHostError:
-                found = None
-            if found:
-                return found
-        return client.git_remote().default_branch
+        try:
+            return self._git_host.default_branch(repo)
+        except GitHostError:
+            return None
 
     def _record(self, session: Session, outcome: dict[str, Any]) -> dict[str, Any]:
         entry = AuditEntry(
