@@ -203,3 +203,28 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert "sandboxd" in seen  # the scanner read the other processes' command lines
     assert TOKEN not in seen
     assert token_seen_in_the_sandbox(container.sessions.get(ALICE, session.id)) == []
+
+
+def test_an_existing_branch_of_a_private_repository_is_checked_out_tracking_origin(
+    runtime: tuple[Container, Watch], tmp_path: Path
+) -> None:
+    container, watch = runtime
+    bare = tmp_path / "served" / "acme" / "origin.git"
+    session = active(
+        container,
+        watch,
+        NewSession(repo_url="https://github.com/acme/origin", branch="feature"),
+    )
+    client = sandbox_client(watch)
+    place = client.git_branch()
+    assert (place["branch"], place["head"]) == ("feature", git(bare, "rev-parse", "feature"))
+    remote = client.git_remote()
+    assert (remote.default_branch, remote.upstream) == ("main", "origin/feature")
+    status = client.git_status()
+    assert (status["branch"], status["ahead"], status["hasUncommittedChanges"]) == (
+        "feature",
+        0,
+        False,
+    )
+    assert client.exec("cat feature.txt")["stdout"] == "feature\n"
+    assert token_seen_in_the_sandbox(container.sessions.get(ALICE, session.id)) == []

@@ -164,16 +164,18 @@ def _verified_commits(pack: PackData, *, whole: bool) -> dict[str, tuple[str, ..
     has: the remote checks those."""
     try:
         pack.check()
-        count = sum(1 for _ in pack.iter_unpacked())
+        parents: dict[str, tuple[str, ...]] = {}
+        count = 0
+        if not whole:  # every entry read and inflated, deltas left for the remote
+            count = sum(1 for _ in pack.iter_unpacked())
+        else:  # every object resolved (inflating reads every entry too)
+            for obj in PackInflater.for_pack_data(pack):
+                count += 1
+                if obj.type_name == b"commit":
+                    commit_parents = getattr(obj, "parents", [])
+                    parents[obj.id.decode()] = tuple(p.decode() for p in commit_parents)
         if count != len(pack):
             raise ValueError("short pack")
-        if not whole:
-            return {}
-        parents: dict[str, tuple[str, ...]] = {}
-        for obj in PackInflater.for_pack_data(pack):
-            if obj.type_name == b"commit":
-                commit_parents = getattr(obj, "parents", [])
-                parents[obj.id.decode()] = tuple(p.decode() for p in commit_parents)
         return parents
     except Exception as exc:  # whatever a hostile pack makes dulwich raise
         raise _unverified(exc) from None
