@@ -77,7 +77,7 @@ SPECS: dict[str, FunctionSpec] = {
                 "dynamodb:UpdateItem",
             ),
             bundles=("s3:GetObject",),  # an unarchived session's workspace comes from its bundle
-            secrets=GITHUB_CREDENTIALS,  # a private repository's clone token
+            secrets=GITHUB_CREDENTIALS,  # a private repository is cloned here, with its token
             starts=("lifecycle",),  # a session that becomes active starts its loop
             driver=("start", "probe", "stop"),
             token_key=True,
