@@ -59,8 +59,8 @@ class Probe:
             self.started.setdefault(run.id, time.monotonic())
             return start(store, run, message)
 
-        def appended(store: Any, run_id: str, chunks: Sequence[Any], progress: Any = None) -> int:
-            last = append(store, run_id, chunks, progress)
+        def appended(store: Any, run_id: str, chunks: Sequence[Any], *a: Any, **kw: Any) -> int:
+            last = append(store, run_id, chunks, *a, **kw)
             now = time.monotonic()
             for seq in range(last - len(chunks) + 1, last + 1):
                 self.stored[(run_id, seq)] = now

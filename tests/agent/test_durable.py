@@ -62,7 +62,8 @@ def run(loop: Loop) -> tuple[list[str], dict[str, Any]]:
 
 
 def test_a_step_per_model_and_tool_call() -> None:
-    loop = Loop([StepResult("tools", ("a", "b")), StepResult("tools", ("c",)), StepResult("end")])
+    first = StepResult("tools", ("a", "b"), title=True)  # the chat's first turn
+    loop = Loop([first, StepResult("tools", ("c",), title=True), StepResult("end")])
     names, result = run(loop)
     assert names == [
         "begin",
@@ -88,9 +89,23 @@ def test_the_checkpoint_comes_before_approved_calls_and_not_without_tools() -> N
     names, _ = run(continued)
     assert names[:4] == ["begin", "checkpoint", "approved-0", "model-0"]
     assert names.count("checkpoint") == 1
-    talk = Loop([StepResult("end")])
+    talk = Loop([StepResult("end", title=True)])
     assert run(talk)[0] == ["begin", "model-0", "title", "finalize"]
     assert talk.checkpoints == 0
+
+
+def test_no_title_step_when_the_first_model_step_says_nothing_can_be_titled() -> None:
+    later = Loop([StepResult("tools", ("a",)), StepResult("end")])  # not the chat's first turn
+    assert run(later)[0] == ["begin", "model-0", "checkpoint", "tool-0-0", "model-1", "finalize"]
+    assert later.titled == 0
+
+
+def test_the_title_flag_survives_the_checkpoint_and_an_older_one_may_title() -> None:
+    for title in (True, False):
+        result = StepResult("tools", ("a",), title=title)
+        assert StepResult.from_json(result.to_json()) == result
+    older: dict[str, Any] = {"outcome": "end", "calls": [], "error": None}  # before the flag
+    assert StepResult.from_json(older).title is True
 
 
 def test_waiting_aborted_and_failed_end_the_loop() -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from openagents.agent.loop import AgentLoop
+
 from tests.agent.conftest import AgentApi, wait_state
 from tests.agent.test_stop_and_stream import wait_event, wait_run
 from tests.support import make_origin
@@ -27,9 +30,17 @@ def renames(api: AgentApi, session_id: str) -> list[dict[str, Any]]:
 
 
 def test_the_first_turn_names_the_session_and_the_chat_and_a_second_does_not(
-    agent_api: AgentApi, live_session: tuple[str, str]
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session_id, chat_id = live_session
+    title_steps: list[str] = []
+    title_step = AgentLoop.title_step
+
+    def counted(loop: AgentLoop, run_id: str) -> str | None:
+        title_steps.append(run_id)
+        return title_step(loop, run_id)
+
+    monkeypatch.setattr(AgentLoop, "title_step", counted)
     city, _ = titles(agent_api, session_id, chat_id)
     agent_api.script.set([{"text": "Fixed."}], title='"Fix login password check"\nmore')
     assert agent_api.turn(session_id, chat_id, FIRST).status == 202
@@ -47,6 +58,7 @@ def test_the_first_turn_names_the_session_and_the_chat_and_a_second_does_not(
     wait_run(agent_api, session_id, "completed", "failed")
     assert titles(agent_api, session_id, chat_id) == ("Fix login password check",) * 2
     assert len(renames(agent_api, session_id)) == 1
+    assert len(title_steps) == 1  # the second turn has no title step at all
 
 
 def test_a_model_error_keeps_the_automatic_titles_and_the_turn_completes(

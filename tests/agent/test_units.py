@@ -97,7 +97,9 @@ class Recorder:
     def __init__(self) -> None:
         self.batches: list[list[Chunk]] = []
 
-    def append(self, run_id: str, chunks: Sequence[Chunk], progress: object = None) -> int:
+    def append(
+        self, run_id: str, chunks: Sequence[Chunk], progress: object = None, message: object = None
+    ) -> int:
         self.batches.append(list(chunks))
         return 0
 

@@ -17,8 +17,10 @@ from openagents.domain.models import Chat, ChatMark, ListFilter, Message, Role, 
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.port import Activity, BadCursor, Gone, MessageIdTaken, Store
 from openagents.store.runs import (
+    JsonValue,
     Progress,
     Run,
+    RunNotFound,
     RunStatus,
     RunStore,
     RunUsage,
@@ -382,6 +384,55 @@ def test_a_message_stored_before_without_a_run_starts_one(both: Runs) -> None:
     assert started.created
     assert len(both.store.list_messages(chat.session_id, chat.id, 10, None).items) == 1
     assert live_marks(both, chat)[0] == started.run.id
+
+
+def assistant_turn(both: Runs, chat: Chat, message_id: str, parts: list[JsonValue]) -> TurnMessage:
+    session = both.store.get_session(chat.session_id)
+    assert session is not None
+    body: dict[str, JsonValue] = {"id": message_id, "role": "assistant", "parts": parts}
+    message = Message(
+        id=message_id,
+        chat_id=chat.id,
+        role=Role.ASSISTANT,
+        parts=body,
+        created_at=datetime.now(UTC),
+    )
+    return TurnMessage(session, chat, message, activity=None)
+
+
+def test_append_writes_the_assistant_message_with_the_events_and_progress(both: Runs) -> None:
+    chat = both.chat("chat-w")
+    run = new_run("chat-w", message_id="u-1")
+    both.runs.start(run, turn(both, chat, "u-1"))
+    step = [{"type": "step-start"}, {"type": "text", "text": "Hel", "state": "done"}]
+    first = assistant_turn(both, chat, run.assistant_message_id, list(step))
+    assert both.runs.append(run.id, [{"type": "start"}], Progress(1, 1, RunUsage()), first) == 1
+    more = assistant_turn(both, chat, run.assistant_message_id, [*step, {"type": "step-start"}])
+    assert both.runs.append(run.id, [{"type": "start-step"}], Progress(2, 1, RunUsage()), more) == 2
+    messages = both.store.list_messages(chat.session_id, chat.id, 10, None).items
+    assert [(m.id, m.role) for m in messages] == [
+        ("u-1", Role.USER),
+        (run.assistant_message_id, Role.ASSISTANT),
+    ]
+    assert messages[1].parts["parts"] == [*step, {"type": "step-start"}]  # updated in place
+    stored_chat = both.store.get_chat(chat.session_id, chat.id)
+    assert stored_chat is not None
+    assert stored_chat.message_count == 2  # inserted once, then updated
+    current = both.runs.get(run.id)
+    assert current is not None
+    assert (current.steps, current.last_seq) == (2, 2)
+    assert [e.chunk for e in both.runs.events(run.id, 0)] == [
+        {"type": "start"},
+        {"type": "start-step"},
+    ]
+
+
+def test_an_append_to_an_unknown_run_writes_no_message(both: Runs) -> None:
+    chat = both.chat("chat-x")
+    lost = assistant_turn(both, chat, "asst-lost", [{"type": "step-start"}])
+    with pytest.raises(RunNotFound):
+        both.runs.append("run-none", [{"type": "start"}], Progress(1, 1, RunUsage()), lost)
+    assert both.store.list_messages(chat.session_id, chat.id, 10, None).items == []
 
 
 def test_a_checkpoint_is_recorded_once_and_reverts_mark_runs(runs: RunStore) -> None:

@@ -1,6 +1,6 @@
 """One agent turn as a durable execution: each model call and each tool call one step (and,
-before the first tool call, the workspace checkpoint; after the first model call, the title
-step that names a new chat), each returning a small ``StepResult``
+before the first tool call, the workspace checkpoint; after the first model call of a chat's
+first turn, the title step that names it), each returning a small ``StepResult``
 (the message and the events live in the stores). SDK-free: the handler
 (``functions/agent/handler.py``) passes the SDK's ``DurableContext``; anything with a
 ``step(func, name=...)`` of that shape runs it.
@@ -54,8 +54,8 @@ def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | 
         model = StepResult.from_json(
             context.step(lambda _: loop.model_step(run_id).to_json(), name=f"model-{n}")
         )
-        if n == 0:  # a new chat is named once its first answer streamed (docs/agent.md)
-            context.step(lambda _: loop.title_step(run_id), name="title")
+        if n == 0 and model.title:  # a new chat is named once its first answer streamed
+            context.step(lambda _: loop.title_step(run_id), name="title")  # (docs/agent.md)
         if model.outcome != "tools":
             return model.outcome, model.error
         waiting = False

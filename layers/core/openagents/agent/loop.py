@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from openagents.agent.kept import PerRun
 from openagents.agent.models.port import (
     CancelCheck,
     Finish,
@@ -57,7 +58,7 @@ from openagents.agent.ui import (
 from openagents.domain import naming
 from openagents.domain.checkpoints import checkpoint_ref
 from openagents.domain.errors import DomainError, InvalidInput
-from openagents.store.runs import Progress, Run, RunStatus, RunStore, RunUsage
+from openagents.store.runs import Progress, Run, RunStatus, RunStore, RunUsage, TurnMessage
 
 log = logging.getLogger(__name__)
 # the reference's prompt (apps/web/app/api/generate-title/route.ts), its input cut as there
@@ -73,7 +74,6 @@ Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
 CANCEL_POLL_SECONDS = 0.25
 ELIDED = "[output elided to fit the model's context window]"
 KEEP_RECENT_RESULTS = 4
-INSTRUCTIONS_KEPT = 256  # runs whose project instructions one process keeps
 STOPPED = "Stopped by the user."
 FINISH_REASONS: dict[RunStatus, str] = {
     RunStatus.COMPLETED: "stop",
@@ -96,9 +96,15 @@ class StepResult:
     outcome: Outcome
     calls: tuple[str, ...] = ()  # tool call ids to run, in order (outcome "tools")
     error: str | None = None
+    title: bool = False  # a model step of the chat's first turn: the title step may name it
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"outcome": self.outcome, "calls": list(self.calls), "error": self.error}
+        return {
+            "outcome": self.outcome,
+            "calls": list(self.calls),
+            "error": self.error,
+            "title": self.title,
+        }
 
     @classmethod
     def from_json(cls, data: JsonObject) -> StepResult:
@@ -111,7 +117,17 @@ class StepResult:
             outcome,  # type: ignore[arg-type]
             tuple(str(c) for c in calls) if isinstance(calls, list) else (),
             str(error) if error is not None else None,
+            data.get("title") is not False,  # a step checkpointed before the flag: may title
         )
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A run's messages as its last step wrote them, for its next step in this process."""
+
+    version: tuple[int, int]  # the run's (steps, last_seq) right after that write
+    others: list[UIMessageJson]
+    message: AssistantMessage
 
 
 class TurnHost(Protocol):
@@ -123,6 +139,10 @@ class TurnHost(Protocol):
 
     def save(self, run: Run, message: AssistantMessage) -> None:
         """Upsert the assistant message."""
+        ...
+
+    def stored(self, run: Run, message: AssistantMessage) -> TurnMessage:
+        """The assistant message as the run store upserts it, with a step's events."""
         ...
 
     def workspace(self, run: Run) -> Workspace: ...
@@ -170,7 +190,10 @@ class AgentLoop:
         # prompt stays the same for the whole turn (as the reference builds it once per
         # request; a stable prefix is what the model's prompt cache matches), and a step does
         # not pay one or two sandbox reads. A new invocation (another Lambda) reads it again.
-        self._instructions: dict[str, tuple[str, str] | None] = {}
+        self._instructions: PerRun[tuple[str, str] | None] = PerRun()
+        # the chat's messages as the run's last step wrote them: the next step in this process
+        # starts from them instead of reading the chat again (see ``_working``)
+        self._kept: PerRun[_Kept] = PerRun()
 
     # ------------------------------------------------------------------ helpers
 
@@ -185,6 +208,16 @@ class AgentLoop:
         own = next((m for m in messages if m.get("id") == run.assistant_message_id), None)
         others = [m for m in messages if m.get("id") != run.assistant_message_id]
         return others, AssistantMessage.load(own, run.assistant_message_id)
+
+    def _working(self, run: Run) -> tuple[list[UIMessageJson], AssistantMessage]:
+        """The messages a step starts from: those the run's previous step wrote in this process
+        while the run is still as that write left it (its steps and last event: no other
+        invocation went on meanwhile), else read from the chat. Taken out while the step
+        changes them: a step that raises leaves nothing kept, its retry reads the chat."""
+        kept = self._kept.pop(run.id)
+        if kept is not None and kept.version == (run.steps, run.last_seq):
+            return kept.others, kept.message
+        return self._message(run)
 
     @staticmethod
     def _count(run: Run, *, model_calls: int, usage: RunUsage | None = None) -> Run:
@@ -210,7 +243,8 @@ class AgentLoop:
                 "failed", error=f"The turn reached its limit of {self._config.max_steps} steps."
             )
         self._host.heartbeat(run)
-        others, message = self._message(run)
+        others, message = self._working(run)
+        title = bool(others) and others[0].get("id") == run.message_id  # the chat's first turn
         writer = EventWriter(self._runs, run_id)
         if run.last_seq == 0:
             writer.add({"type": "start", "messageId": message.id})
@@ -218,7 +252,7 @@ class AgentLoop:
         message.parts.append({"type": "step-start"})
         finish = self._stream(run, others, message, writer)
         if isinstance(finish, str):
-            return self._model_failed(run, message, writer, finish)
+            return self._model_failed(run, others, message, writer, finish)
         message.finish_streaming()
         reasons = message.metadata.get("stepFinishReasons")
         message.metadata["stepFinishReasons"] = [
@@ -231,16 +265,17 @@ class AgentLoop:
         calls = tuple(call.id for call in finish.message.tool_calls)
         if finish.stop_reason is StopReason.CANCELLED:
             writer.add({"type": "finish-step"})
-            return self._saved(run, message, writer, StepResult("aborted"))
-        failure = finish.stop_reason.failure_message
-        if failure is not None:
+            result = StepResult("aborted", title=title)
+        elif (failure := finish.stop_reason.failure_message) is not None:
             writer.add({"type": "error", "errorText": failure})
             writer.add({"type": "finish-step"})
-            return self._saved(run, message, writer, StepResult("failed", error=failure))
-        if calls:
-            return self._saved(run, message, writer, StepResult("tools", calls))
-        writer.add({"type": "finish-step"})
-        return self._saved(run, message, writer, StepResult("end"))
+            result = StepResult("failed", error=failure, title=title)
+        elif calls:
+            result = StepResult("tools", calls, title=title)
+        else:
+            writer.add({"type": "finish-step"})
+            result = StepResult("end", title=title)
+        return self._saved(run, others, message, writer, result)
 
     def _stream(
         self,
@@ -264,21 +299,34 @@ class AgentLoop:
             return error.message
 
     def _saved(
-        self, run: Run, message: AssistantMessage, writer: EventWriter, result: StepResult
+        self,
+        run: Run,
+        others: list[UIMessageJson],
+        message: AssistantMessage,
+        writer: EventWriter,
+        result: StepResult,
     ) -> StepResult:
-        """The step's end: the message upserted, then its events and the run's counts."""
-        self._host.save(run, message)
-        writer.flush(Progress(run.steps, run.model_calls, run.usage))
+        """The step's end: the message upserted with its events and the run's counts (one
+        write), then kept for the run's next step."""
+        seq = writer.flush(
+            Progress(run.steps, run.model_calls, run.usage), self._host.stored(run, message)
+        )
+        self._kept.put(run.id, _Kept((run.steps, seq), others, message))
         return result
 
     def _model_failed(
-        self, run: Run, message: AssistantMessage, writer: EventWriter, error: str
+        self,
+        run: Run,
+        others: list[UIMessageJson],
+        message: AssistantMessage,
+        writer: EventWriter,
+        error: str,
     ) -> StepResult:
         message.finish_streaming()
         writer.add({"type": "error", "errorText": error})
         writer.add({"type": "finish-step"})
         run = self._count(run, model_calls=1)
-        return self._saved(run, message, writer, StepResult("failed", error=error))
+        return self._saved(run, others, message, writer, StepResult("failed", error=error))
 
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
@@ -293,10 +341,8 @@ class AgentLoop:
 
     def _project_instructions(self, run: Run) -> tuple[str, str] | None:
         if run.id not in self._instructions:
-            if len(self._instructions) >= INSTRUCTIONS_KEPT:  # runs that never finalized here
-                self._instructions.pop(next(iter(self._instructions)), None)
-            self._instructions[run.id] = project_instructions(self._host.workspace(run))
-        return self._instructions[run.id]
+            self._instructions.put(run.id, project_instructions(self._host.workspace(run)))
+        return self._instructions.get(run.id)
 
     def title_step(self, run_id: str) -> str | None:
         """Name a new chat (and its session) from its first user message through the run's
@@ -399,7 +445,7 @@ class AgentLoop:
         run = self._run(run_id)
         if run is None or run.status.ended:
             return StepResult("end")
-        _, message = self._message(run)
+        others, message = self._working(run)
         part = message.tool_part(call_id)
         if part is None:
             return StepResult("failed", error=f"tool call {call_id} is not in the message")
@@ -415,7 +461,7 @@ class AgentLoop:
             model_calls=sum(agent.result.model_calls for agent in subagents),
             usage=sum((agent.result.usage for agent in subagents), RunUsage()),
         )
-        return self._saved(run, message, writer, result)
+        return self._saved(run, others, message, writer, result)
 
     def _subagent_runner(
         self, run: Run, context: ToolContext, writer: EventWriter, made: list[Subagent]
@@ -550,7 +596,8 @@ class AgentLoop:
             chunks.append({"type": "abort", "reason": "stopped by the user"})
         chunks.append({"type": "finish", "finishReason": FINISH_REASONS[status]})
         self._runs.append(run_id, chunks)
-        self._instructions.pop(run_id, None)
+        self._instructions.pop(run_id)
+        self._kept.pop(run_id)
         ended = self._runs.finish(
             run_id,
             status,

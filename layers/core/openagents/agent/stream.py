@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from openagents.store.runs import Chunk, JsonValue, Progress, RunStore
+from openagents.store.runs import Chunk, JsonValue, Progress, RunStore, TurnMessage
 
 FLUSH_SECONDS = 0.2
 _DELTAS = frozenset({"text-delta", "reasoning-delta"})
@@ -26,6 +26,7 @@ class EventWriter:
         self._buffer: list[dict[str, JsonValue]] = []
         self._every, self._clock = flush_seconds, clock
         self._flushed = clock()
+        self._last_seq = 0
 
     def add(self, chunk: Chunk) -> None:
         last = self._buffer[-1] if self._buffer else None
@@ -42,9 +43,11 @@ class EventWriter:
         if self._clock() - self._flushed >= self._every:
             self.flush()
 
-    def flush(self, progress: Progress | None = None) -> None:
-        """Write the buffered chunks (with the run's ``progress``: one write)."""
-        if self._buffer or progress is not None:
-            self._runs.append(self._run_id, self._buffer, progress)
+    def flush(self, progress: Progress | None = None, message: TurnMessage | None = None) -> int:
+        """Write the buffered chunks (with the run's ``progress`` and its assistant ``message``:
+        one write); the run's last seq after it (0 before this writer wrote anything)."""
+        if self._buffer or progress is not None or message is not None:
+            self._last_seq = self._runs.append(self._run_id, self._buffer, progress, message)
             self._buffer = []
         self._flushed = self._clock()
+        return self._last_seq

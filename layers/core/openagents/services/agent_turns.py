@@ -46,7 +46,14 @@ from openagents.services.journal import Journal
 from openagents.services.lifecycle import Activity
 from openagents.services.sessions import owned
 from openagents.store.port import BadCursor, Gone, MessageIdTaken, Store
-from openagents.store.runs import Run, RunStatus, RunStore, StreamEvent, TurnInProgress
+from openagents.store.runs import (
+    Run,
+    RunStatus,
+    RunStore,
+    StreamEvent,
+    TurnInProgress,
+    TurnMessage,
+)
 
 log = logging.getLogger(__name__)
 STREAM_DEFAULT_WAIT = 20.0
@@ -428,6 +435,10 @@ class AgentHost(TurnHost):
             cursor = page.cursor
 
     def save(self, run: Run, message: AssistantMessage) -> None:
+        stored = self.stored(run, message)
+        self._store.put_message(stored.session, stored.chat, stored.message, activity=None)
+
+    def stored(self, run: Run, message: AssistantMessage) -> TurnMessage:
         session = self._session(run)
         chat = self._store.get_chat(session.id, run.chat_id)
         if chat is None:
@@ -439,7 +450,7 @@ class AgentHost(TurnHost):
             parts=message.to_json(),
             created_at=self._clock(),  # after the user message (an upsert keeps the first)
         )
-        self._store.put_message(session, chat, stored, activity=None)
+        return TurnMessage(session, chat, stored, activity=None)
 
     def workspace(self, run: Run) -> Workspace:
         """The session's sandbox, once it is active (a resumed session comes up first)."""

@@ -172,9 +172,17 @@ class RunStore(Protocol):
         """Runs newest first; ``BadCursor`` for a cursor that is not one of ours."""
         ...
 
-    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
+    def append(
+        self,
+        run_id: str,
+        chunks: Sequence[Chunk],
+        progress: Progress | None = None,
+        message: TurnMessage | None = None,
+    ) -> int:
         """Number ``chunks`` after the run's last event and store them, with ``progress`` (a
-        running run only) in the same write; the new last seq."""
+        running run only) in the same write, and upsert the run's assistant ``message`` (one
+        transaction on SQLite; DynamoDB writes it just before the events' transaction, once it
+        found the run); the new last seq. ``RunNotFound`` writes neither."""
         ...
 
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:

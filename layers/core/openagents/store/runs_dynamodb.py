@@ -310,11 +310,22 @@ class DynamoRunStore:
         return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
 
     @guard
-    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
+    def append(
+        self,
+        run_id: str,
+        chunks: Sequence[Chunk],
+        progress: Progress | None = None,
+        message: TurnMessage | None = None,
+    ) -> int:
         for attempt in range(WRITE_RETRIES):
             item = self._item(run_id)
             if item is None:
                 raise RunNotFound(run_id)
+            if message is not None:  # the message first, as the loop wrote it before
+                self._store.put_message(
+                    message.session, message.chat, message.message, activity=message.activity
+                )
+                message = None  # written: a retry numbers the events only
             first = int(item.last_seq or 0)
             last = first + len(chunks)
             actions = [RunItem.last_seq.set(last), RunItem.version.add(1)]

@@ -111,7 +111,7 @@ class SqliteRunStore:
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
             if message is not None:
-                self._store.insert_turn_message(db, message, body, body_ref)
+                self._store.upsert_turn_message(db, message, body, body_ref)
             db.execute(
                 "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -183,11 +183,40 @@ class SqliteRunStore:
         return Page[Run](items=runs, cursor=cursors.encode(rows[limit - 1][1]) if more else None)
 
     @guard
-    def append(self, run_id: str, chunks: Sequence[Chunk], progress: Progress | None = None) -> int:
+    def append(
+        self,
+        run_id: str,
+        chunks: Sequence[Chunk],
+        progress: Progress | None = None,
+        message: TurnMessage | None = None,
+    ) -> int:
+        body, body_ref = self._store.stage_body(message.message) if message else (None, None)
+        try:
+            seq, replaced = self._append(run_id, chunks, progress, message, body, body_ref)
+        except BaseException:
+            self._store.drop_body(body_ref)
+            raise
+        self._store.drop_body(replaced)
+        return seq
+
+    def _append(
+        self,
+        run_id: str,
+        chunks: Sequence[Chunk],
+        progress: Progress | None,
+        message: TurnMessage | None,
+        body: str | None,
+        body_ref: str | None,
+    ) -> tuple[int, str | None]:
+        replaced: str | None = None
         with self.db.transaction() as db:
             run = _read(db, run_id)
             if run is None:
                 raise RunNotFound(run_id)
+            if message is not None:
+                result, replaced = self._store.upsert_turn_message(db, message, body, body_ref)
+                if result == "unchanged":
+                    replaced = body_ref  # not written: drop the staged body
             seq = run.last_seq
             for chunk in chunks:
                 seq += 1
@@ -200,7 +229,7 @@ class SqliteRunStore:
             data = run_to_json(run)
             data["lastSeq"] = seq
             db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run_id))
-        return seq
+        return seq, replaced
 
     @guard
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:

@@ -615,18 +615,18 @@ class SqliteStore:
     def drop_body(self, body_ref: str | None) -> None:
         self._drop_body(body_ref)
 
-    def insert_turn_message(
+    def upsert_turn_message(
         self,
         db: sqlite3.Connection,
         turn: TurnMessage,
         body: str | None,
         body_ref: str | None,
-    ) -> UpsertResult:
-        """The user message of a starting run, inside the run store's transaction."""
-        result, _ = self._upsert(
+    ) -> tuple[UpsertResult, str | None]:
+        """A run's message (the user message it starts from, its assistant message with a
+        step's events) inside the run store's transaction; with the body it replaced."""
+        return self._upsert(
             db, turn.session, turn.chat, turn.message, body, body_ref, turn.activity
         )
-        return result
 
     @staticmethod
     def mark_turn(
