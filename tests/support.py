@@ -21,6 +21,9 @@ import httpx
 import uvicorn
 from mangum import Mangum
 from openagents.auth.tokens import local_tokens
+from openagents.composition import Container
+from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState, Session
 from openagents.local.dynamodb import free_port
 from openagents.settings import Mode, Settings
 
@@ -413,3 +416,16 @@ def sqlite_runs(folder: Path) -> tuple[Any, str, str]:
     store = SqliteStore(folder / "openagents.db", FolderArtifactStore(folder / "artifacts"), 4096)
     session = create(store)
     return SqliteRunStore(store), session.id, next(iter(session.chats))
+
+
+def wait_active(container: Container, identity: Identity, session_id: str) -> Session:
+    """Wait until the session's sandbox is active (a provisioning failure fails the test with
+    its error)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        current = container.sessions.get(identity, session_id)
+        if current.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED):
+            assert current.lifecycle_state is LifecycleState.ACTIVE, current.lifecycle_error
+            return current
+        time.sleep(0.1)
+    raise AssertionError("never active")

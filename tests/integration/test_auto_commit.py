@@ -3,7 +3,6 @@ bare repository, a pull request in the local git host's registry."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,12 @@ from typing import Any
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, Repo, Session
+from openagents.domain.models import Repo, Session
 from openagents.git.local import LocalGitHost
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
-from tests.support import NoMetrics, git, make_origin, provisioning_runtime
+from tests.support import NoMetrics, git, make_origin, provisioning_runtime, wait_active
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
 
@@ -31,14 +30,7 @@ def runtime(
 
 def active(container: Container, request: NewSession) -> Session:
     session, _ = container.sessions.create(ALICE, request)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        current = container.sessions.get(ALICE, session.id)
-        if current.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED):
-            assert current.lifecycle_state is LifecycleState.ACTIVE, current.lifecycle_error
-            return current
-        time.sleep(0.1)
-    raise AssertionError("never active")
+    return wait_active(container, ALICE, session.id)
 
 
 def turn_end(container: Container, session_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 from openagents import composition
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, Repo, Session
+from openagents.domain.models import Repo, Session
 from openagents.git import ClonedRepository
 from openagents.git.github import GitHubHost, StaticToken
 from openagents.sandbox.client import SandboxClient
@@ -26,7 +26,14 @@ from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
 from tests.git_http_server import GitHttpServer, git_http_server
-from tests.support import NoMetrics, git, make_origin, provisioning_runtime, sandboxd_pid
+from tests.support import (
+    NoMetrics,
+    git,
+    make_origin,
+    provisioning_runtime,
+    sandboxd_pid,
+    wait_active,
+)
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
 TOKEN = "ghs_private_repo_token_never_in_a_sandbox_31337"
@@ -69,6 +76,9 @@ class WatchedHost(GitHubHost):
         self.watch.clones.append(cloned)
         return cloned
 
+    def default_branch(self, repo: Repo) -> str | None:
+        return "main"  # what GitHub's REST API answers for acme/origin (nothing serves it here)
+
 
 def quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
@@ -103,7 +113,7 @@ def runtime(
     def git_host(_: Settings) -> GitHubHost:
         host = WatchedHost(
             StaticToken(lambda: TOKEN), base_url="http://127.0.0.1:9", git_url=served.url
-        )  # nothing serves the REST API: the default branch comes from the sandbox's origin
+        )  # nothing serves the REST API (PR refreshes fail fast)
         host.watch = watch
         return host
 
@@ -116,14 +126,7 @@ def runtime(
 def active(container: Container, watch: Watch, request: NewSession) -> Session:
     session, _ = container.sessions.create(ALICE, request)
     watch.session_id = session.id
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        current = container.sessions.get(ALICE, session.id)
-        if current.lifecycle_state in (LifecycleState.ACTIVE, LifecycleState.FAILED):
-            assert current.lifecycle_state is LifecycleState.ACTIVE, current.lifecycle_error
-            return current
-        time.sleep(0.1)
-    raise AssertionError("never active")
+    return wait_active(container, ALICE, session.id)
 
 
 def token_seen_in_the_sandbox(session: Session) -> list[str]:
