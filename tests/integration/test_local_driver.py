@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from openagents.sandbox import local
 from openagents.sandbox.client import SandboxClient
 from openagents.sandbox.local import LocalDriver
 from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
@@ -47,6 +49,39 @@ def test_start_is_idempotent_and_probe_follows_the_process(driver: LocalDriver) 
     driver.stop(handle)  # stopping twice is fine
     unknown = SandboxHandle(driver="local", session_id="nope", generation=1, ref="999999")
     assert driver.probe(unknown).state is SandboxState.GONE
+
+
+def test_a_launch_that_never_got_ready_is_tried_again(
+    driver: LocalDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap's own set-up fails now and then on a loaded host, before any sandbox code
+    runs: the first launch's sandbox is killed (its cgroup, network and socket with it) and a
+    second one, in the same folder, starts; a launch that never gets ready fails the start."""
+    real = LocalDriver._await_ready
+    calls: list[int] = []
+
+    def flaky(process: Any, root: Path) -> None:
+        calls.append(process.pid)
+        if len(calls) == 1:
+            raise local.NeverReady("sandboxd did not start: bwrap: loopback: Failed RTM_NEWADDR")
+        real(process, root)
+
+    monkeypatch.setattr(LocalDriver, "_await_ready", staticmethod(flaky))
+    handle = driver.start("flaky", 1)
+    assert len(calls) == 2
+    assert calls[0] != calls[1]  # the first process was killed, a second one launched
+    assert driver.probe(handle).state is SandboxState.RUNNING
+    assert client(driver, handle).exec("echo ok")["stdout"] == "ok\n"
+
+    def never(process: Any, root: Path) -> None:
+        calls.append(process.pid)
+        raise local.NeverReady("sandboxd did not start: no output")
+
+    monkeypatch.setattr(LocalDriver, "_await_ready", staticmethod(never))
+    calls.clear()
+    with pytest.raises(SandboxError, match="sandboxd did not start"):
+        driver.start("never", 1)
+    assert len(calls) == local.LAUNCH_ATTEMPTS
 
 
 def test_tokens_differ_per_generation_and_gate_sandboxd(driver: LocalDriver) -> None:

@@ -41,6 +41,16 @@ from openagents.sandbox.port import (
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 15
+# bubblewrap's own set-up (its loopback in the new network namespace, the namespaces) fails now
+# and then on a loaded host ("loopback: Failed RTM_NEWADDR"), before any sandbox code runs:
+# the launch is tried again before the start is reported failed
+LAUNCH_ATTEMPTS = 3
+
+
+class NeverReady(SandboxError):
+    """sandboxd never said it was ready: nothing of the sandbox ran yet."""
+
+
 STOP_GRACE_SECONDS = 5
 PR_SET_PDEATHSIG = 1
 SOCKET_NAME = "sandboxd.sock"
@@ -252,10 +262,20 @@ class LocalDriver:
     def _spawn(
         self, root: Path, session_id: str, generation: int, shared_paths: tuple[str, ...]
     ) -> SandboxHandle:
-        try:
-            child = self._launch(root, session_id, generation, shared_paths)
-        except (OSError, confine.SubprocessFailed) as exc:
-            raise SandboxError(f"the sandbox did not start: {exc}") from exc
+        for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+            try:
+                child = self._launch(root, session_id, generation, shared_paths)
+                break
+            except (OSError, confine.SubprocessFailed) as exc:
+                raise SandboxError(f"the sandbox did not start: {exc}") from exc
+            except NeverReady as exc:
+                if attempt == LAUNCH_ATTEMPTS:
+                    raise
+                log.warning(
+                    "sandbox %s/%s: launch %d did not start (%s); trying again",
+                    session_id, generation, attempt, exc,
+                )  # fmt: skip
+                time.sleep(0.2 * attempt)
         _children.add(child)
         self._started.add(child.process.pid)
         handle = SandboxHandle(
@@ -433,7 +453,7 @@ class LocalDriver:
             ready = {}
         if not isinstance(ready, dict) or ready.get("ready") is not True:
             tail = (root / "sandboxd.log").read_text(errors="replace")[-2000:]
-            raise SandboxError(f"sandboxd did not start: {tail.strip() or 'no output'}")
+            raise NeverReady(f"sandboxd did not start: {tail.strip() or 'no output'}")
 
     @staticmethod
     def _recorded(root: Path, session_id: str, generation: int) -> SandboxHandle | None:
