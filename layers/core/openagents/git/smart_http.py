@@ -34,6 +34,7 @@ from dulwich.protocol import Protocol, extract_capabilities, pkt_line
 from dulwich.refs import Ref, check_ref_format
 
 from openagents.git import ClonedRepository, GitHostError
+from openagents.git.pack_guard import check_inflation
 
 USERNAME = "x-access-token"
 ZERO_ID = "0" * 40
@@ -43,6 +44,9 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 BUNDLE_HEADER = b"# v2 git bundle\n"
 REDACTED = "***"
 CHUNK_BYTES = 1 << 16
+# what a sandbox's pack may inflate to (GitHub refuses files over 100 MiB anyway)
+MAX_OBJECT_BYTES = 128 << 20
+MAX_INFLATED_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -130,8 +134,11 @@ def push_bundle(remote: Remote, *, branch: str, bundle: bytes, force: bool) -> s
 def read_push_bundle(data: bytes, ref: str) -> PushBundle:
     """Parse and check a sandbox's bundle: exactly ``ref``, a pack that verifies (a whole
     bundle's deltas all resolve and its tip is among its commits)."""
-    if not data.startswith((BUNDLE_HEADER, b"# v3 git bundle\n")):
+    if not data.startswith((BUNDLE_HEADER, b"# v3 git bundle\n")) or b"\n\n" not in data:
         raise GitHostError("The bundle does not verify: not a git bundle", status=400)
+    pack = data[data.index(b"\n\n") + 2 :]
+    # before dulwich holds any object in memory: a bomb is refused by its sizes alone
+    check_inflation(pack, max_object=MAX_OBJECT_BYTES, max_total=MAX_INFLATED_BYTES)
     try:
         parsed = read_bundle(io.BytesIO(data))
     except (AssertionError, ValueError, KeyError, IndexError) as exc:
@@ -144,7 +151,6 @@ def read_push_bundle(data: bytes, ref: str) -> PushBundle:
         named = ", ".join(refs) or "none"
         raise GitHostError(f"The bundle may update only {ref}, not: {named}", status=403)
     prerequisites = frozenset(sha.decode("ascii", "replace") for sha, _ in parsed.prerequisites)
-    pack = data[data.index(b"\n\n") + 2 :]
     pack_data = parsed.pack_data
     if not isinstance(pack_data, PackData):  # pragma: no cover - read_bundle makes a PackData
         raise GitHostError("The bundle does not verify: no pack", status=400)
