@@ -176,15 +176,19 @@ def _save_changes(db: sqlite3.Connection, execution: Execution, written: _Writte
     shrunk: list[tuple[str, int]] = []
     for item in LISTS:
         now, before = getattr(execution, item.attribute), written.lists[item.attribute]
-        for i, value in enumerate(now):
-            if i >= len(before) or value is not before[i]:
-                rows.append((arn, item.key, str(i), json.dumps(item.encode(value))))
+        kept = min(len(now), len(before))
+        # most saves only append: the kept prefix compares equal in C (identity first)
+        start = kept if now[:kept] == before[:kept] else 0
+        for i in range(start, len(now)):
+            if i >= len(before) or now[i] is not before[i]:
+                rows.append((arn, item.key, str(i), json.dumps(item.encode(now[i]))))
         if len(now) < len(before):
             shrunk.append((item.key, len(now)))
     for attribute, key in MAPS.items():
         mapping, old = getattr(execution, attribute), written.maps[attribute]
-        rows += [(arn, key, str(k), json.dumps(v)) for k, v in mapping.items() if old.get(k) != v]
-        rows += [(arn, key, str(k), None) for k in old.keys() - mapping.keys()]
+        if mapping != old:  # the values are ints and strings: their items can be diffed as sets
+            rows += [(arn, key, str(k), json.dumps(v)) for k, v in mapping.items() - old.items()]
+            rows += [(arn, key, str(k), None) for k in old.keys() - mapping.keys()]
     db.executemany("INSERT OR REPLACE INTO execution_changes VALUES (?, ?, ?, ?)", rows)
     for key, length in shrunk:
         db.execute(
