@@ -1,0 +1,76 @@
+"""Between the steps of one invocation the loop keeps the chat's messages it wrote: a step does
+not read the chat again, unless the run moved on without it (another invocation's steps), when
+it reads what the chat holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openagents.agent.loop import AgentLoop
+from openagents.services.agent_turns import AgentHost
+from openagents.store.runs import Progress
+
+from tests.agent.conftest import AgentApi
+from tests.agent.test_stop_and_stream import wait_run
+
+TODO = {"todos": [{"id": "1", "content": "kept", "status": "pending"}]}
+STEPS = [{"toolCalls": [{"name": "todo_write", "input": TODO}]} for _ in range(4)]
+
+
+def assistant(api: AgentApi, session_id: str, chat_id: str) -> dict[str, Any]:
+    page = api.get(f"/api/sessions/{session_id}/chats/{chat_id}/messages").body
+    (message,) = [m for m in page["messages"] if m["role"] == "assistant"]
+    return dict(message)
+
+
+def test_a_turn_reads_the_chat_once_and_writes_every_step(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, chat_id = live_session
+    reads: list[str] = []
+    messages = AgentHost.messages
+
+    def counted(host: AgentHost, run: Any) -> Any:
+        reads.append(run.id)
+        return messages(host, run)
+
+    monkeypatch.setattr(AgentHost, "messages", counted)
+    agent_api.script.set([*STEPS, {"text": "Done."}])
+    assert agent_api.turn(session_id, chat_id, "four todos").status == 202
+    assert wait_run(agent_api, session_id, "completed", "failed")["status"] == "completed"
+    assert len(reads) == 2  # begin and the first model step; the other eight steps kept it
+    parts = assistant(agent_api, session_id, chat_id)["parts"]
+    assert [p["type"] for p in parts].count("step-start") == 5
+    tools = [p for p in parts if p["type"] == "tool-todo_write"]
+    assert [p["state"] for p in tools] == ["output-available"] * 4
+
+
+def test_a_step_reads_the_chat_when_the_run_moved_on_without_it(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another invocation wrote a step meanwhile (the run's steps moved on, the message holds
+    its part): the next step here starts from the chat, so that part is kept."""
+    session_id, chat_id = live_session
+    tool_step = AgentLoop.tool_step
+    moved: list[str] = []
+
+    def elsewhere(loop: AgentLoop, run_id: str, call_id: str, *, last: bool) -> Any:
+        if not moved:  # before the first tool step: a step of another invocation
+            moved.append(run_id)
+            run = loop._runs.get(run_id)
+            assert run is not None
+            _, message = loop._message(run)
+            message.parts.append({"type": "data-elsewhere", "data": {"step": run.steps}})
+            stored = loop._host.stored(run, message)
+            progress = Progress(run.steps + 1, run.model_calls, run.usage)
+            loop._runs.append(run_id, [{"type": "data-elsewhere"}], progress, stored)
+        return tool_step(loop, run_id, call_id, last=last)
+
+    monkeypatch.setattr(AgentLoop, "tool_step", elsewhere)
+    agent_api.script.set([*STEPS[:2], {"text": "Done."}])
+    assert agent_api.turn(session_id, chat_id, "two todos").status == 202
+    assert wait_run(agent_api, session_id, "completed", "failed")["status"] == "completed"
+    types = [p["type"] for p in assistant(agent_api, session_id, chat_id)["parts"]]
+    assert types.count("data-elsewhere") == 1
+    assert types.count("tool-todo_write") == 2
