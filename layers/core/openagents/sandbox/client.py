@@ -7,6 +7,12 @@ Every failure is a ``SandboxError`` with a readable message starting ``sandbox r
 failed:``. When sandboxd answered with an error, the exception (a ``SandboxRequestError``)
 carries ``status`` and sandboxd's machine ``code`` and reads ``… status code 404 not_found:
 …``; when it could not be reached or timed out, ``status`` is None.
+
+No answer is read without a cap, because code in a sandbox can replace sandboxd on its socket:
+a JSON answer at most ``MAX_ANSWER_BYTES`` (64 MiB) within the call's timeout, an error's body
+at most ``MAX_ERROR_BYTES`` (64 KiB) within ``ERROR_READ_SECONDS`` (``read_capped``: ``read1``,
+so a trickle is seen), a bundle at most the caller's ``max_bytes``. Past a cap the call fails
+with a ``SandboxError``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sandboxd's answers to the git publishing endpoints (archive, bundle restore, commit, push,
+"""sandboxd's answers to the git publishing endpoints (archive, bundle restore, commit,
 remote), typed and checked on the control plane's side: a sandbox is hostile, so a name or a
 commit id it sends back is refused (``SandboxError``) unless it has the shape git gives it."""
 

@@ -2,6 +2,8 @@
 by bubblewrap (its own network, pid, ipc, uts, mount and user namespaces, an unprivileged host
 uid, a minimal ``/etc``), cgroup limits, a size-capped workspace volume and a user-mode network
 stack that cannot reach the host. The control plane reaches sandboxd only over a Unix socket.
+A launch that never gets ready (bubblewrap's set-up failing on a loaded host) is killed and tried
+again, ``LAUNCH_ATTEMPTS`` launches in all, before the start fails.
 Snapshots are verified ``.tar.zst`` files with opaque ids. See docs/sandboxes.md."""
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ the branch over as a git bundle (``POST /git/bundle``, data) and the git host wr
 repository (``ReceivesPushes``) — a local repository through a hardened fetch, GitHub over smart
 HTTP with the token, from the control plane. A thin bundle first, the whole branch when the
 repository lacks the thin one's base; then ``POST /git/upstream`` records the push in the
-sandbox. Skips are recorded with their reason. Every outcome is an audit entry (and so an
+sandbox. Where a push may go is the git host's word, never the sandbox's: nothing is pushed to
+the host's default branch, nor at all when the host cannot name it. Skips are recorded with
+their reason. Every outcome is an audit entry (and so an
 event); nothing here ever fails the agent's call.
 """
 
