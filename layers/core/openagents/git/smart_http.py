@@ -10,7 +10,9 @@ bundle's deltas name objects the remote has, which no client that re-encodes the
 ``send_pack`` does) could carry.
 
 A sandbox is hostile, so its bundle is untrusted data: it must name exactly the one ref the
-control plane chose, its pack must verify, and a push is fast-forward only unless forced (the
+control plane chose, its pack's inflated sizes are measured before dulwich reads an object
+(``pack_guard.check_inflation``: an object over 128 MiB or a pack over 2 GiB is refused), its
+pack must verify, and a push is fast-forward only unless forced (the
 old commit must be the new one's ancestor: a prerequisite of a thin bundle, or found in a whole
 bundle's history). A thin bundle whose prerequisites are not the remote's tips, or that cannot
 show a fast-forward, is a 412: the caller sends the whole branch, which always can. Errors say
