@@ -1,6 +1,7 @@
 """Agent turns: the use cases behind ``/api/chat`` (post a message → a run, stream its events,
 stop it, list runs, list models) and the host side of the loop (``AgentHost``: messages, the
-sandbox, heartbeats, the turn-end follow-ups)."""
+sandbox, heartbeats, the turn-end follow-ups), and the turn's business metrics (``measure``:
+``AgentTurnStarted`` when a turn starts, ``AgentTurn<Status>``, steps and tokens when it ends)."""
 
 from __future__ import annotations
 
