@@ -18,10 +18,6 @@ class PerRun(Generic[T]):
         self._limit = limit
         self._lock = threading.Lock()
 
-    def __contains__(self, run_id: str) -> bool:
-        with self._lock:
-            return run_id in self._values
-
     def get(self, run_id: str) -> T | None:
         with self._lock:
             return self._values.get(run_id)

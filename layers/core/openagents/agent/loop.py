@@ -186,11 +186,12 @@ class AgentLoop:
     ) -> None:
         self._runs, self._host, self._models = runs, host, models
         self._clock, self._config = clock, config
-        # the project's AGENTS.md / CLAUDE.md, read once per run in this process: the system
-        # prompt stays the same for the whole turn (as the reference builds it once per
-        # request; a stable prefix is what the model's prompt cache matches), and a step does
-        # not pay one or two sandbox reads. A new invocation (another Lambda) reads it again.
-        self._instructions: PerRun[tuple[str, str] | None] = PerRun()
+        # the system prompt (the project's AGENTS.md / CLAUDE.md, the repository and branch),
+        # built once per run in this process: it stays the same for the whole turn (as the
+        # reference builds it once per request; a stable prefix is what the model's prompt
+        # cache matches), and a step pays no sandbox reads nor a session read. A new invocation
+        # (another Lambda) builds it again.
+        self._systems: PerRun[str] = PerRun()
         # the chat's messages as the run's last step wrote them: the next step in this process
         # starts from them instead of reading the chat again (see ``_working``)
         self._kept: PerRun[_Kept] = PerRun()
@@ -331,7 +332,7 @@ class AgentLoop:
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
     ) -> ModelRequest:
-        system = system_prompt(self._host.project(run), self._project_instructions(run))
+        system = self._system(run)
         messages = history([*others, message.to_json()])
         request = ModelRequest(system, messages, specs(), step=run.model_calls)
         window = self._models.info(run.model_id).context_window
@@ -339,10 +340,13 @@ class AgentLoop:
             request = replace(request, messages=_elide(request.messages))
         return request
 
-    def _project_instructions(self, run: Run) -> tuple[str, str] | None:
-        if run.id not in self._instructions:
-            self._instructions.put(run.id, project_instructions(self._host.workspace(run)))
-        return self._instructions.get(run.id)
+    def _system(self, run: Run) -> str:
+        system = self._systems.get(run.id)
+        if system is None:
+            instructions = project_instructions(self._host.workspace(run))
+            system = system_prompt(self._host.project(run), instructions)
+            self._systems.put(run.id, system)
+        return system
 
     def title_step(self, run_id: str) -> str | None:
         """Name a new chat (and its session) from its first user message through the run's
@@ -596,7 +600,7 @@ class AgentLoop:
             chunks.append({"type": "abort", "reason": "stopped by the user"})
         chunks.append({"type": "finish", "finishReason": FINISH_REASONS[status]})
         self._runs.append(run_id, chunks)
-        self._instructions.pop(run_id)
+        self._systems.pop(run_id)
         self._kept.pop(run_id)
         ended = self._runs.finish(
             run_id,
