@@ -27,7 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     parser.add_argument("--unix", default=None, help="listen on this Unix socket instead")
-    parser.add_argument("--label", default=None, help="what this sandbox serves (ps, logs)")
+    parser.add_argument("--label", default=None, help="what this sandbox serves (seen in ps)")
     parser.add_argument(
         "--token-stdin",
         action="store_true",

@@ -1,4 +1,4 @@
-"""git in the workspace (a fixed environment, secrets redacted from its errors), and
+"""git in the workspace (a fixed environment, URL credentials redacted from its errors), and
 ``GET /git/branch`` and ``GET /git/status``."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
 
 
 class Git:
-    """git in the workspace, with a fixed environment and secrets redacted from errors."""
+    """git in the workspace, with a fixed environment and URL credentials redacted from errors."""
 
     def __init__(self, workspace: Workspace, extra_env: Mapping[str, str] | None = None) -> None:
         self.workspace = workspace
@@ -49,7 +49,6 @@ class Git:
             "GIT_ALLOW_PROTOCOL": GIT_PROTOCOLS,
             **(extra_env or {}),
         }
-        self.secrets: list[str] = []
 
     def argv(self, *args: str) -> list[str]:
         # An empty credential.helper list: no helper may store a token anywhere.
@@ -91,8 +90,7 @@ class Git:
         return self.redact(f"git {args[0]} failed ({completed.returncode}): {stderr}")
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
+        """Credentials a URL carries (a user's ``https://user:pass@…``) are not repeated."""
         return URL_CREDENTIALS.sub(r"\1***@", text)
 
     def require_repository(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 import time
@@ -126,6 +127,35 @@ def test_a_bundle_must_be_a_git_bundle() -> None:
         client = SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
         with pytest.raises(SandboxError, match="sandboxd answered no git bundle"):
             client.git_bundle(max_bytes=1 << 20)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class OddError(BaseHTTPRequestHandler):
+    """A hostile sandboxd whose errors carry a code that is no identifier and a huge detail."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"code": {"not": "a code"}, "error": "x" * 50_000}).encode()
+        self.send_response(409)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_error_is_read_as_words_not_as_objects() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OddError)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
+        with pytest.raises(SandboxRequestError) as caught:
+            client.health()
+        assert (caught.value.status, caught.value.code) == (409, None)
+        assert len(str(caught.value)) < 2_200  # the detail is cut at 2,000 characters
     finally:
         server.shutdown()
         server.server_close()

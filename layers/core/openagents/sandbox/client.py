@@ -22,6 +22,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -44,6 +45,8 @@ CHECKPOINT_TIMEOUT = 120.0  # git add -A of a large workspace (sandboxd's own gi
 MAX_ANSWER_BYTES = 64 << 20
 MAX_ERROR_BYTES = 64 << 10
 ERROR_READ_SECONDS = 10.0
+ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+MAX_DETAIL_CHARS = 2000
 BUNDLE_TYPE = "application/x-git-bundle"
 BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
@@ -443,7 +446,10 @@ def http_failure(error: urllib.error.HTTPError, what: str) -> SandboxRequestErro
     detail = error.reason
     try:
         payload = json.loads(read_capped(error, MAX_ERROR_BYTES, ERROR_READ_SECONDS))
-        code, detail = payload.get("code"), payload.get("error", detail)
+        said_code, said = payload.get("code"), payload.get("error", detail)
+        # the sandbox's words: a machine code is a short identifier, a detail a bounded string
+        code = said_code if isinstance(said_code, str) and ERROR_CODE.fullmatch(said_code) else None
+        detail = said[:MAX_DETAIL_CHARS] if isinstance(said, str) else detail
     except (ValueError, OSError, HTTPException, AttributeError, AnswerTooLarge):
         pass
     finally:
