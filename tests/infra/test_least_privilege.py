@@ -627,7 +627,9 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
             "artifact_bucket": bucket,
             "sandbox_token_secret_arn": secret,
             "event_bus_name": f"bus-{table}",
-            "idle_timeout_seconds": 2,
+            # long enough for a loaded machine's tool calls between two activities (at 2 s the
+            # loop hibernated a session between the test's diff and extend calls)
+            "idle_timeout_seconds": 6,
             "lifecycle_min_sleep_seconds": 0.5,
             "snapshot_retry_seconds": 1,
             "turn_heartbeat_seconds": 60,
