@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -119,17 +120,24 @@ class NotABundle(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_bundle_must_be_a_git_bundle() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NotABundle)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+@contextmanager
+def hostile(handler: type[BaseHTTPRequestHandler]) -> Iterator[SandboxClient]:
+    """A client of a hostile sandboxd answering with ``handler`` on 127.0.0.1."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        client = SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
-        with pytest.raises(SandboxError, match="sandboxd answered no git bundle"):
-            client.git_bundle(max_bytes=1 << 20)
+        yield SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_bundle_must_be_a_git_bundle() -> None:
+    with (
+        hostile(NotABundle) as client,
+        pytest.raises(SandboxError, match="sandboxd answered no git bundle"),
+    ):
+        client.git_bundle(max_bytes=1 << 20)
 
 
 class OddError(BaseHTTPRequestHandler):
@@ -148,14 +156,7 @@ class OddError(BaseHTTPRequestHandler):
 
 
 def test_an_error_is_read_as_words_not_as_objects() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), OddError)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
-        with pytest.raises(SandboxRequestError) as caught:
-            client.health()
-        assert (caught.value.status, caught.value.code) == (409, None)
-        assert len(str(caught.value)) < 2_200  # the detail is cut at 2,000 characters
-    finally:
-        server.shutdown()
-        server.server_close()
+    with hostile(OddError) as client, pytest.raises(SandboxRequestError) as caught:
+        client.health()
+    assert (caught.value.status, caught.value.code) == (409, None)
+    assert len(str(caught.value)) < 2_200  # the detail is cut at 2,000 characters
