@@ -14,7 +14,7 @@ from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.origin import OriginGuard
 from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tokens
 from openagents.clients import LazyClient
-from openagents.domain.models import Repo, Session
+from openagents.domain.models import Session
 from openagents.events import EventBus
 from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
 from openagents.sandbox.port import (
@@ -181,7 +181,7 @@ def _clone(git_host: GitHost | None, session: Session) -> ClonedRepository | Non
     local repositories: the sandbox clones them anonymously)."""
     if not isinstance(git_host, ServesClones) or not session.repo_owner or not session.repo_name:
         return None
-    repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
+    repo = session.repo
     try:
         token = git_host.clone_token(repo)
     except GitHostError as exc:  # a public repository still clones without one

@@ -173,6 +173,11 @@ class Session(Model):
         return any(mark.has_unread for mark in self.chats.values())
 
     @property
+    def repo(self) -> Repo:
+        """The session's repository as the git host takes it."""
+        return Repo(owner=self.repo_owner, name=self.repo_name, clone_url=self.clone_url)
+
+    @property
     def has_streaming(self) -> bool:
         return any(mark.streaming for mark in self.chats.values())
 

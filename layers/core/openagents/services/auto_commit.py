@@ -97,7 +97,7 @@ class AutoCommitService:
         if known is None:
             reason = "the git host did not name the repository's default branch"
             return outcome | {"pushed": False, "skipped": f"push skipped: {reason}"}
-        repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
+        repo = session.repo
         failure = self._push_bundle(session, client, repo, branch)
         if failure is not None:
             return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
@@ -137,7 +137,7 @@ class AutoCommitService:
     def _pull_request(self, session: Session, branch: str, base: str | None) -> dict[str, Any]:
         if self._git_host is None or base is None:
             return {"pr": "skipped: no git host or default branch"}
-        repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
+        repo = session.repo
         try:
             pr = self._git_host.pull_request_for_branch(repo, branch)
             if pr is None or pr.state is not PrStatus.OPEN:
@@ -164,7 +164,7 @@ class AutoCommitService:
         not answer)."""
         if self._git_host is None:
             return None
-        repo = Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
+        repo = session.repo
         try:
             return self._git_host.default_branch(repo)
         except GitHostError:

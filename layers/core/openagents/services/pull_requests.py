@@ -15,7 +15,6 @@ from openagents.domain.models import (
     AuditEntry,
     LifecycleState,
     PrStatus,
-    Repo,
     Session,
     SessionStatus,
     pr_key,
@@ -115,7 +114,7 @@ class PullRequestService:
                 changes |= CLEARED
         if self._git_host is None or not (session.clone_url or session.repo_name):
             return changes
-        found = self._git_host.pull_request_for_branch(_repo(session), str(current))
+        found = self._git_host.pull_request_for_branch(session.repo, str(current))
         if found is None:
             return changes
         number = None if "pr_number" in changes else session.pr_number
@@ -135,7 +134,7 @@ class PullRequestService:
         archived (the reference's client archives after a merge; here the server does)."""
         session, host, number = self._pull_request(identity, session_id)
         try:
-            merged = host.merge_pull_request(_repo(session), number, method=method)
+            merged = host.merge_pull_request(session.repo, number, method=method)
         except GitHostError as exc:
             raise self._refused(exc, f"Pull request #{number} cannot be merged") from None
         session = self._record(session, merged.state, "session.pr_merged", method=method)
@@ -147,7 +146,7 @@ class PullRequestService:
         """Close the session's PR without merging; ``prStatus: closed`` and its event."""
         session, host, number = self._pull_request(identity, session_id)
         try:
-            closed = host.close_pull_request(_repo(session), number)
+            closed = host.close_pull_request(session.repo, number)
         except GitHostError as exc:
             raise self._refused(exc, f"Pull request #{number} cannot be closed") from None
         return self._record(session, closed.state, "session.pr_closed")
@@ -186,7 +185,3 @@ class PullRequestService:
             "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
         )
         return updated
-
-
-def _repo(session: Session) -> Repo:
-    return Repo(owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url)
