@@ -104,26 +104,27 @@ def test_the_client_fits_the_driver_port() -> None:
     assert callable(ops.restore_from)
 
 
-class NotABundle(BaseHTTPRequestHandler):
-    """A hostile sandboxd: every POST answers 200 with a JSON object instead of a bundle."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b'{"ok": true}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @contextmanager
-def hostile(handler: type[BaseHTTPRequestHandler]) -> Iterator[SandboxClient]:
-    """A client of a hostile sandboxd answering with ``handler`` on 127.0.0.1."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def hostile(status: int, answer: object) -> Iterator[SandboxClient]:
+    """A client of a hostile sandboxd on 127.0.0.1 answering every request with ``status``
+    and ``answer`` as JSON."""
+    body = json.dumps(answer).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield SandboxClient(f"http://127.0.0.1:{server.server_address[1]}", "token")
@@ -134,29 +135,15 @@ def hostile(handler: type[BaseHTTPRequestHandler]) -> Iterator[SandboxClient]:
 
 def test_a_bundle_must_be_a_git_bundle() -> None:
     with (
-        hostile(NotABundle) as client,
+        hostile(200, {"ok": True}) as client,  # a JSON object instead of a bundle
         pytest.raises(SandboxError, match="sandboxd answered no git bundle"),
     ):
         client.git_bundle(max_bytes=1 << 20)
 
 
-class OddError(BaseHTTPRequestHandler):
-    """A hostile sandboxd whose errors carry a code that is no identifier and a huge detail."""
-
-    def do_GET(self) -> None:
-        body = json.dumps({"code": {"not": "a code"}, "error": "x" * 50_000}).encode()
-        self.send_response(409)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 def test_an_error_is_read_as_words_not_as_objects() -> None:
-    with hostile(OddError) as client, pytest.raises(SandboxRequestError) as caught:
+    odd = {"code": {"not": "a code"}, "error": "x" * 50_000}  # no identifier, huge
+    with hostile(409, odd) as client, pytest.raises(SandboxRequestError) as caught:
         client.health()
     assert (caught.value.status, caught.value.code) == (409, None)
     assert len(str(caught.value)) < 2_200  # the detail is cut at 2,000 characters
