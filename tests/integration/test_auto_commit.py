@@ -149,3 +149,78 @@ def test_a_non_fast_forward_to_a_shared_branch_is_refused(
     assert outcome["pushed"] is False
     assert "non-fast-forward" in outcome["skipped"]
     assert git(origin, "rev-parse", "feature") == theirs
+
+
+def seed_branches(origin: Path, tmp_path: Path) -> dict[str, str]:
+    """``release`` and another user's ``bob/feature`` on origin, beside main and feature; their
+    commits as they are."""
+    work = tmp_path / "branches"
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    for branch in ("release", "bob/feature"):
+        git(work, "checkout", "-qb", branch, "origin/main")
+        (work / f"{branch.replace('/', '-')}.txt").write_text(f"{branch}\n")
+        git(work, "add", ".")
+        git(work, "-c", "user.name=B", "-c", "user.email=b@example.com", "commit", "-qm", branch)
+        git(work, "push", "-q", "origin", branch)
+    return {b: git(origin, "rev-parse", b) for b in ("main", "feature", "release", "bob/feature")}
+
+
+def test_a_session_pushes_only_its_own_branch_whatever_the_sandbox_checks_out(
+    runtime: Container, tmp_path: Path
+) -> None:
+    """Issue 22 (high): a prompt-injected agent checks out ``release``, then another user's
+    ``bob/feature``, and commits there; the turn's auto-commit and auto-PR push neither, the
+    session's PR is not taken from the branch the sandbox names, and the skip says why."""
+    container = runtime
+    origin = make_origin(tmp_path)
+    before = seed_branches(origin, tmp_path)
+    host = LocalGitHost(container.settings.home / "git")
+    bobs_pr = host.create_pull_request(
+        Repo(clone_url=str(origin)),
+        head_branch="bob/feature",
+        base_branch="main",
+        title="Bob's work",
+        body="",
+    )
+    session = active(
+        container,
+        NewSession(
+            repo_url=str(origin), is_new_branch=True, auto_commit_push=True, auto_create_pr=True
+        ),
+    )
+    own = str(session.own_branch)
+    assert own == session.branch
+    for target in ("release", "bob/feature"):
+        # the agent's commands, in the real sandbox
+        attack = (
+            f"git fetch -q origin && git checkout -q -B {target} origin/{target} && "
+            f"echo injected > injected.txt && git add -A && git commit -qm injected"
+        )
+        ran = container.sandbox_tools.exec(ALICE, session.id, command=attack)
+        assert ran["exitCode"] == 0, ran
+        container.sandbox_tools.exec(ALICE, session.id, command="echo more > more.txt")
+        refreshed = container.pull_requests.refresh(session.id)
+        assert refreshed is not None
+        assert refreshed.branch == target  # shown as the branch the sandbox is on
+        assert refreshed.own_branch == own  # but never taken for the session's own
+        assert refreshed.pr_number is None  # bob's pull request is not this session's
+        outcome = turn_end(container, session.id)
+        assert outcome["pushed"] is not True
+        assert outcome["skipped"] == f"the sandbox is on {target}, not the session's branch {own}"
+        assert outcome["sandboxBranch"] == target
+        assert "prNumber" not in outcome
+        assert git(origin, "rev-parse", target) == before[target]  # not pushed
+    events = container.sessions.events(ALICE, session.id, 100, None).items
+    recorded = [e.detail for e in events if e.type == "sandbox.auto_commit"]
+    assert [d.get("sandboxBranch") for d in recorded] == ["release", "bob/feature"]
+    assert {b: git(origin, "rev-parse", b) for b in before} == before
+    assert git(origin, "branch", "--list", own) == ""  # the own branch was never pushed either
+    # back on its own branch, the session's work is pushed there, and its own PR opened
+    ran = container.sandbox_tools.exec(ALICE, session.id, command=f"git checkout -q {own}")
+    assert ran["exitCode"] == 0, ran
+    container.sandbox_tools.exec(ALICE, session.id, command="echo mine > mine.txt")
+    pushed = turn_end(container, session.id)
+    assert (pushed["pushed"], pushed["branch"]) == (True, own)
+    assert pushed["prNumber"] != bobs_pr.number
+    assert git(origin, "show", f"{own}:mine.txt") == "mine"
+    assert {b: git(origin, "rev-parse", b) for b in before} == before

@@ -52,12 +52,10 @@ def app(settings: Settings) -> Container:
     return build(settings, NoMetrics())
 
 
-def running(app: Container) -> Session:
+def running(app: Container, branch: str = "feature") -> Session:
     session, _ = app.sessions.create(
         ALICE,
-        NewSession(
-            repo_url="https://github.com/acme/widget", branch="feature", auto_commit_push=True
-        ),
+        NewSession(repo_url="https://github.com/acme/widget", branch=branch, auto_commit_push=True),
     )
     handle = SandboxHandle(
         driver="local", session_id=session.id, generation=1, ref="r", endpoint="http://x"
@@ -124,16 +122,57 @@ class OnTheDefaultBranch(HostileSandbox):
 
 def test_the_sandbox_cannot_name_the_default_branch_to_push_onto_it(app: Container) -> None:
     sandbox = OnTheDefaultBranch()
-    outcome = service(app, sandbox, GitHub("main")).after_turn(running(app))
+    outcome = service(app, sandbox, GitHub("main")).after_turn(running(app, branch="main"))
     assert outcome["skipped"] == "main is the default branch"
     assert sandbox.given == []  # no bundle asked for: nothing pushed
 
 
 def test_no_push_when_the_git_host_cannot_name_the_default_branch(app: Container) -> None:
     sandbox = OnTheDefaultBranch()
-    outcome = service(app, sandbox, GitHub(None)).after_turn(running(app))
+    outcome = service(app, sandbox, GitHub(None)).after_turn(running(app, branch="main"))
     assert (outcome["pushed"], outcome["base"]) == (False, None)
     assert outcome["skipped"] == (
         "push skipped: the git host did not name the repository's default branch"
     )
     assert sandbox.given == []  # the sandbox's "develop" was not taken for the truth
+
+
+class OnAnotherBranch(HostileSandbox):
+    """Checked out ``release`` with unpushed work, and ready to bundle it."""
+
+    def git_status(self) -> dict[str, Any]:
+        return {"branch": "release", "hasUncommittedChanges": True, "hasUnpushedCommits": True}
+
+    def git_branch(self) -> dict[str, Any]:
+        return {"branch": "release", "head": "a" * 40}
+
+
+def test_the_sandbox_cannot_name_another_branch_to_push(app: Container) -> None:
+    sandbox = OnAnotherBranch()
+    outcome = service(app, sandbox, GitHub("main")).after_turn(running(app))
+    assert outcome == {
+        "skipped": "the sandbox is on release, not the session's branch feature",
+        "branch": "feature",
+        "sandboxBranch": "release",
+    }
+    assert sandbox.given == []  # neither committed nor bundled
+
+
+def test_a_session_without_a_branch_of_its_own_pushes_nothing(app: Container) -> None:
+    session, _ = app.sessions.create(
+        ALICE, NewSession(repo_url="https://github.com/acme/widget", auto_commit_push=True)
+    )
+    assert session.own_branch is None
+    handle = SandboxHandle(
+        driver="local", session_id=session.id, generation=1, ref="r", endpoint="http://x"
+    )
+    live = app.archive._store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.PROVISIONING}),
+        changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle, "branch": "feature"},
+        entry=None,
+    )
+    sandbox = HostileSandbox()  # on feature, the branch the session shows
+    outcome = service(app, sandbox, GitHub("main")).after_turn(live)
+    assert outcome["skipped"].startswith("the session has no branch of its own to push")
+    assert sandbox.given == []

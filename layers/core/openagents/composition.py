@@ -190,7 +190,9 @@ def _clone(git_host: GitHost | None, session: Session) -> ClonedRepository | Non
     if token is None:
         return None
     try:
-        return git_host.clone(repo, branch=session.branch, is_new_branch=session.is_new_branch)
+        return git_host.clone(
+            repo, branch=session.checkout_branch, is_new_branch=session.is_new_branch
+        )
     except GitHostError as exc:  # the token was there: the clone failed, and says why
         raise SandboxError(f"clone failed: {exc.message}") from None
 

@@ -137,8 +137,11 @@ class Session(Model):
     repo_owner: str | None = None
     repo_name: str | None = None
     clone_url: str | None = None
-    branch: str | None = None
+    branch: str | None = None  # the branch the sandbox was last seen on (display, PR lookups)
     is_new_branch: bool = False
+    # the one branch the control plane pushes and opens pull requests from: recorded at create
+    # (the new branch, or the one given) and never taken from a sandbox's answers
+    own_branch: str | None = None
     auto_commit_push_override: bool | None = None
     auto_create_pr_override: bool | None = None
     lifecycle_state: LifecycleState | None = LifecycleState.PROVISIONING
@@ -176,6 +179,12 @@ class Session(Model):
     def repo(self) -> Repo:
         """The session's repository as the git host takes it."""
         return Repo(owner=self.repo_owner, name=self.repo_name, clone_url=self.clone_url)
+
+    @property
+    def checkout_branch(self) -> str | None:
+        """The branch a fresh clone checks out: the own branch (sessions recorded before it
+        was: the branch last seen; None: the repository's default)."""
+        return self.own_branch or self.branch
 
     @property
     def has_streaming(self) -> bool:

@@ -42,6 +42,18 @@ def ref_name(answer: dict[str, Any], name: str, prefix: str = "") -> str | None:
     return str(value)
 
 
+def shown_branch(answer: dict[str, Any]) -> str | None:
+    """The branch a sandbox says it is on (``GET /git/branch``), to show and nothing more: what
+    is pushed or looked up on the git host is the session's own branch. None when detached, or
+    when the answer names no branch git would allow."""
+    if answer.get("detached"):
+        return None
+    try:
+        return ref_name(answer, "branch")
+    except SandboxError:
+        return None
+
+
 @dataclass(frozen=True)
 class GitPlace:
     """Where HEAD is: its branch (None when detached) and commit (None before the first)."""

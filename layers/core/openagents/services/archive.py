@@ -21,13 +21,12 @@ from openagents.domain.models import (
     BundleRef,
     LifecycleState,
     PrStatus,
-    Repo,
     Session,
     SessionStatus,
     pr_key,
 )
 from openagents.git import GitHost
-from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.git_answers import GitPlace, GitRemote, shown_branch
 from openagents.sandbox.port import (
     Sandboxd,
     SandboxdClients,
@@ -227,42 +226,41 @@ class ArchiveService:
         self._metrics.count("SessionsAutoArchived", archived)
         return AutoArchived(stale=len(stale), archived=archived)
 
-    def _refresh_git(self, session: Session) -> dict[str, Any]:  # noqa: C901 - §5.2 step by step
-        """Reference §5.2 step 3: the real branch, then the PR by number or by branch."""
+    def _refresh_git(self, session: Session) -> dict[str, Any]:
+        """Reference §5.2 step 3, on the session's own branch: the branch the sandbox is on is
+        saved to show; the PR is refreshed by its number, else looked up for the own branch
+        (never for one the sandbox names: pull_requests.py)."""
         updates: dict[str, Any] = {}
         try:
-            branch = session.branch
             if session.sandbox and session.lifecycle_state in LIVE:
-                current = self._workspaces(session.sandbox).git_branch().get("branch")
-                if not current:
-                    return {}
-                if current != session.branch:
-                    updates["branch"] = branch = str(current)
-            if self._git_host is None or not (session.clone_url or session.repo_name):
-                return updates
-            repo = Repo(
-                owner=session.repo_owner, name=session.repo_name, clone_url=session.clone_url
-            )
-            if branch == session.branch and session.pr_number is not None:
-                found = self._git_host.pull_request(repo, session.pr_number)
-                if found is not None:
-                    if found.state is not session.pr_status:
-                        updates["pr_status"] = found.state
-                    return updates
-            if not branch:
-                return updates
-            found = self._git_host.pull_request_for_branch(repo, branch)
-            if found is not None:
-                if found.number != session.pr_number:
-                    updates["pr_number"] = found.number
-                if found.state is not session.pr_status:
-                    updates["pr_status"] = found.state
-            elif session.pr_number is not None or session.pr_status is not None:
-                updates["pr_number"] = None
-                updates["pr_status"] = None
+                seen = shown_branch(self._workspaces(session.sandbox).git_branch())
+                if seen is not None and seen != session.branch:
+                    updates["branch"] = seen
+            return updates | self._refreshed_pr(session)
         except Exception as exc:  # the archive never fails because of the refresh
             log.warning("git/PR refresh before archiving %s failed: %s", session.id, exc)
             return {}
+
+    def _refreshed_pr(self, session: Session) -> dict[str, Any]:
+        host = self._git_host
+        if host is None or not (session.clone_url or session.repo_name):
+            return {}
+        if session.pr_number is not None:
+            by_number = host.pull_request(session.repo, session.pr_number)
+            if by_number is not None:
+                changed = by_number.state is not session.pr_status
+                return {"pr_status": by_number.state} if changed else {}
+        if session.own_branch is None:
+            return {}
+        found = host.pull_request_for_branch(session.repo, session.own_branch)
+        if found is None:
+            has_pr = session.pr_number is not None or session.pr_status is not None
+            return {"pr_number": None, "pr_status": None} if has_pr else {}
+        updates: dict[str, Any] = {}
+        if found.number != session.pr_number:
+            updates["pr_number"] = found.number
+        if found.state is not session.pr_status:
+            updates["pr_status"] = found.state
         return updates
 
     # ----------------------------------------------------------- asynchronous part

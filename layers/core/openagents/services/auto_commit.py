@@ -7,10 +7,11 @@ the branch over as a git bundle (``POST /git/bundle``, data) and the git host wr
 repository (``ReceivesPushes``) — a local repository through a hardened fetch, GitHub over smart
 HTTP with the token, from the control plane. A thin bundle first, the whole branch when the
 repository lacks the thin one's base; then ``POST /git/upstream`` records the push in the
-sandbox. Where a push may go is the git host's word, never the sandbox's: nothing is pushed to
-the host's default branch, nor at all when the host cannot name it. Skips are recorded with
-their reason. Every outcome is an audit entry (and so an
-event); nothing here ever fails the agent's call.
+sandbox. What may be pushed is the control plane's word, never the sandbox's: only the session's
+own branch (``Session.own_branch``, recorded at create), and only while the sandbox has it
+checked out; never the host's default branch, nor anything when the host cannot name it. Skips
+are recorded with their reason (the audit entry and the chat's commit card). Every outcome is
+an audit entry (and so an event); nothing here ever fails the agent's call.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
 MAX_BUNDLE_BYTES = 512 << 20
+MAX_SHOWN_CHARS = 255  # a branch name the sandbox sends, as far as it is shown
+NO_OWN_BRANCH = (
+    "the session has no branch of its own to push (it works on the repository's default "
+    "branch, or was created before sessions recorded one)"
+)
 
 
 def commit_message(status: dict[str, Any]) -> str:
@@ -75,17 +81,24 @@ class AutoCommitService:
         return self._record(session, outcome)
 
     def _commit_and_push(self, session: Session, client: Sandboxd) -> dict[str, Any]:
+        own = session.own_branch
+        if own is None:
+            return {"skipped": NO_OWN_BRANCH}
         status = client.git_status()
-        branch = status.get("branch")
-        if status.get("isDetachedHead") or not branch:
-            return {"skipped": "detached HEAD"}
+        current = status.get("branch")
+        if status.get("isDetachedHead") or not current:
+            return {"skipped": "detached HEAD", "branch": own}
+        if current != own:  # the sandbox checked another branch out: not this session's to push
+            shown = str(current)[:MAX_SHOWN_CHARS]
+            reason = f"the sandbox is on {shown}, not the session's branch {own}"
+            return {"skipped": reason, "branch": own, "sandboxBranch": shown}
         # the git host's word decides where a push may go, never the sandbox's: told "the
         # default is x" while on main, a push would land on main
         known = self._host_default_branch(session)
         base = known or client.git_remote().default_branch  # enough to decide a local commit
-        if branch == base:
-            return {"skipped": f"{branch} is the default branch", "branch": branch}
-        outcome: dict[str, Any] = {"branch": branch, "base": known, "committed": False}
+        if own == base:
+            return {"skipped": f"{own} is the default branch", "branch": own}
+        outcome: dict[str, Any] = {"branch": own, "base": known, "committed": False}
         if status.get("hasUncommittedChanges"):
             try:
                 done = client.git_commit(commit_message(status), *git_identity(session))
@@ -97,8 +110,7 @@ class AutoCommitService:
         if known is None:
             reason = "the git host did not name the repository's default branch"
             return outcome | {"pushed": False, "skipped": f"push skipped: {reason}"}
-        repo = session.repo
-        failure = self._push_bundle(session, client, repo, branch)
+        failure = self._push_bundle(session, client, session.repo, own)
         if failure is not None:
             return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
         return outcome | {"pushed": True}
@@ -111,8 +123,8 @@ class AutoCommitService:
         host = self._git_host
         if not isinstance(host, ReceivesPushes) or not host.receives(repo):
             return "no git host takes pushes to this repository"
-        # force only on the branch the session made for itself; never on a shared one
-        force = session.is_new_branch and branch == session.branch
+        # force only on the branch the session made for itself; never on a given one
+        force = session.is_new_branch
         for full in (False, True):
             try:
                 head = GitPlace.from_answer(client.git_branch()).head

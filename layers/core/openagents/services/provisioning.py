@@ -224,7 +224,7 @@ class ProvisioningService:
         if not session.clone_url:  # no repository: a new one (bundled and diffed like any)
             self._workspaces(handle).prepare_workspace(
                 clone_url="",
-                branch=session.branch,
+                branch=session.checkout_branch,
                 is_new_branch=False,
                 git_name=session.owner_name or session.user_id,
                 git_email=session.owner_email
@@ -236,7 +236,7 @@ class ProvisioningService:
             return Prepared(branch=self._restore_clone(session, handle, cloned))
         result = self._workspaces(handle).prepare_workspace(
             clone_url=session.clone_url,
-            branch=session.branch,
+            branch=session.checkout_branch,
             is_new_branch=session.is_new_branch,
             git_name=session.owner_name or session.user_id,
             git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",

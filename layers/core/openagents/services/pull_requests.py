@@ -20,6 +20,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.git import GitHost, GitHostError, MergeMethod
+from openagents.sandbox.git_answers import shown_branch
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
@@ -29,7 +30,6 @@ from openagents.store.port import StaleState, Store
 log = logging.getLogger(__name__)
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 ANY_STATE = frozenset(LifecycleState)
-CLEARED: dict[str, Any] = {"pr_number": None, "pr_status": None, "pr_key": None}
 
 
 class NoPullRequest(Conflict):
@@ -97,29 +97,25 @@ class PullRequestService:
         return self.refresh(session.id) or session
 
     def _check(self, session: Session) -> dict[str, Any]:
-        """Reference check-pr: detached HEAD clears the PR fields; a changed branch is saved
-        and clears them; without a git host (no token) nothing more; a PR found for the branch
+        """The reference's check-pr rules, with one change: the sandbox's branch is only shown.
+        The branch the sandbox is on is saved as ``branch`` (what the session page shows); the
+        pull request is looked up for the session's own branch only, never for a branch the
+        sandbox names (checking out ``bob/feature`` must not hand this session bob's PR to
+        merge or close). Without a git host (no token) or an own branch nothing more; a PR found
         is saved when it changed; none found leaves the stored PR alone."""
         if session.lifecycle_state not in LIVE or not session.sandbox:
             return {}
-        branch = self._workspaces(session.sandbox).git_branch()
-        current = branch.get("branch")
-        if branch.get("detached") or not current:
-            has_pr = session.pr_number is not None or session.pr_status is not None
-            return dict(CLEARED) if has_pr else {}
         changes: dict[str, Any] = {}
-        if current != session.branch:
-            changes["branch"] = str(current)
-            if session.pr_number is not None or session.pr_status is not None:
-                changes |= CLEARED
-        if self._git_host is None or not (session.clone_url or session.repo_name):
+        seen = shown_branch(self._workspaces(session.sandbox).git_branch())
+        if seen is not None and seen != session.branch:
+            changes["branch"] = seen
+        own = session.own_branch
+        if self._git_host is None or own is None or not (session.clone_url or session.repo_name):
             return changes
-        found = self._git_host.pull_request_for_branch(session.repo, str(current))
+        found = self._git_host.pull_request_for_branch(session.repo, own)
         if found is None:
             return changes
-        number = None if "pr_number" in changes else session.pr_number
-        status = None if "pr_status" in changes else session.pr_status
-        if found.number != number or found.state is not status:
+        if found.number != session.pr_number or found.state is not session.pr_status:
             changes |= {
                 "pr_number": found.number,
                 "pr_status": found.state,

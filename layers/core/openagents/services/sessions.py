@@ -162,6 +162,7 @@ class SessionService:
             clone_url=repo.clone_url if repo else None,
             branch=branch,
             is_new_branch=request.is_new_branch,
+            own_branch=branch,
             auto_commit_push_override=auto_commit,
             auto_create_pr_override=auto_pr if auto_commit else False,
             lifecycle_state=LifecycleState.PROVISIONING,

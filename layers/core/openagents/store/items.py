@@ -109,6 +109,7 @@ class SessionItem(_Base):
     clone_url = UnicodeAttribute(attr_name="cloneUrl", null=True)
     branch = UnicodeAttribute(null=True)
     is_new_branch = BooleanAttribute(attr_name="isNewBranch", default=False)
+    own_branch = UnicodeAttribute(attr_name="ownBranch", null=True)
     auto_commit_push_override = BooleanAttribute(attr_name="autoCommitPushOverride", null=True)
     auto_create_pr_override = BooleanAttribute(attr_name="autoCreatePrOverride", null=True)
     lifecycle_state = UnicodeAttribute(attr_name="lifecycleState", null=True)
