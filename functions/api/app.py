@@ -20,6 +20,7 @@ from pydantic.warnings import UnsupportedFieldAttributeWarning
 from functions.api import errors
 from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
+from functions.api.longpoll import LongPolls, PollCaps
 from functions.api.routes import chat, chats, github, local, sandbox, sessions, shared
 
 SERVICE = "openagents-api"
@@ -48,6 +49,14 @@ def _add_routes(app: FastAPI, router: APIRouter) -> None:
     app.router.routes.extend(router.routes)
 
 
+def _poll_caps(settings: Settings) -> PollCaps:
+    return PollCaps(
+        per_chat=settings.long_poll_max_per_chat,
+        per_user=settings.long_poll_max_per_user,
+        total=settings.long_poll_max_total,
+    )
+
+
 def create_app(
     settings: Callable[[], Settings] = Settings,
     logger: Logger | None = None,
@@ -68,6 +77,7 @@ def create_app(
     app.state.container = _lazy(
         lambda: composition.build(app.state.settings(), PowertoolsMetricsSink(metrics))
     )
+    app.state.long_polls = LongPolls(lambda: _poll_caps(app.state.settings()))
     errors.install(app)
     for module in (sessions, chats, sandbox, local, github, chat, shared):
         _add_routes(app, module.router)

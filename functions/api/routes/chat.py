@@ -1,9 +1,13 @@
 """/api/chat: agent turns (start, stream, stop), runs of a session, available models."""
 
-from typing import Annotated
+import asyncio
+from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from openagents.agent.models.registry import NO_MODELS
+from openagents.composition import Container
+from openagents.domain.identity import Identity
 
 from functions.api.chat_schemas import (
     ChatTurnIn,
@@ -21,7 +25,11 @@ from functions.api.chat_schemas import (
     StreamOut,
 )
 from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.longpoll import LongPolls
 from functions.api.schemas import ErrorOut, error_responses
+
+if TYPE_CHECKING:  # the agent's modules load with the first turn, not the API's cold start
+    from openagents.services.agent_turns import StreamView
 
 router = APIRouter(prefix="/api", tags=["agent"])
 
@@ -38,21 +46,37 @@ def start_turn(body: ChatTurnIn, app: App, caller: CheckedCaller) -> RunStartedO
     return RunStartedOut(run_id=run.id, status=run.status)
 
 
+MAX_SEQ = 2**53 - 1  # a stream's seq: any larger `after` is refused, never a 500
+
+
 @router.get(
     "/chat/{chat_id}/stream",
     response_model=StreamOut,
-    responses={**error_responses(), 204: {"description": "No run, or nothing after `after`"}},
+    responses={
+        **error_responses(429),
+        204: {"description": "No run, or nothing after `after`"},
+    },
 )
-def stream(
+async def stream(
+    request: Request,
     chat_id: str,
     app: App,
     caller: Caller,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float | None, Query(ge=0, le=25)] = None,
 ) -> StreamOut | Response:
     """The chat's latest run's events after `after` (long-polls up to `wait` seconds, default
-    20, max 25). Resume by asking again with `after=next`; every client gets the same events."""
-    view = app.agent.stream(caller, chat_id, after, wait)
+    20, max 25). Resume by asking again with `after=next`; every client gets the same events.
+    A long-poll holds no server thread while it waits; 429 `too_many_streams` (with
+    `Retry-After`) beyond the long-polls a chat, a user or the server may hold at once."""
+    from openagents.services.agent_turns import STREAM_DEFAULT_WAIT
+
+    view = await run_in_threadpool(app.agent.stream, caller, chat_id, after, 0)
+    budget = STREAM_DEFAULT_WAIT if wait is None else wait
+    if _pending(view) and budget > 0:
+        polls: LongPolls = request.app.state.long_polls
+        with polls.hold(caller.user_id, chat_id):
+            view = await _wait(request, app, caller, chat_id, after, budget, view)
     if view is None:
         return Response(status_code=204)
     return StreamOut(
@@ -62,6 +86,37 @@ def stream(
         next=view.next,
         continues=dict(view.continues) if view.continues is not None else None,
     )
+
+
+def _pending(view: "StreamView | None") -> bool:
+    """The run is live and has nothing after ``after`` yet: a long-poll would wait."""
+    return view is not None and not view.events and not view.run.status.ended
+
+
+async def _wait(
+    request: Request,
+    app: Container,
+    caller: Identity,
+    chat_id: str,
+    after: int,
+    budget: float,
+    view: "StreamView | None",
+) -> "StreamView | None":
+    """Ask the store again every ``STREAM_POLL_SECONDS`` (asleep on the event loop in between)
+    until an event comes, the run ends or another starts, the client leaves, or ``budget``
+    seconds pass."""
+    from openagents.services.agent_turns import STREAM_POLL_SECONDS
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    first = view.run.id if view is not None else None
+    while _pending(view) and view is not None and view.run.id == first:
+        left = deadline - loop.time()
+        if left <= 0 or await request.is_disconnected():
+            break
+        await asyncio.sleep(min(STREAM_POLL_SECONDS, left))
+        view = await run_in_threadpool(app.agent.stream, caller, chat_id, after, 0)
+    return view
 
 
 @router.post("/chat/{chat_id}/stop", responses=error_responses())

@@ -133,6 +133,12 @@ class Settings(BaseSettings):
 
     # --- end of Host check and exec caps ---
 
+    # --- long-poll caps (functions/api/longpoll.py): streams waiting at once (429 beyond) ---
+    long_poll_max_per_chat: int = Field(default=4, ge=1)
+    long_poll_max_per_user: int = Field(default=16, ge=1)
+    long_poll_max_total: int = Field(default=1024, ge=1)  # per process
+    # --- end of long-poll caps ---
+
     # identity
     jwt_issuer: str = "openagents-local"
     jwt_audience: str = "openagents"
