@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -97,8 +97,8 @@ def test_held_long_polls_leave_health_and_other_users_served(settings: Settings)
 
         async def scenario() -> list[httpx.Response]:
             async with client_of(api) as client:
-                get: Callable[..., Awaitable[httpx.Response]] = client.get
-                held = [
+                get: Callable[..., Coroutine[Any, Any, httpx.Response]] = client.get
+                held: list[asyncio.Task[httpx.Response]] = [
                     asyncio.create_task(get(stream_of(chat), params=poll, headers=alice))
                     for _ in range(HELD)
                 ]
@@ -141,7 +141,8 @@ def test_a_long_poll_answers_as_soon_as_an_event_comes(settings: Settings) -> No
                 return await waiting
 
         page = asyncio.run(scenario()).json()
-        assert page["events"] == [{"seq": 1, "chunk": {"type": "text-delta", "id": "t", "delta": "hi"}}]
+        chunk = {"type": "text-delta", "id": "t", "delta": "hi"}
+        assert page["events"] == [{"seq": 1, "chunk": chunk}]
         assert page["next"] == 1
         assert polls.held == 0
         end_run(runs, run)
@@ -212,11 +213,11 @@ def test_long_polls_are_capped_per_chat_and_per_user(settings: Settings) -> None
 def test_out_of_range_stream_parameters_are_422_naming_the_field(
     api: Api, query: dict[str, str], field: str
 ) -> None:
-    sid, chat = new_session(api)
+    _sid, chat = new_session(api)
     assert_error(api.get(stream_of(chat), query=query), 422, "validation_error", field)
 
 
 def test_another_users_chat_stream_is_404_before_any_wait(api: Api) -> None:
-    sid, chat = new_session(api)
+    _sid, chat = new_session(api)
     reply = api.get(stream_of(chat), query={"wait": "25"}, user="bob")
     assert_error(reply, 404, "not_found")
