@@ -329,6 +329,10 @@ def test_webhook_signature_and_pr_closed_archives_matching_sessions(
 
 
 def test_archive_refreshes_the_pr_through_the_git_host(runtime: Container, tmp_path: Path) -> None:
+    """The PR is the session's own branch's (``feature``): a sandbox that checked out another
+    branch holding a PR (the developer's ``topic``) shows that branch but never takes its PR."""
+    from openagents.domain.models import Repo
+
     container = runtime
     session = start_session(container, tmp_path)
     seed = tmp_path / "seed"  # the developer pushes a topic branch (the sandbox may not)
@@ -339,18 +343,19 @@ def test_archive_refreshes_the_pr_through_the_git_host(runtime: Container, tmp_p
     git(seed, "push", "-q", "origin", "topic")
     run(container, session.id, "git fetch -q origin topic && git checkout -q -b topic FETCH_HEAD")
     host = LocalGitHost(container.settings.home / "git")
-    from openagents.domain.models import Repo
-
     repo = Repo(clone_url=session.clone_url)
-    pr = host.create_pull_request(
+    topic = host.create_pull_request(
         repo, head_branch="topic", base_branch="main", title="Topic", body=""
     )
-    host.merge_pull_request(repo, pr.number)
+    own = host.create_pull_request(
+        repo, head_branch="feature", base_branch="main", title="Feature", body=""
+    )
+    host.merge_pull_request(repo, own.number)
     archived = container.sessions.update(
         ALICE, session.id, title=None, status=SessionStatus.ARCHIVED
     )
-    assert archived.branch == "topic"
-    assert archived.pr_number == pr.number
+    assert archived.branch == "topic"  # shown as the sandbox has it
+    assert archived.pr_number == own.number != topic.number
     assert archived.pr_status is not None
     assert archived.pr_status.value == "merged"
     wait_until(container, session.id, finalized)

@@ -205,7 +205,7 @@ def test_a_session_pushes_only_its_own_branch_whatever_the_sandbox_checks_out(
         assert refreshed.own_branch == own  # but never taken for the session's own
         assert refreshed.pr_number is None  # bob's pull request is not this session's
         outcome = turn_end(container, session.id)
-        assert outcome["pushed"] is not True
+        assert outcome.get("pushed") is not True
         assert outcome["skipped"] == f"the sandbox is on {target}, not the session's branch {own}"
         assert outcome["sandboxBranch"] == target
         assert "prNumber" not in outcome

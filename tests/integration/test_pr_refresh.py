@@ -1,6 +1,7 @@
 """The check-pr rules (reference §2.5) on a session with a running sandbox (faked: its branch) and
-a git host (faked: the PR per branch), on the one-machine store: detached HEAD clears the PR
-fields, a changed branch is saved and clears them, no git host (no token) stops there, a PR found
+a git host (faked: the PR per branch), on the one-machine store, with one change from the
+reference: the sandbox's branch is only shown (detached HEAD or another branch keep the PR),
+the PR is looked up for the session's own branch; no git host (no token) stops there, a PR found
 is saved, none found leaves the stored one; opening a session refreshes at most once per
 interval; an agent turn's end refreshes too (tests/agent cover the wiring)."""
 
@@ -100,16 +101,16 @@ def state(session: Session | None) -> tuple[str | None, int | None, PrStatus | N
     return session.branch, session.pr_number, session.pr_status
 
 
-def test_detached_head_clears_the_pr_fields(app: Container) -> None:
+def test_detached_head_keeps_the_branch_and_the_pr(app: Container) -> None:
     session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
     prs = service(app, Workspace(branch=None), Host(), Clock())
-    assert state(prs.refresh(session.id)) == ("feature", None, None)
+    assert state(prs.refresh(session.id)) == ("feature", 3, PrStatus.OPEN)
 
 
-def test_a_changed_branch_is_saved_and_clears_the_pr(app: Container) -> None:
+def test_a_changed_branch_is_shown_and_keeps_the_pr(app: Container) -> None:
     session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
     without_token = service(app, Workspace(branch="other"), None, Clock())
-    assert state(without_token.refresh(session.id)) == ("other", None, None)
+    assert state(without_token.refresh(session.id)) == ("other", 3, PrStatus.OPEN)
 
 
 def test_no_token_leaves_the_pr_fields(app: Container) -> None:
@@ -128,11 +129,18 @@ def test_a_found_pr_is_saved_and_none_found_keeps_the_stored_one(app: Container)
     assert app.sessions.get(ALICE, session.id).pr_number == 9  # stored, not only returned
 
 
-def test_a_new_branch_with_a_pr_takes_that_pr(app: Container) -> None:
+def test_the_sandboxs_branch_never_brings_its_pr_only_the_own_branchs_is_looked_up(
+    app: Container,
+) -> None:
+    """Issue 22: a sandbox that checks out bob's branch must not hand this session bob's PR
+    (to merge or close); the PR is keyed to the session's own branch, whatever is checked out."""
     session = running(app, pr_number=3, pr_status=PrStatus.MERGED)
-    host = Host({"next": pr(4, branch="next")})
-    prs = service(app, Workspace(branch="next"), host, Clock())
-    assert state(prs.refresh(session.id)) == ("next", 4, PrStatus.OPEN)
+    host = Host({"bob/feature": pr(4, branch="bob/feature")})
+    prs = service(app, Workspace(branch="bob/feature"), host, Clock())
+    assert state(prs.refresh(session.id)) == ("bob/feature", 3, PrStatus.MERGED)
+    assert host.asked == ["feature"]
+    host.prs["feature"] = pr(9)
+    assert state(prs.refresh(session.id)) == ("bob/feature", 9, PrStatus.OPEN)
 
 
 def test_opening_refreshes_at_most_once_per_interval(app: Container) -> None:
