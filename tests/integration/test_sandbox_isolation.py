@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socketserver
 import subprocess
 import sys
 import threading
@@ -352,9 +353,12 @@ def test_a_stopped_sandbox_leaves_no_process(driver: LocalDriver, tmp_path: Path
         client.health()
 
 
-def test_the_runtime_dying_takes_its_sandboxes(machine: Machine, tmp_path: Path) -> None:
+def test_a_sandbox_outlives_the_runtime_and_is_readopted(machine: Machine, tmp_path: Path) -> None:
+    """kill -9 of the runtime leaves its sandbox running (own session, no parent-death
+    signal); the next driver on the same home proves it is the one launched and adopts it, and
+    its stop leaves no process, volume or network behind."""
     script = f"""
-import sys, time
+import time
 from pathlib import Path
 from openagents.sandbox.client import SandboxClient
 from openagents.sandbox.local import LocalDriver
@@ -363,21 +367,31 @@ driver = LocalDriver(home, sandboxd, b"k" * 32, SandboxClient)
 handle = driver.start("orphan", 1)
 client = SandboxClient(driver.endpoint(handle), driver.token(handle))
 client.exec("nohup sleep 302 >/dev/null 2>&1 &")
-print(handle.ref, flush=True)
+print(handle.model_dump_json(), flush=True)
 time.sleep(60)
 """
     runtime = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert runtime.stdout is not None
-    pid = int(runtime.stdout.readline())
+    handle = SandboxHandle.model_validate_json(runtime.stdout.readline())
     os.kill(runtime.pid, signal.SIGKILL)
     runtime.wait()
+    assert Path(f"/proc/{handle.ref}").exists(), "the sandbox died with the runtime"
+    adopter = LocalDriver(tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=SMALL)
+    try:
+        assert adopter.probe(handle).state is SandboxState.RUNNING
+        assert adopter.running() == [handle]
+        client = SandboxClient(adopter.endpoint(handle), adopter.token(handle))
+        assert client.exec("pgrep -x sleep")["stdout"].strip()  # its processes kept running
+        adopter.stop(handle)
+    finally:
+        adopter.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         left = subprocess.run(["pgrep", "-f", "sleep 302"], capture_output=True, text=True)
-        if not left.stdout.strip() and not Path(f"/proc/{pid}").exists():
+        if not left.stdout.strip():
             break
         time.sleep(0.2)
-    assert not left.stdout.strip(), "the sandbox outlived the runtime"
+    assert not left.stdout.strip(), "the adopted sandbox outlived its stop"
     assert "sandboxes/orphan/1" not in Path("/proc/mounts").read_text()  # its volume too
     assert eventually_empty(orphan_networks) == []  # and its network stack
 
@@ -462,3 +476,35 @@ def test_an_impostor_snapshot_cannot_fill_the_host_disk(
     snapshots = tmp_path / "home" / "snapshots"
     assert snapshots.is_dir()  # the driver's snapshot store, where the partial archive went
     assert [p for p in snapshots.rglob("*") if p.is_file()] == []  # nothing kept, no partial
+
+
+def test_a_link_planted_in_place_of_the_socket_is_refused(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    """The socket folder is the sandbox's: it moves sandboxd's socket aside and links a root
+    host socket in its place. The control plane refuses to connect (no request, no token)."""
+    served: list[str] = []
+
+    class Host(_Hello):
+        def do_GET(self) -> None:
+            served.append(self.path)
+            super().do_GET()
+
+    host = socketserver.ThreadingUnixStreamServer(str(tmp_path / "host.sock"), Host)
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    handle = driver.start("planted-link", 1)
+    planted = run(
+        driver,
+        handle,
+        f"cd /run/sandboxd && mv sandboxd.sock real.sock && ln -s {tmp_path}/host.sock "
+        "sandboxd.sock && ls -l",
+    )
+    assert planted["exitCode"] == 0, planted
+    client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=5)
+    try:
+        with pytest.raises(SandboxError, match="is a symbolic link, not sandboxd's socket"):
+            client.health()
+    finally:
+        host.shutdown()
+        host.server_close()
+    assert served == []  # the host socket saw nothing: no relay, no bearer token

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from openagents.sandbox.client import (
     CHUNK_BYTES,
     SandboxClient,
     SandboxRequestError,
+    UnsafeSocket,
+    check_socket,
     read_chunks,
+    unix_endpoint,
     verify_manifest,
 )
 from openagents.sandbox.port import Sandboxd, SandboxError
@@ -147,3 +153,85 @@ def test_an_error_is_read_as_words_not_as_objects() -> None:
         client.health()
     assert (caught.value.status, caught.value.code) == (409, None)
     assert len(str(caught.value)) < 2_200  # the detail is cut at 2,000 characters
+
+
+class _Healthy(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def unix_sandboxd(path: Path) -> Iterator[list[str]]:
+    """A sandboxd answering health on a Unix socket at ``path``; yields the paths it served."""
+    served: list[str] = []
+
+    class Handler(_Healthy):
+        def do_GET(self) -> None:
+            served.append(self.path)
+            super().do_GET()
+
+    server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_unix_socket_is_reached_also_past_the_address_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / ("deep" * 30)  # the path is longer than a socket address holds
+    folder.mkdir()
+    monkeypatch.chdir(folder)  # so that the server can bind it
+    with unix_sandboxd(Path("sandboxd.sock")) as served:
+        assert SandboxClient(unix_endpoint(str(folder / "sandboxd.sock")), "t").health()
+    assert served == ["/health"]
+
+
+def test_a_link_planted_in_place_of_the_socket_is_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "host").mkdir()
+    (tmp_path / "run").mkdir()
+    with unix_sandboxd(tmp_path / "host" / "host.sock") as served:
+        (tmp_path / "run" / "sandboxd.sock").symlink_to(tmp_path / "host" / "host.sock")
+        client = SandboxClient(unix_endpoint(str(tmp_path / "run" / "sandboxd.sock")), "t")
+        with pytest.raises(SandboxError, match="is a symbolic link, not sandboxd's socket"):
+            client.health()
+    assert served == []  # the host socket never saw the request (nor the token)
+
+
+def test_a_linked_socket_folder_is_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "host").mkdir()
+    with unix_sandboxd(tmp_path / "host" / "sandboxd.sock") as served:
+        (tmp_path / "run").symlink_to(tmp_path / "host")
+        client = SandboxClient(unix_endpoint(str(tmp_path / "run" / "sandboxd.sock")), "t")
+        with pytest.raises(SandboxError, match="connection error"):
+            client.health()
+    assert served == []
+
+
+def test_a_regular_file_in_place_of_the_socket_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "sandboxd.sock").write_text("not a socket")
+    client = SandboxClient(unix_endpoint(str(tmp_path / "sandboxd.sock")), "t")
+    with pytest.raises(SandboxError, match="is not a socket: refused"):
+        client.health()
+
+
+def _stat(mode: int, uid: int) -> os.stat_result:
+    return os.stat_result((mode, 1, 1, 1, uid, uid, 0, 0, 0, 0))
+
+
+def test_a_socket_owned_by_another_uid_than_its_folder_is_refused() -> None:
+    folder = _stat(0o040755, 200000)  # the sandbox's folder; a root socket linked in it
+    with pytest.raises(UnsafeSocket, match="owned by uid 0, not by its folder's owner"):
+        check_socket("/x/sandboxd.sock", folder, _stat(0o140755, 0))
+    check_socket("/x/sandboxd.sock", folder, _stat(0o140755, 200000))  # its own: fine

@@ -2,7 +2,9 @@
 
 Standard library only (urllib): it ships in the core Lambda layer. An endpoint is an
 ``http(s)://`` URL (Fargate: the task's private IP) or ``http+unix://<quoted socket path>``
-(the one-machine driver: a Unix socket bind-mounted out of the sandbox's network namespace).
+(the one-machine driver: a Unix socket bind-mounted out of the sandbox's network namespace,
+in a folder the sandbox owns: connected to without following links, only when it is a socket
+owned by the folder's owner — ``_connect_unix``).
 Every failure is a ``SandboxError`` with a readable message starting ``sandbox request
 failed:``. When sandboxd answered with an error, the exception (a ``SandboxRequestError``)
 carries ``status`` and sandboxd's machine ``code`` and reads ``… status code 404 not_found:
@@ -24,6 +26,7 @@ import json
 import os
 import re
 import socket
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -52,7 +55,6 @@ BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
 JsonObject = dict[str, Any]
 UNIX_SCHEME = "http+unix"
-UNIX_PATH_MAX = 100  # sun_path holds 108 bytes, NUL included
 
 
 def unix_endpoint(socket_path: str) -> str:
@@ -79,17 +81,39 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 def _connect_unix(sock: socket.socket, path: str) -> None:
-    """Connect, also when the path is longer than a socket address holds (108 bytes): through
-    the folder opened with O_PATH, as ``/proc/self/fd/N/<name>``."""
-    if len(path.encode()) < UNIX_PATH_MAX:
-        sock.connect(path)
-        return
+    """Connect to the socket at ``path`` without following a link: the sandbox owns the socket's
+    folder and may plant a link (or a host socket's hard link) there in its place. The folder
+    is opened with O_NOFOLLOW, the socket relative to it with O_PATH|O_NOFOLLOW (a planted link
+    is then opened as the link itself), checked to be a socket owned by the folder's owner (the
+    sandbox's uid), and connected to through ``/proc/self/fd/N``, the very inode checked (also
+    short: no socket address limit)."""
     folder, name = os.path.split(path)
-    descriptor = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    folder_fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        sock.connect(f"/proc/self/fd/{descriptor}/{name}")
+        socket_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+        try:
+            check_socket(path, os.fstat(folder_fd), os.fstat(socket_fd))
+            sock.connect(f"/proc/self/fd/{socket_fd}")
+        finally:
+            os.close(socket_fd)
     finally:
-        os.close(descriptor)
+        os.close(folder_fd)
+
+
+class UnsafeSocket(OSError):
+    """What sits at sandboxd's socket path is not the sandbox's own socket: refused."""
+
+
+def check_socket(path: str, folder: os.stat_result, found: os.stat_result) -> None:
+    if stat.S_ISLNK(found.st_mode):
+        raise UnsafeSocket(f"{path} is a symbolic link, not sandboxd's socket: refused")
+    if not stat.S_ISSOCK(found.st_mode):
+        raise UnsafeSocket(f"{path} is not a socket: refused")
+    if found.st_uid != folder.st_uid:
+        raise UnsafeSocket(
+            f"{path} is owned by uid {found.st_uid}, not by its folder's owner (uid "
+            f"{folder.st_uid}, the sandbox's): refused"
+        )
 
 
 class _UnixHandler(urllib.request.AbstractHTTPHandler):
