@@ -262,6 +262,13 @@ class Cgroup:
             (pids / "pids.max").write_text(str(limits.pids))
             self.folders = [memory, pids]
 
+    @classmethod
+    def existing(cls, folders: tuple[str, ...]) -> Cgroup:
+        """The cgroups a previous server made for a sandbox it launched (re-adoption)."""
+        cgroup = cls.__new__(cls)
+        cgroup.folders = [Path(folder) for folder in folders]
+        return cgroup
+
     def join(self) -> None:
         """In the child, before exec: this process and all it starts belong to the cgroups."""
         for folder in self.folders:
@@ -397,6 +404,7 @@ def user_mode_network(
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
+            start_new_session=True,  # outlives the server, as its sandbox does
         )
         os.close(ready_write)
         ready_write = -1

@@ -1,20 +1,27 @@
-"""The one-machine sandbox driver: sandboxd as a child process in a workspace folder, confined
+"""The one-machine sandbox driver: sandboxd as a process of its own in a workspace folder, confined
 by bubblewrap (its own network, pid, ipc, uts, mount and user namespaces, an unprivileged host
 uid, a minimal ``/etc``), cgroup limits, a size-capped workspace volume and a user-mode network
 stack that cannot reach the host. The control plane reaches sandboxd only over a Unix socket.
 A launch that never gets ready (bubblewrap's set-up failing on a loaded host) is killed and tried
 again, ``LAUNCH_ATTEMPTS`` launches in all, before the start fails.
-Snapshots are verified ``.tar.zst`` files with opaque ids. See docs/sandboxes.md."""
+Snapshots are verified ``.tar.zst`` files with opaque ids.
+
+A sandbox is not the server's child in anything but name: it has its own session (a terminal's
+Ctrl-C never reaches it), no parent-death signal, and it keeps running when the server stops or
+is killed. The next server re-adopts it after proving it is the process this driver launched
+(pid, start time and boot, cgroup — recorded in the generation's own folder) and that its socket
+accepts the generation's token; anything else is a stranger, never signalled. See
+docs/sandboxes.md."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import json
 import logging
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -26,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from openagents.sandbox import confine
 from openagents.sandbox.client import unix_endpoint
@@ -54,8 +61,9 @@ class NeverReady(SandboxError):
 
 
 STOP_GRACE_SECONDS = 5
-PR_SET_PDEATHSIG = 1
 SOCKET_NAME = "sandboxd.sock"
+PROCESS_RECORD = "process.json"  # who the driver launched: pid, start time, boot, cgroups
+VOLUMES = ("workspace.img", "workspace", "uid")  # what a generation hands to the next on reboot
 SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,80}/[0-9]{1,9}-[0-9]{8}T[0-9]{12}Z\.tar\.zst")
 NETWORKS = ("outbound", "none")
 # sandboxd starts one way everywhere (the image too): the package's parent on PYTHONPATH and
@@ -92,19 +100,139 @@ class _HashingWriter:
         return self._out.write(data)
 
 
-def _die_with_parent() -> None:
-    """In the child: receive SIGTERM when the runtime that spawned us dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+class _Process(Protocol):
+    """A process the driver may signal: one it started (a ``Popen``), or one it re-adopted."""
+
+    @property
+    def pid(self) -> int: ...
+    def poll(self) -> int | None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class _Adopted:
+    """A process a previous server launched, held by a pidfd opened *before* its start time was
+    checked: every signal goes to that very process, never to a pid reused meanwhile."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid = pid
+        self._fd = fd
+
+    @classmethod
+    def claim(cls, pid: int, start_time: int) -> _Adopted | None:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return None
+        if process_start_time(pid) != start_time:
+            os.close(fd)
+            return None
+        return cls(pid, fd)
+
+    def poll(self) -> int | None:
+        return 0 if self._exited(0) else None
+
+    def _exited(self, timeout: float | None) -> bool:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(-1 if timeout is None else int(timeout * 1000)))
+
+    def _signal(self, number: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self._fd, number)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited(timeout):
+            raise subprocess.TimeoutExpired("sandbox", timeout or 0)
+        return 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+@dataclass(frozen=True)
+class _Record:
+    """``process.json`` in a generation's folder (the driver's, never the sandbox's): what
+    proves, after a restart, that a process is the one this driver launched."""
+
+    pid: int
+    start_time: int  # /proc/<pid>/stat's starttime: a reused pid has another
+    boot_id: str  # after a reboot every pid is a stranger
+    cgroups: tuple[str, ...]  # the folders it was put in before it ran anything
+    network_pid: int | None = None
+    network_start_time: int | None = None
+
+    def write(self, root: Path) -> None:
+        partial = root / f"{PROCESS_RECORD}.partial"
+        partial.write_text(json.dumps(self.__dict__ | {"cgroups": list(self.cgroups)}))
+        partial.rename(root / PROCESS_RECORD)
+
+    @classmethod
+    def read(cls, root: Path) -> _Record | None:
+        try:
+            data = json.loads((root / PROCESS_RECORD).read_text())
+            return cls(
+                pid=int(data["pid"]),
+                start_time=int(data["start_time"]),
+                boot_id=str(data["boot_id"]),
+                cgroups=tuple(str(folder) for folder in data["cgroups"]),
+                network_pid=None if data.get("network_pid") is None else int(data["network_pid"]),
+                network_start_time=None
+                if data.get("network_start_time") is None
+                else int(data["network_start_time"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def process_start_time(pid: int, *, living: bool = False) -> int | None:
+    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22); with
+    ``living``, None for a process that exited and was not reaped yet (a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if living and fields[0] in ("Z", "X"):
+            return None
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_cgroups(pid: int) -> set[str]:
+    """The cgroup folders a process belongs to (v1 hierarchies and v2), as absolute paths."""
+    mount = Path("/sys/fs/cgroup")
+    folders: set[str] = set()
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                base = mount / controller if controller else mount
+                folders.add(str(base / path.lstrip("/")))
+    return folders
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 @dataclass
 class _Child:
-    """A sandbox this process started: the only processes the driver ever signals."""
+    """A sandbox this process started or re-adopted: the only processes the driver signals."""
 
-    process: subprocess.Popen[bytes]
+    process: _Process
     root: Path
-    network: subprocess.Popen[bytes] | None
+    network: _Process | None
     cgroup: Cgroup | None
 
     def exited(self) -> bool:
@@ -117,6 +245,7 @@ class _Children:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.adopting = threading.Lock()  # one adoption at a time decides who holds a pid
         self._by_pid: dict[int, _Child] = {}
 
     def add(self, child: _Child) -> None:
@@ -162,10 +291,10 @@ class LocalDriver:
         self._bwrap = self._pick_isolation(isolation)
         self._network = self._pick_network(network)
         self._etc: Path | None = None
-        # Spawn from one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
-        # forked exits, and request threads come and go.
-        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
         self._started: set[int] = set()
+        # Spawn from one long-lived thread (one launch at a time: the host uid counter, the
+        # staging mounts), whichever request thread asks.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
 
     def _pick_isolation(self, isolation: str) -> str | None:
         bwrap = self._machine.bwrap
@@ -280,6 +409,7 @@ class LocalDriver:
                 time.sleep(0.2 * attempt)
         _children.add(child)
         self._started.add(child.process.pid)
+        _record(child).write(root)
         handle = SandboxHandle(
             driver=self.name,
             session_id=session_id,
@@ -331,6 +461,8 @@ class LocalDriver:
         }
         stderr = (root / "sandboxd.log").open("ab")
         try:
+            # its own session: no terminal signal (Ctrl-C) reaches it, and nothing ties its life
+            # to the server's; it outlives the server and is re-adopted by the next one
             process = subprocess.Popen(  # noqa: S603 - argv built from our own paths
                 self._command(workspace, run, uid if dedicated else None, shared_paths, sync),
                 stdout=subprocess.PIPE,
@@ -339,6 +471,7 @@ class LocalDriver:
                 env=env,
                 pass_fds=sync.child_fds if sync else (),
                 preexec_fn=_child_setup(cgroup),
+                start_new_session=True,
             )
         finally:
             stderr.close()
@@ -409,7 +542,7 @@ class LocalDriver:
             "--unshare-all", "--unshare-user", "--disable-userns",
             "--uid", str(confine.SANDBOX_UID), "--gid", str(confine.SANDBOX_UID),
             "--hostname", "sandbox",
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--new-session", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr",
             "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin",
@@ -468,13 +601,14 @@ class LocalDriver:
         return handle
 
     def probe(self, handle: SandboxHandle) -> Probe:
-        """Only a sandbox in this process's child table can be running: a pid from the store
-        is never trusted to name one."""
+        """Only a sandbox in the process-wide child table — started by this process, or
+        re-adopted after its identity was proven — can be running: a pid from the store is
+        never trusted to name one."""
         root = self._dir(handle.session_id, handle.generation)
         if not root.exists():
             return Probe(SandboxState.GONE, reason="sandbox not found")
-        child = _children.get(_pid(handle))
-        if child is None or child.root != root or child.exited():
+        child = self._child(root, handle)
+        if child is None or child.exited():
             return Probe(SandboxState.STOPPED, reason="sandbox is stopped")
         endpoint = self.endpoint(handle)
         try:
@@ -483,23 +617,127 @@ class LocalDriver:
             return Probe(SandboxState.STARTING, endpoint, reason=str(exc))
         return Probe(SandboxState.RUNNING, endpoint)
 
-    def stop(self, handle: SandboxHandle) -> None:
-        """Idempotent; SIGTERM, then SIGKILL after a grace period. Signals only a sandbox this
-        process started for this session and generation."""
-        root = self._dir(handle.session_id, handle.generation)
+    def _child(self, root: Path, handle: SandboxHandle) -> _Child | None:
+        """The sandbox of this generation folder: known to this process, or re-adopted."""
         child = _children.get(_pid(handle))
         if child is not None and child.root == root:
+            return child
+        recorded = self._recorded(root, handle.session_id, handle.generation)
+        if recorded is None or recorded.ref != handle.ref:
+            return None
+        return self._adopt(root, handle)
+
+    def _adopt(self, root: Path, handle: SandboxHandle) -> _Child | None:
+        """A sandbox a previous server launched, taken over when it proves to be that one:
+        the recorded pid still runs with the recorded start time, on this boot, inside the
+        cgroups it was put in, and its socket accepts this generation's token. Anything else
+        is a stranger: None, and nothing is signalled."""
+        record = _Record.read(root)
+        if record is None or str(record.pid) != handle.ref or record.boot_id != boot_id():
+            return None
+        process = _Adopted.claim(record.pid, record.start_time)
+        if process is None:
+            return None
+        if not set(record.cgroups) <= process_cgroups(record.pid):
+            process.close()
+            return None
+        try:
+            self._client(self.endpoint(handle), self.token(handle)).health()
+        except SandboxError:
+            process.close()
+            return None
+        network = None
+        if record.network_pid is not None and record.network_start_time is not None:
+            network = _Adopted.claim(record.network_pid, record.network_start_time)
+        cgroup = Cgroup.existing(record.cgroups) if record.cgroups else None
+        child = _Child(process, root, network, cgroup)
+        with _children.adopting:
+            known = _children.get(record.pid)
+            if known is not None:  # another driver of this process adopted it meanwhile
+                process.close()
+                if network is not None:
+                    network.close()
+                return known
+            _children.add(child)
+        log.info("sandbox %s/%s re-adopted (pid %s)", handle.session_id, handle.generation,
+                 record.pid)  # fmt: skip
+        return child
+
+    def running(self) -> list[SandboxHandle]:
+        """Every sandbox of this home that is running, proven as ``probe`` proves it (for
+        ``openagents down``: what is left after the sessions are hibernated)."""
+        found: list[SandboxHandle] = []
+        for state in sorted(self._sandboxes.glob("*/*/sandbox.json")):
+            try:
+                handle = SandboxHandle.model_validate_json(state.read_text())
+                root = self._dir(handle.session_id, handle.generation)
+            except (OSError, ValueError, SandboxError):
+                continue
+            if root != state.parent:
+                continue
+            child = self._child(root, handle)
+            if child is not None and not child.exited():
+                found.append(handle)
+        return found
+
+    def has_volume(self, handle: SandboxHandle) -> bool:
+        """Whether the generation's workspace volume (or folder) is still on disk."""
+        root = self._dir(handle.session_id, handle.generation)
+        return (root / "workspace.img").exists() or (root / "workspace").is_dir()
+
+    def reboot(self, handle: SandboxHandle, generation: int) -> SandboxHandle | None:
+        """A sandbox that died (host reboot, OOM, killed) started again as ``generation`` on
+        its own workspace volume, as a VM reboots: every file, commit and ref kept. None when
+        the volume is gone too. Idempotent: a crash half-way leaves the volume in one of the
+        two folders, and a running ``generation`` is returned as it is."""
+        if generation <= handle.generation:
+            raise SandboxError("a reboot starts a later generation")
+        old = self._dir(handle.session_id, handle.generation)
+        new = self._dir(handle.session_id, generation)
+        moved = (new / "workspace.img").exists() or (new / "workspace").is_dir()
+        if not moved:
+            if not self.has_volume(handle):
+                return None
+            if self.probe(handle).state is not SandboxState.STOPPED or _launched_alive(old):
+                # its volume may still be mounted: never a second mount of it
+                raise SandboxError("the sandbox to reboot is still running")
+            new.mkdir(parents=True, exist_ok=True)
+            for name in ("uid", "workspace", "workspace.img"):  # the volume last: the marker
+                if (old / name).exists():
+                    (old / name).rename(new / name)
+            self._forget(old)
+        return self.start(handle.session_id, generation)
+
+    @staticmethod
+    def _forget(root: Path) -> None:
+        """What is left of a dead generation: its cgroups (empty once its processes are gone)."""
+        record = _Record.read(root)
+        if record is not None:
+            for folder in record.cgroups:
+                with contextlib.suppress(OSError):
+                    Path(folder).rmdir()
+
+    def stop(self, handle: SandboxHandle) -> None:
+        """Idempotent; SIGTERM, then SIGKILL after a grace period. Signals only a sandbox this
+        process started, or re-adopted, for this session and generation."""
+        root = self._dir(handle.session_id, handle.generation)
+        child = self._child(root, handle) if root.exists() else None
+        if child is not None:
             _children.pop(child.process.pid)
             _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
             self._started.discard(child.process.pid)
+            (root / PROCESS_RECORD).unlink(missing_ok=True)
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
     def close(self) -> None:
-        """Stop every sandbox this driver started (on shutdown)."""
+        """Stop every sandbox this driver instance started (tests and tools). The server never
+        calls it: its sandboxes outlive it, the next server re-adopts them, and
+        ``openagents down`` hibernates them."""
         for pid in list(self._started):
             child = _children.pop(pid)
             if child is not None:
                 _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+                (child.root / PROCESS_RECORD).unlink(missing_ok=True)
         self._started.clear()
         self._spawner.shutdown(wait=False)
 
@@ -684,16 +922,38 @@ class _SyncPipes:
 
 def _child_setup(cgroup: Cgroup | None) -> Callable[[], None]:
     def setup() -> None:
-        _die_with_parent()
         if cgroup is not None:
             cgroup.join()
 
     return setup
 
 
+def _launched_alive(root: Path) -> bool:
+    """The process a driver launched in this folder still runs (whether or not it answers)."""
+    record = _Record.read(root)
+    return (
+        record is not None
+        and record.boot_id == boot_id()
+        and process_start_time(record.pid, living=True) == record.start_time
+    )
+
+
+def _record(child: _Child) -> _Record:
+    pid = child.process.pid
+    network = child.network.pid if child.network is not None else None
+    return _Record(
+        pid=pid,
+        start_time=process_start_time(pid) or 0,
+        boot_id=boot_id(),
+        cgroups=tuple(str(folder) for folder in child.cgroup.folders) if child.cgroup else (),
+        network_pid=network,
+        network_start_time=process_start_time(network) if network is not None else None,
+    )
+
+
 def _kill(
-    process: subprocess.Popen[bytes],
-    network: subprocess.Popen[bytes] | None,
+    process: _Process,
+    network: _Process | None,
     cgroup: Cgroup | None,
     grace: float = 0,
 ) -> None:
@@ -710,6 +970,9 @@ def _kill(
         network.wait()
     if cgroup is not None:
         cgroup.remove()
+    for held in (process, network):
+        if isinstance(held, _Adopted):
+            held.close()
 
 
 def _compile(sandboxd: Path) -> None:
