@@ -94,6 +94,9 @@ def update_session(
 
 @router.delete("/sessions/{session_id}", responses=ERRORS)
 def delete_session(session_id: str, app: App, caller: Caller) -> SuccessOut:
+    """Stop the session's sandbox and remove its snapshot and volumes, then delete the session
+    with its chats, messages and audit log. 503 (nothing deleted) when the sandbox cannot be
+    stopped: the retry finishes it."""
     app.sessions.delete(caller, session_id)
     return SuccessOut()
 

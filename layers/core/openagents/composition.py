@@ -36,6 +36,7 @@ from openagents.services.pull_requests import PullRequestService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.services.shares import ShareService
+from openagents.services.teardown import Remains, SandboxTeardown
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
@@ -121,6 +122,16 @@ def local_driver(settings: Settings, key: bytes) -> LocalDriver:
             tmp_bytes=settings.sandbox_tmp_mb << 20,
         ),
     )
+
+
+def _remains(settings: Settings) -> Remains | None:
+    """What a driver keeps of a deleted session besides its sandbox and snapshot: the local
+    driver's folders; on Fargate nothing (an EBS volume goes with its task)."""
+    if settings.sandbox_driver != "local":
+        return None
+    from openagents.sandbox.local_remains import LocalRemains
+
+    return LocalRemains(settings.home)
 
 
 def _driver(settings: Settings, key: bytes) -> SandboxDriver:
@@ -320,6 +331,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         restore=handoffs.provision,
         journal=journal,
         after_turn=handoffs.after_turn,
+        reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
     provisioning = ProvisioningService(
         store,
@@ -390,7 +402,15 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     return Container(
         settings=settings,
         sessions=SessionService(
-            store, settings, utc_now, new_id, metrics, kick=kick, journal=journal, archive=archive
+            store,
+            settings,
+            utc_now,
+            new_id,
+            metrics,
+            kick=kick,
+            journal=journal,
+            archive=archive,
+            teardown=SandboxTeardown(driver, _remains(settings)),
         ),
         archive=archive,
         pull_requests=pull_requests,

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from openagents.domain import naming, validation
-from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited
+from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited, Unavailable
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import Failure, failure
 from openagents.domain.models import (
@@ -26,6 +26,7 @@ from openagents.domain.models import (
     TitleSource,
 )
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
+from openagents.sandbox.port import SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.journal import Journal
 from openagents.settings import Settings
@@ -98,8 +99,10 @@ class SessionService:
         journal: Journal | None = None,
         archive: ArchiveFlow | None = None,
         local_roots: LocalRepoRoots | None = None,
+        teardown: Callable[[Session], None] | None = None,
     ) -> None:
         self._archive = archive
+        self._teardown = teardown
         self._journal = journal or Journal(None, metrics)
         self._store = store
         self._settings = settings
@@ -284,7 +287,16 @@ class SessionService:
         return updated
 
     def delete(self, identity: Identity, session_id: str) -> None:
+        """The sandbox first (stopped, its snapshot and volumes removed: ``teardown``), then
+        the session in one transaction. A sandbox that cannot be torn down answers 503 with
+        nothing deleted; the retry finishes it (every step is idempotent)."""
         session = self.get(identity, session_id)
+        if self._teardown is not None:
+            try:
+                self._teardown(session)
+            except SandboxError as exc:
+                log.warning("could not tear down the sandbox of %s: %s", session.id, exc)
+                raise Unavailable("The session's sandbox could not be stopped; try again") from exc
         try:
             self._store.delete_session(session)
         except Gone:
