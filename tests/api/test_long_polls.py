@@ -6,6 +6,7 @@ long-poll holding one of the threadpool's 40 threads."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -221,3 +222,27 @@ def test_another_users_chat_stream_is_404_before_any_wait(api: Api) -> None:
     _sid, chat = new_session(api)
     reply = api.get(stream_of(chat), query={"wait": "25"}, user="bob")
     assert_error(reply, 404, "not_found")
+
+
+def test_a_long_runs_stream_is_read_in_pages_of_at_most_a_mebibyte(api: Api) -> None:
+    """Issue 22 (low): a 607-event turn answered 7.5 MB in one ``after=0`` page. Pages stop
+    past ``STREAM_PAGE_BYTES`` of chunks, and ``after=next`` reads on with no gap or repeat."""
+    from openagents.services.agent_turns import STREAM_PAGE_BYTES
+
+    sid, chat = new_session(api)
+    runs = run_store(api)
+    run = start_run(runs, sid, chat)
+    big = "x" * (300 * 1024)  # five of these are 1.5 MiB: more than a page
+    runs.append(run.id, [{"type": "text-delta", "id": "t", "delta": big} for _ in range(5)])
+    end_run(runs, run)
+    after, pages = 0, []
+    while True:
+        page = api.get(stream_of(chat), query={"after": str(after), "wait": "0"})
+        if page.status == 204:
+            break
+        assert page.status == 200, page.body
+        seqs = [event["seq"] for event in page.body["events"]]
+        assert len(json.dumps(page.body)) <= STREAM_PAGE_BYTES + 1024
+        pages.append(seqs)
+        after = page.body["next"]
+    assert pages == [[1, 2, 3], [4, 5]]

@@ -176,6 +176,37 @@ describe("ChatPanel", () => {
     await waitFor(() => expect(onForked).toHaveBeenCalledWith(fork));
   });
 
+  it("says it waits for an answer from the stored message itself, as when opened again", async () => {
+    // the notice must not depend on having seen the turn end (a remount, a reload, a late page)
+    const waiting: UIMessage = {
+      id: "a0",
+      role: "assistant",
+      parts: [
+        {
+          type: "tool-bash",
+          toolCallId: "call-1",
+          state: "approval-requested",
+          input: { command: "rm -rf build" },
+          approval: { id: "ap-1" },
+        },
+      ],
+    } as unknown as UIMessage;
+    renderWithApi(
+      <ChatPanel sessionId="s1" chatId="c1" activeRunId={null} onRead={vi.fn()} onSent={vi.fn()} />,
+      fakeApi({
+        messages: vi.fn(async () => ({
+          messages: [text("u0", "user", "clear it"), waiting],
+          nextCursor: null,
+        })),
+        markRead: vi.fn(async () => ({ success: true as const })),
+        stream: vi.fn(async () => null),
+        models: vi.fn(async () => ({ models: [], defaultModelId: null, message: null })),
+      }),
+    );
+    expect(await screen.findByText("Waiting for your answer.")).toBeInTheDocument();
+    expect(screen.getByRole("button", { name: "Approve" })).toBeInTheDocument();
+  });
+
   it("posts a user message on Enter and shows it", async () => {
     const startTurn = vi.fn(async () => ({ runId: "r1", status: "running" as const }));
     const onSent = vi.fn();

@@ -60,6 +60,12 @@ function answered(message: ViewMessage, body: RespondBody): ViewMessage {
   };
 }
 
+/** A call the run waits on the user for: an approval, or a question not answered yet. */
+function waitsForUser(part: ViewMessage["parts"][number]): boolean {
+  if (part.state === "approval-requested") return true;
+  return part.type === "tool-ask_user_question" && part.state === "input-available";
+}
+
 const ENDED_NOTICE: Partial<Record<RunStatus, string>> = {
   aborted: "Stopped.",
   failed: "The turn failed.",
@@ -202,6 +208,15 @@ export function ChatPanel({
   if (live?.message) shown.push(live.message as ViewMessage);
   const lastAssistant = [...shown].reverse().find((m) => m.role === "assistant");
   const canRespond = !running && lastAssistant !== undefined && shown[shown.length - 1] === lastAssistant;
+  // read from the message, not from the turn's end: a remount or a reload keeps saying it
+  const awaitsAnswer = canRespond && lastAssistant.parts.some(waitsForUser);
+  const shownNotice = awaitsAnswer ? { text: ENDED_NOTICE.waiting ?? "", error: null } : notice;
+  useLayoutEffect(() => {
+    // a notice under the last message (waiting, stopped, failed) is scrolled to like the message
+    const box = scroller.current;
+    if (box && shownNotice && box.scrollHeight - box.scrollTop - box.clientHeight < 160)
+      box.scrollTop = box.scrollHeight;
+  }, [shownNotice?.text]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const answer = async (message: ViewMessage, body: RespondBody) => {
     const next = answered(message, body);
@@ -282,13 +297,13 @@ export function ChatPanel({
             {live?.reconnecting ? "Reconnecting…" : live?.status === "starting" ? "Starting…" : "Working…"}
           </p>
         )}
-        {!running && notice && (
+        {!running && shownNotice && (
           <div
-            className={notice.error ? "run-notice run-failed" : "run-notice"}
-            role={notice.error ? "alert" : "status"}
+            className={shownNotice.error ? "run-notice run-failed" : "run-notice"}
+            role={shownNotice.error ? "alert" : "status"}
           >
-            {notice.text}
-            {notice.error && <pre className="run-error">{notice.error}</pre>}
+            {shownNotice.text}
+            {shownNotice.error && <pre className="run-error">{shownNotice.error}</pre>}
           </div>
         )}
       </div>

@@ -5,6 +5,7 @@ sandbox, heartbeats, the turn-end follow-ups), and the turn's business metrics (
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 STREAM_DEFAULT_WAIT = 20.0
 STREAM_MAX_WAIT = 25.0
 STREAM_POLL_SECONDS = 0.15
+STREAM_PAGE_BYTES = 1 << 20  # a page's chunks (as JSON) stop past 1 MiB; at least one each page
 RUNS_PAGE = 50
 MESSAGES_PAGE = 50  # looking for the message a run continues, newest first
 SANDBOX_WAIT_SECONDS = 300.0
@@ -290,7 +292,7 @@ class AgentTurns:
         budget = min(max(STREAM_DEFAULT_WAIT if wait is None else wait, 0.0), STREAM_MAX_WAIT)
         deadline = time.monotonic() + budget
         while True:
-            events = self._runs.events(run.id, after)
+            events = _sized(self._runs.events(run.id, after))
             if events:
                 return StreamView(run, events, events[-1].seq)
             if run.status.ended:
@@ -559,3 +561,14 @@ class AgentHost(TurnHost):
                 self._refresh_pr(run.session_id)
             except Exception:
                 log.exception("refreshing the PR after run %s", run.id)
+
+
+def _sized(events: list[StreamEvent]) -> list[StreamEvent]:
+    """The events from the first up to ``STREAM_PAGE_BYTES`` of chunks (at least one): a long
+    turn's ``after=0`` is read in pages, each ending where its ``next`` says."""
+    size = 0
+    for index, event in enumerate(events):
+        size += len(json.dumps(event.chunk, separators=(",", ":")))
+        if index and size > STREAM_PAGE_BYTES:
+            return events[:index]
+    return events
