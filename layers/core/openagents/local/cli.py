@@ -13,10 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from openagents.auth.tokens import local_tokens
+from openagents.local.server_lock import ServerLock
 from openagents.settings import Mode, Settings
 
 cli = typer.Typer(help="Open Agents on AWS: the one-machine runtime.", no_args_is_help=True)
 API_FACTORY = "functions.api.app:create_app"
+SHUTDOWN_SECONDS = 3  # open requests (long polls) get this long after Ctrl-C or SIGTERM
+KEPT_RUNNING = (
+    "Sandboxes keep running and the next `openagents dev` re-adopts them; "
+    "`openagents down` hibernates them all (a verified snapshot, then stop)."
+)
 
 
 def load_app(settings: Settings) -> Any:
@@ -42,6 +48,12 @@ def dev(
     if base.mode is not Mode.LOCAL:
         raise typer.BadParameter("openagents dev runs the local mode only")
     base.home.mkdir(parents=True, exist_ok=True)
+    lock = ServerLock(base.home)
+    if not lock.acquire():
+        holder = lock.holder()
+        running = f" (pid {holder.pid}, port {holder.port})" if holder else ""
+        raise typer.BadParameter(f"a server already runs on {base.home.resolve()}{running}")
+    lock.announce(port or base.port)
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     # a task or turn invocation that counted nothing is normal here (Powertools warns each time)
@@ -59,7 +71,9 @@ def dev(
     )
     settings = Settings()
     drainer = start_drainer(settings) if dynamo is None else None
-    run_schedule("reconciler", checkAll=True)  # sandboxes of a previous run died with it
+    # every run of a previous process died with it, its sandboxes did not: re-adopt, reboot
+    # on their own volume or restore, and start every lifecycle run again (docs/sandboxes.md)
+    run_schedule("reconciler", checkAll=True)
     timer = Timer(settings.sweep_seconds)
     timer.start()
     stop = threading.Event()
@@ -82,13 +96,61 @@ def dev(
             f"Open Agents: {url}  (API docs at {url}/docs{'' if web else '; web app not built'})"
         )
         typer.echo(f"Sandboxes: {sandbox_confinement(settings)}")
-        uvicorn.run(app, host="127.0.0.1", port=port or settings.port)
+        uvicorn.run(
+            app,
+            host="127.0.0.1",
+            port=port or settings.port,
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        )
+        typer.echo(KEPT_RUNNING)
     finally:
         stop.set()
         timer.stop()
         if drainer is not None:
             drainer.stop()
         moto.stop()
+        lock.release()
+
+
+@cli.command()
+def down(
+    timeout: Annotated[int, typer.Option(help="Seconds to wait for the server to stop")] = 30,
+) -> None:
+    """Hibernate every running sandbox of OPENAGENTS_HOME (a verified snapshot, then stop) and
+    stop its server if one runs: the machine back, the work kept. Exit 0 when all are."""
+    from openagents.composition import build
+
+    settings = Settings()
+    if settings.mode is not Mode.LOCAL:
+        raise typer.BadParameter("openagents down runs the local mode only")
+    lock = ServerLock(settings.home)
+    if lock.holder() is not None:
+        typer.echo("Stopping the server …")
+    if not lock.take_over(timeout):
+        typer.echo(f"the server on {settings.home.resolve()} did not stop", err=True)
+        raise typer.Exit(1)
+    try:
+        logging.basicConfig(level=logging.WARNING)
+        container = build(settings, LoggedMetrics())
+        done = container.lifecycle.hibernate_all()
+    finally:
+        lock.release()
+    typer.echo(f"Hibernated {len(done.hibernated)} session(s)")
+    if done.stopped:
+        typer.echo(f"Stopped {len(done.stopped)} sandbox(es) no session runs")
+    for session_id, why in done.failed.items():
+        typer.echo(f"Session {session_id} not hibernated: {why}", err=True)
+    if done.left:
+        typer.echo(f"Still running: {', '.join(done.left)}", err=True)
+    if done.failed or done.left:
+        raise typer.Exit(1)
+
+
+class LoggedMetrics:
+    """The one-machine metric sink: a log line per count."""
+
+    def count(self, name: str, value: int = 1) -> None:
+        logging.getLogger("openagents.metrics").info("%s +%d", name, value)
 
 
 def sandbox_confinement(settings: Settings) -> str:
@@ -140,9 +202,23 @@ def token(
     ttl: Annotated[int | None, typer.Option(help="Lifetime in seconds")] = None,
     machine: Annotated[bool, typer.Option(help="A client-credentials (automation) token")] = False,
 ) -> None:
-    """Print a bearer token the local server accepts."""
+    """Print a bearer token the server on OPENAGENTS_HOME accepts (which secret signed it, and
+    whether a server runs there, on stderr)."""
     settings = Settings()
+    secret = settings.jwt_secret_path.resolve()
+    existed = secret.exists()
     tokens = local_tokens(settings)
+    holder = ServerLock(settings.home).holder()
+    typer.echo(
+        f"Signed with {secret}{'' if existed else ' (a new secret, created now)'}; "
+        + (
+            f"the server on port {holder.port} (pid {holder.pid}) uses it"
+            if holder
+            else f"no server runs on {settings.home.resolve()}: a server started with another "
+            "OPENAGENTS_HOME refuses this token"
+        ),
+        err=True,
+    )
     typer.echo(
         tokens.mint(user, name=name, ttl_seconds=ttl or settings.token_ttl_seconds, machine=machine)
     )

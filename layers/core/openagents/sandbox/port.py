@@ -141,6 +141,21 @@ class SandboxDriver(Protocol):
         ...
 
 
+class Reboots(Protocol):
+    """A driver whose sandboxes outlive the control plane (the local driver; a Fargate task
+    never was the control plane's child): what the runtime's start and ``openagents down``
+    ask of it. Both prove a sandbox's identity before they name it."""
+
+    def running(self) -> list[SandboxHandle]:
+        """Every sandbox of this driver that runs now (re-adopted, identity proven)."""
+        ...
+
+    def reboot(self, handle: SandboxHandle, generation: int) -> SandboxHandle | None:
+        """A sandbox that died, started again as ``generation`` on its own workspace volume
+        (every file, commit and ref kept); None when the volume is gone too."""
+        ...
+
+
 def sandbox_token(key: bytes, session_id: str, generation: int) -> str:
     """The per-sandbox bearer token: derived, never stored, never returned by the API."""
     message = f"sandbox:{session_id}:{generation}".encode()
