@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import itertools
 import logging
 import os
@@ -26,14 +27,16 @@ HOST_UID_COUNT = 60_000
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver (it forwards to the host's)
 SUBPROCESS_TIMEOUT_SECONDS = 30
 
-# Outbound traffic leaves through the user-mode stack, never to the host or a private range.
+# Outbound traffic leaves through the user-mode stack, never to the host, its on-link subnets
+# or a private range. DNS is UDP only: slirp relays TCP to 10.0.2.3:53 to the host's resolver
+# as a plain stream (arbitrary bytes to a private address), so TCP there is refused with the
+# rest of 10.0.0.0/8.
 NFT_RULES = f"""
 table inet openagents {{
   chain output {{
     type filter hook output priority 0; policy accept;
     oifname "lo" accept
     ip daddr {SLIRP_DNS} udp dport 53 accept
-    ip daddr {SLIRP_DNS} tcp dport 53 accept
     ip daddr {{ 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16,
                172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3 }} reject
     ip6 daddr {{ ::/128, ::1/128, ::ffff:0:0/96, fc00::/7, fe80::/10, ff00::/8 }} reject
@@ -356,6 +359,10 @@ def firewall(machine: Machine, pid: int) -> None:
         rules += f"add rule inet openagents output ip daddr {{ {', '.join(v4)} }} reject\n"
     if v6:
         rules += f"add rule inet openagents output ip6 daddr {{ {', '.join(v6)} }} reject\n"
+    nets4, nets6 = connected_subnets(_read("/proc/net/route"), _read("/proc/net/ipv6_route"))
+    # a rule each: a subnet holds the host's own address, and one set may not overlap itself
+    rules += "".join(f"add rule inet openagents output ip daddr {net} reject\n" for net in nets4)
+    rules += "".join(f"add rule inet openagents output ip6 daddr {net} reject\n" for net in nets6)
     _run([machine.nsenter, "-t", str(pid), "-n", machine.nft, "-f", "-"], stdin=rules)
 
 
@@ -374,6 +381,43 @@ def host_addresses() -> tuple[list[str], list[str]]:
             raw = line.split()[0]
             v6.add(":".join(raw[i : i + 4] for i in range(0, 32, 4)))
     return sorted(v4), sorted(v6)
+
+
+def connected_subnets(route: str, ipv6_route: str) -> tuple[list[str], list[str]]:
+    """The host's on-link subnets (routes with no gateway, the default route aside), from the
+    texts of ``/proc/net/route`` and ``/proc/net/ipv6_route``: a neighbour on a public or
+    TEST-NET subnet the host is connected to is no more the sandbox's to reach than the host."""
+    v4: set[str] = set()
+    for line in route.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8 or fields[0] == "lo" or int(fields[2], 16) != 0:
+            continue
+        mask = int(fields[7], 16)
+        if mask == 0:
+            continue
+        network = ipaddress.IPv4Address(int(fields[1], 16).to_bytes(4, "little"))
+        prefix = ipaddress.IPv4Address(mask.to_bytes(4, "little"))
+        v4.add(str(ipaddress.IPv4Network(f"{network}/{prefix}", strict=False)))
+    v6: set[str] = set()
+    for line in ipv6_route.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or fields[9] == "lo" or int(fields[4], 16) != 0:
+            continue
+        length = int(fields[1], 16)
+        if not 0 < length < 128:
+            continue
+        address = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
+        if address.is_multicast:
+            continue
+        v6.add(str(ipaddress.IPv6Network(f"{address}/{length}", strict=False)))
+    return sorted(v4), sorted(v6)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 def user_mode_network(
