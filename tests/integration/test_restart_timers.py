@@ -1,0 +1,86 @@
+"""Lifecycle timers keep their meaning across downtime (issue 21): a session whose idle time or
+max lifetime passed while the runtime was down hibernates soon after the start; one whose timer
+has not passed waits for it. The runtime's start sweep (``reconcile(check_all=True)``) runs on a
+controlled clock and the loop's steps are driven by hand, so nothing waits for real time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from openagents.composition import Container, build
+from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState, Session
+from openagents.services.lifecycle import Action
+from openagents.services.sessions import NewSession
+from openagents.settings import Settings
+
+from tests.support import NoMetrics, provisioning_runtime, wait_active
+
+ALICE = Identity(user_id="alice", username="alice", name="Alice Smith", email="a@example.com")
+MIN_SLEEP = 5.0
+
+
+@pytest.fixture
+def container(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Container]:
+    hours = settings.model_copy(
+        update={
+            "idle_timeout_seconds": 3600,
+            "max_lifetime_seconds": 7200,
+            "lifecycle_min_sleep_seconds": MIN_SLEEP,
+        }
+    )
+    with provisioning_runtime(hours, moto_endpoint, monkeypatch) as live:
+        yield build(live, NoMetrics())
+
+
+def restarted_at(container: Container, session: Session) -> str:
+    """The runtime's start sweep (its sandbox alive, the clock already set): the run it started."""
+    assert container.lifecycle.reconcile(check_all=True).kicked == 1
+    after = container.sessions.get(ALICE, session.id)
+    assert after.lifecycle_state is LifecycleState.ACTIVE
+    assert after.sandbox_generation == session.sandbox_generation  # re-adopted, kept
+    assert after.lifecycle_run_id not in (None, session.lifecycle_run_id)  # a new run
+    return str(after.lifecycle_run_id)
+
+
+@pytest.mark.parametrize("passed", ["idle", "max-lifetime", "neither"])
+def test_a_timer_that_passed_while_down_hibernates_soon_after_the_start(
+    container: Container, monkeypatch: pytest.MonkeyPatch, passed: str
+) -> None:
+    created, _ = container.sessions.create(ALICE, NewSession())
+    session = wait_active(container, ALICE, created.id)
+    assert session.hibernate_after is not None
+    assert session.sandbox_expires_at is not None
+    moment = {
+        "idle": session.hibernate_after + timedelta(minutes=1),
+        "max-lifetime": session.sandbox_expires_at,
+        "neither": session.hibernate_after - timedelta(minutes=10),
+    }[passed]
+    if passed == "max-lifetime":  # active all along: only the hard lifetime ran out
+        container.lifecycle._store.transition(
+            session.id,
+            expect=frozenset({LifecycleState.ACTIVE}),
+            changes={"hibernate_after": moment + timedelta(hours=1)},
+            entry=None,
+        )
+    monkeypatch.setattr(container.lifecycle, "_clock", lambda: moment)
+    run_id = restarted_at(container, session)
+    first = container.lifecycle.claim(session.id, run_id)
+    assert first.action is Action.WAIT
+    assert first.wake_at is not None
+    if passed == "neither":  # the timer keeps its meaning: the loop sleeps until it is due
+        assert first.wake_at == session.hibernate_after
+        assert container.lifecycle.evaluate(session.id, run_id).action is Action.WAIT
+        return
+    assert first.wake_at <= moment + timedelta(seconds=MIN_SLEEP)  # soon after the start
+    woke = moment + timedelta(seconds=MIN_SLEEP)
+    monkeypatch.setattr(container.lifecycle, "_clock", lambda: woke)
+    assert container.lifecycle.evaluate(session.id, run_id).action is Action.HIBERNATE
+    assert container.lifecycle.hibernate(session.id, run_id).reason == "hibernated"
+    hibernated = container.sessions.get(ALICE, session.id)
+    assert hibernated.lifecycle_state is LifecycleState.HIBERNATED
+    assert hibernated.snapshot is not None
