@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol, TypeAlias
 
-from openagents.agent.models.port import Usage
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, Message, Page, Session
+from openagents.domain.usage import Usage
 from openagents.store.port import Activity
 
 JsonValue: TypeAlias = (
