@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from openagents.sandbox.fargate import FargateConfig
+from openagents.sandbox.fargate_storage import FargateConfig
 
 from infra.config import StageConfig
 from infra.constructs.agent import HANDLER as AGENT_HANDLER

@@ -14,8 +14,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
-from openagents.sandbox.fargate import FargateConfig, FargateDriver, run_task_client_token
+from openagents.sandbox.fargate import FargateDriver, run_task_client_token
 from openagents.sandbox.fargate_efs import access_point_client_token
+from openagents.sandbox.fargate_storage import FargateConfig
 from openagents.sandbox.port import (
     Sandboxd,
     SandboxDriver,

@@ -139,7 +139,8 @@ def _driver(settings: Settings, key: bytes) -> SandboxDriver:
 
     if settings.sandbox_driver == "local":
         return local_driver(settings, key)
-    from openagents.sandbox.fargate import FargateConfig, FargateDriver
+    from openagents.sandbox.fargate import FargateDriver
+    from openagents.sandbox.fargate_storage import FargateConfig
 
     if not (settings.fargate_cluster and settings.fargate_task_definition):
         raise ValueError("the fargate driver needs OPENAGENTS_FARGATE_CLUSTER and _TASK_DEFINITION")

@@ -16,9 +16,8 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -26,6 +25,7 @@ from openagents.sandbox.fargate_ebs import EbsStorage
 from openagents.sandbox.fargate_efs import EfsStorage
 from openagents.sandbox.fargate_storage import (
     DRIVER_NAME,
+    FargateConfig,
     Storage,
     attachment_detail,
     ecs_tags,
@@ -53,35 +53,6 @@ STARTED_BY = "openagents"
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _STOPPED_STATUSES = frozenset({"DEACTIVATING", "STOPPING", "DEPROVISIONING", "STOPPED", "DELETED"})
-
-
-@dataclass(frozen=True)
-class FargateConfig:
-    cluster: str
-    task_definition: str  # family[:revision] or ARN; its workspace volume is configuredAtLaunch
-    subnets: tuple[str, ...]
-    security_groups: tuple[str, ...]
-    token_key: bytes = field(repr=False)
-    container_name: str = "sandboxd"
-    sandbox_port: int = 8080
-    volume_name: str = "workspace"
-    storage: Literal["ebs", "efs"] = "ebs"
-    ebs_role_arn: str | None = None  # ECS infrastructure role for managed EBS volumes
-    volume_size_gib: int = 20
-    volume_type: str = "gp3"
-    kms_key_id: str | None = None
-    efs_file_system_id: str | None = None
-    artifact_bucket: str | None = None  # EFS snapshots
-    snapshot_wait_delay_seconds: float = 15.0
-    snapshot_wait_max_attempts: int = 80
-
-    def __post_init__(self) -> None:
-        if self.storage not in ("ebs", "efs"):
-            raise ValueError(f"storage must be 'ebs' or 'efs', not {self.storage!r}")
-        if self.storage == "ebs" and not self.ebs_role_arn:
-            raise ValueError("storage 'ebs' needs ebs_role_arn")
-        if self.storage == "efs" and not (self.efs_file_system_id and self.artifact_bucket):
-            raise ValueError("storage 'efs' needs efs_file_system_id and artifact_bucket")
 
 
 def _utc_now() -> datetime:

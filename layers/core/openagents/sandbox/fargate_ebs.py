@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError, WaiterError
 from botocore.waiter import WaiterModel, create_waiter_with_client
@@ -16,6 +16,7 @@ from openagents.sandbox.fargate_storage import (
     DRIVER_NAME,
     TAG_GENERATION,
     TAG_SESSION,
+    FargateConfig,
     Launch,
     attachment_detail,
     ecs_tags,
@@ -23,9 +24,6 @@ from openagents.sandbox.fargate_storage import (
     error_message,
 )
 from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
-
-if TYPE_CHECKING:
-    from openagents.sandbox.fargate import FargateConfig
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from openagents.sandbox.fargate_storage import (
     DRIVER_NAME,
     TAG_SESSION,
+    FargateConfig,
     Launch,
     error_code,
     error_message,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
-    from openagents.sandbox.fargate import FargateConfig
 
 log = logging.getLogger(__name__)
 

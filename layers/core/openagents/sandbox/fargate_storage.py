@@ -1,12 +1,12 @@
 """What the Fargate driver (``fargate.py``) and its two workspace storage strategies
-(``fargate_ebs.py``, ``fargate_efs.py``) share: the strategy's protocol, resource names and
-tags, and how an AWS error reads in a ``SandboxError``."""
+(``fargate_ebs.py``, ``fargate_efs.py``) share: the driver's configuration, the strategy's
+protocol, resource names and tags, and how an AWS error reads in a ``SandboxError``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -15,6 +15,35 @@ from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, Snaps
 DRIVER_NAME = "fargate"
 TAG_SESSION = "openagents:session-id"
 TAG_GENERATION = "openagents:generation"
+
+
+@dataclass(frozen=True)
+class FargateConfig:
+    cluster: str
+    task_definition: str  # family[:revision] or ARN; its workspace volume is configuredAtLaunch
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
+    token_key: bytes = field(repr=False)
+    container_name: str = "sandboxd"
+    sandbox_port: int = 8080
+    volume_name: str = "workspace"
+    storage: Literal["ebs", "efs"] = "ebs"
+    ebs_role_arn: str | None = None  # ECS infrastructure role for managed EBS volumes
+    volume_size_gib: int = 20
+    volume_type: str = "gp3"
+    kms_key_id: str | None = None
+    efs_file_system_id: str | None = None
+    artifact_bucket: str | None = None  # EFS snapshots
+    snapshot_wait_delay_seconds: float = 15.0
+    snapshot_wait_max_attempts: int = 80
+
+    def __post_init__(self) -> None:
+        if self.storage not in ("ebs", "efs"):
+            raise ValueError(f"storage must be 'ebs' or 'efs', not {self.storage!r}")
+        if self.storage == "ebs" and not self.ebs_role_arn:
+            raise ValueError("storage 'ebs' needs ebs_role_arn")
+        if self.storage == "efs" and not (self.efs_file_system_id and self.artifact_bucket):
+            raise ValueError("storage 'efs' needs efs_file_system_id and artifact_bucket")
 
 
 @dataclass(frozen=True)
