@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from openagents.sandbox.port import SandboxError
+from openagents.sandbox.errors import SandboxError
 
 COMMIT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 MAX_NAME_CHARS = 255

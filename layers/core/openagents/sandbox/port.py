@@ -8,14 +8,13 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 # the domain's models, persisted on the session; re-exported as the port's vocabulary
 from openagents.domain.models import SandboxHandle as SandboxHandle
 from openagents.domain.models import SnapshotRef as SnapshotRef
-
-if TYPE_CHECKING:  # they check answers with SandboxError, defined here
-    from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.errors import SandboxError as SandboxError
+from openagents.sandbox.git_answers import GitPlace, GitRemote
 
 
 class SandboxState(StrEnum):
@@ -30,24 +29,6 @@ class Probe:
     state: SandboxState
     endpoint: str | None = None
     reason: str | None = None
-
-
-class SandboxError(Exception):
-    """A driver or sandboxd failure with a readable message; ``status``/``code`` when sandboxd
-    answered with an error (``status`` None: it could not be reached)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        code: str | None = None,
-        detail: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.detail = detail  # sandboxd's own error text (no route, no status), when it answered
 
 
 class Sandboxd(Protocol):
