@@ -19,6 +19,7 @@ from .app import App  # noqa: E402
 from .errors import JsonObject  # noqa: E402
 from .http import SandboxServer, UnixSandboxServer  # noqa: E402
 from .log import log  # noqa: E402
+from .routes import find_route  # noqa: E402
 from .workspace import Workspace  # noqa: E402
 
 
@@ -55,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     app = App(workspace, hashlib.sha256(token.encode()).digest())
     server: SandboxServer | UnixSandboxServer
     if args.unix:
-        server = UnixSandboxServer(args.unix, app)
+        server = UnixSandboxServer(args.unix, app, find_route)
         ready: JsonObject = {"ready": True, "socket": args.unix}
     else:
-        server = SandboxServer((args.host, args.port), app)
+        server = SandboxServer((args.host, args.port), app, find_route)
         ready = {"ready": True, "port": server.server_address[1]}
     signal.signal(signal.SIGTERM, stop_on_signal)
     print(json.dumps(ready), flush=True)

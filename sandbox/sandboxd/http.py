@@ -10,17 +10,16 @@ import json
 import os
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import ThreadingUnixStreamServer
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import parse_qs, urlsplit
 
 from .errors import ApiError, JsonObject, bad_request
 from .log import log
 from .process import CHUNK_BYTES
-from .routes import find_route
 
 if TYPE_CHECKING:
     from .app import App
@@ -29,6 +28,10 @@ if TYPE_CHECKING:
 MAX_JSON_BODY_BYTES = 64 << 20
 ERROR_DRAIN_LIMIT_BYTES = 64 << 20
 SOCKET_TIMEOUT_SECONDS = 300.0
+
+# the routes (``routes.find_route``), handed to the server by ``__main__``: a handler module
+# imports this one for ``Request``, so this one cannot import the routes
+Router: TypeAlias = Callable[[str, str], Callable[["App", "Request"], "JsonObject | None"]]
 
 
 class Request:
@@ -127,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
 
     @property
     def app(self) -> App:
-        return cast(SandboxServer, self.server).app
+        return cast("SandboxServer | UnixSandboxServer", self.server).app
 
     def do_GET(self) -> None:
         self.dispatch()
@@ -150,7 +153,8 @@ class Handler(BaseHTTPRequestHandler):
         status = 200
         try:
             self.authenticate()
-            result = find_route(request.method, request.path)(self.app, request)
+            server = cast("SandboxServer | UnixSandboxServer", self.server)
+            result = server.find_route(request.method, request.path)(self.app, request)
             if result is not None:
                 self.send_json(200, result)
         except ApiError as error:
@@ -226,8 +230,8 @@ class SandboxServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], app: App) -> None:
-        self.app = app
+    def __init__(self, address: tuple[str, int], app: App, find_route: Router) -> None:
+        self.app, self.find_route = app, find_route
         super().__init__(address, Handler)
 
 
@@ -235,8 +239,8 @@ class UnixSandboxServer(ThreadingUnixStreamServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, path: str, app: App) -> None:
-        self.app = app
+    def __init__(self, path: str, app: App, find_route: Router) -> None:
+        self.app, self.find_route = app, find_route
         with suppress(FileNotFoundError):
             os.unlink(path)  # a stale socket of an earlier run of this sandbox
         super().__init__(path, Handler)
