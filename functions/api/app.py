@@ -14,13 +14,14 @@ from aws_lambda_powertools import Metrics as PowertoolsMetrics
 from fastapi import APIRouter, FastAPI, Request, Response
 from openagents import composition
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
+from openagents.services.caps import Caps
 from openagents.settings import Settings
 from pydantic.warnings import UnsupportedFieldAttributeWarning
 
 from functions.api import errors
 from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
-from functions.api.longpoll import LongPolls, PollCaps
+from functions.api.longpoll import long_polls
 from functions.api.routes import chat, chats, github, local, sandbox, sessions, shared
 
 SERVICE = "openagents-api"
@@ -49,9 +50,9 @@ def _add_routes(app: FastAPI, router: APIRouter) -> None:
     app.router.routes.extend(router.routes)
 
 
-def _poll_caps(settings: Settings) -> PollCaps:
-    return PollCaps(
-        per_chat=settings.long_poll_max_per_chat,
+def _poll_caps(settings: Settings) -> Caps:
+    return Caps(
+        per_scope=settings.long_poll_max_per_chat,
         per_user=settings.long_poll_max_per_user,
         total=settings.long_poll_max_total,
     )
@@ -77,7 +78,7 @@ def create_app(
     app.state.container = _lazy(
         lambda: composition.build(app.state.settings(), PowertoolsMetricsSink(metrics))
     )
-    app.state.long_polls = LongPolls(lambda: _poll_caps(app.state.settings()))
+    app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))
     errors.install(app)
     for module in (sessions, chats, sandbox, local, github, chat, shared):
         _add_routes(app, module.router)

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from openagents.services.caps import Counted
 from openagents.settings import Settings
 from openagents.store.runs import Run, RunStatus, RunStore
 
-from functions.api.longpoll import LongPolls
 from tests.api.chat_support import run_store
 from tests.api.test_chats import assert_error, new_session
 from tests.support import USER_AGENT, Api, HttpApi, Reply, parse_body, serve_app
@@ -28,7 +28,7 @@ CONDITION_TIMEOUT = 60.0  # only a failing test waits this long
 
 
 @contextmanager
-def server(settings: Settings, **caps: int) -> Iterator[tuple[HttpApi, LongPolls]]:
+def server(settings: Settings, **caps: int) -> Iterator[tuple[HttpApi, Counted]]:
     capped = settings.model_copy(update=caps)
     with serve_app(capped) as (base_url, app):
         api = HttpApi(capped, base_url)

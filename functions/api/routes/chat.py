@@ -8,6 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from openagents.agent.models.registry import NO_MODELS
 from openagents.composition import Container
 from openagents.domain.identity import Identity
+from openagents.services.caps import Counted
 
 from functions.api.chat_schemas import (
     ChatTurnIn,
@@ -25,7 +26,6 @@ from functions.api.chat_schemas import (
     StreamOut,
 )
 from functions.api.deps import App, Caller, CheckedCaller
-from functions.api.longpoll import LongPolls
 from functions.api.schemas import ErrorOut, error_responses
 
 if TYPE_CHECKING:  # the agent's modules load with the first turn, not the API's cold start
@@ -74,8 +74,8 @@ async def stream(
     view = await run_in_threadpool(app.agent.stream, caller, chat_id, after, 0)
     budget = STREAM_DEFAULT_WAIT if wait is None else wait
     if _pending(view) and budget > 0:
-        polls: LongPolls = request.app.state.long_polls
-        with polls.hold(caller.user_id, chat_id):
+        polls: Counted = request.app.state.long_polls
+        with polls.admit(caller.user_id, chat_id):
             view = await _wait(request, app, caller, chat_id, after, budget, view)
     if view is None:
         return Response(status_code=204)

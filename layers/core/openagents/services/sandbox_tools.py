@@ -7,12 +7,9 @@ import contextvars
 import json
 import logging
 import re
-import threading
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 from openagents.artifacts import ArtifactStore
@@ -22,6 +19,7 @@ from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock
+from openagents.services.caps import Caps, Counted, Slot, Wording
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
 
@@ -43,84 +41,26 @@ class TooManyCommands(RateLimited):
 
 
 EXEC_RETRY_AFTER_SECONDS = 2
-
-
-class ExecSlot:
-    """One admitted command; leaving it (``with``, or ``release``) frees its place, once."""
-
-    def __init__(self, release: Callable[[], None]) -> None:
-        self._release = release
-        self._lock = threading.Lock()
-        self._held = True
-
-    def release(self) -> None:
-        with self._lock:
-            held, self._held = self._held, False
-        if held:
-            self._release()
-
-    def __enter__(self) -> ExecSlot:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.release()
+COMMANDS = Wording(
+    "commands run", "in a session", "The server runs as many commands as it can; retry shortly"
+)
 
 
 class ExecPool:
     """Sandbox commands run on this pool's own threads, never the API's request threads, at
     most ``per_session`` at once per session, ``per_user`` per user and ``total`` in all (the
-    pool's size, so an admitted command never queues). Counters are per process: on Lambda,
-    where a container serves one request at a time, the caps are advisory per container."""
+    pool's size, so an admitted command never queues)."""
 
     def __init__(self, per_session: int, per_user: int, total: int) -> None:
-        self._limits = (per_session, per_user, total)
-        self._lock = threading.Lock()
-        self._sessions: Counter[str] = Counter()
-        self._users: Counter[str] = Counter()
-        self._running = 0
+        caps = Caps(per_session, per_user, total)
+        self._slots = Counted(lambda: caps, COMMANDS, TooManyCommands, EXEC_RETRY_AFTER_SECONDS)
         self._executor = ThreadPoolExecutor(max_workers=total, thread_name_prefix="sandbox-exec")
 
-    def admit(self, user_id: str, session_id: str) -> ExecSlot:
+    def admit(self, user_id: str, session_id: str) -> Slot:
         """A slot, or TooManyCommands when a cap is reached (nothing is counted then)."""
-        per_session, per_user, total = self._limits
-        with self._lock:
-            if self._sessions[session_id] >= per_session:
-                raise TooManyCommands(
-                    f"At most {per_session} commands run at once in a session",
-                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
-                )
-            if self._users[user_id] >= per_user:
-                raise TooManyCommands(
-                    f"At most {per_user} commands run at once per user",
-                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
-                )
-            if self._running >= total:
-                raise TooManyCommands(
-                    "The server runs as many commands as it can; retry shortly",
-                    retry_after_seconds=EXEC_RETRY_AFTER_SECONDS,
-                )
-            self._sessions[session_id] += 1
-            self._users[user_id] += 1
-            self._running += 1
+        return self._slots.admit(user_id, session_id)
 
-        def release() -> None:
-            with self._lock:
-                self._sessions[session_id] -= 1
-                self._users[user_id] -= 1
-                self._running -= 1
-                if self._sessions[session_id] <= 0:
-                    del self._sessions[session_id]
-                if self._users[user_id] <= 0:
-                    del self._users[user_id]
-
-        return ExecSlot(release)
-
-    def submit(self, slot: ExecSlot, call: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
+    def submit(self, slot: Slot, call: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
         """Run ``call`` on a pool thread, holding ``slot`` until it ends (or is cancelled)."""
 
         def held() -> dict[str, Any]:
@@ -137,8 +77,7 @@ class ExecPool:
         return future
 
     def running(self) -> int:
-        with self._lock:
-            return self._running
+        return self._slots.held
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
