@@ -1,5 +1,5 @@
 """Concurrency caps per scope (a session, a chat), per user and in all, counted in this process:
-sandbox commands (``sandbox_tools.ExecPool``) and stream long-polls (the API's ``LongPolls``).
+sandbox commands (``sandbox_tools.ExecPool``) and stream long-polls (``functions/api/longpoll.py``).
 Over a cap is a ``RateLimited`` error with ``Retry-After``; nothing is counted then. On Lambda,
 where a container serves one request at a time, the counts are advisory per container."""
 
