@@ -54,10 +54,11 @@ sandbox-tools:  ## check (root on Debian: install) bubblewrap, slirp4netns, nfta
 	  echo "warning: missing$$missing: local sandboxes get less isolation (docs/sandboxes.md)"; \
 	fi
 
-lint: install  ## ruff (lint + format check) and mypy on the whole tree
+lint: install  ## ruff (lint + format check), mypy and the import layers on the whole tree
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy .
+	.venv/bin/lint-imports
 
 format: install  ## apply ruff's fixes and formatting
 	.venv/bin/ruff check --fix .
