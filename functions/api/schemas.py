@@ -81,6 +81,9 @@ class CreateSessionIn(Body):
     is_new_branch: StrictBool | None = None
     auto_commit_push: StrictBool | None = None
     auto_create_pr: StrictBool | None = None
+    ask_before_bash: StrictBool | None = Field(
+        default=None, description="Every bash command (and subagent task) waits for approval"
+    )
 
 
 class MergeIn(Body):
@@ -90,6 +93,7 @@ class MergeIn(Body):
 class UpdateSessionIn(Body):
     title: str | None = Field(default=None, max_length=1000)
     status: SessionStatus | None = None
+    ask_before_bash: StrictBool | None = None
 
 
 class SessionOut(Out):
@@ -103,6 +107,7 @@ class SessionOut(Out):
     is_new_branch: bool
     auto_commit_push_override: bool | None
     auto_create_pr_override: bool | None
+    ask_before_bash: bool
     lifecycle_state: LifecycleState | None
     lifecycle_version: int
     lifecycle_error: str | None = Field(description="A sentence for the user, or null")

@@ -513,6 +513,34 @@ def test_patch_title_is_trimmed_and_validated(api: Api) -> None:
     assert event_types(api, sid) == ["session.created", "session.renamed"]
 
 
+def test_ask_before_bash_is_set_at_create_and_by_patch(api: Api) -> None:
+    sid = create(api)["id"]
+    assert api.get(f"{SESSIONS}/{sid}").body["session"]["askBeforeBash"] is False
+    on = api.patch(f"{SESSIONS}/{sid}", {"askBeforeBash": True})
+    assert on.status == 200, on.body
+    assert on.body["session"]["askBeforeBash"] is True
+    assert api.get(f"{SESSIONS}/{sid}").body["session"]["askBeforeBash"] is True
+    assert api.patch(f"{SESSIONS}/{sid}", {"askBeforeBash": True}).status == 200  # no change
+    assert event_types(api, sid) == ["session.created", "session.settings_changed"]
+    asked = create(api, {"askBeforeBash": True})
+    assert asked["askBeforeBash"] is True
+
+
+def test_ask_before_bash_errors_change_nothing(api: Api) -> None:
+    sid = create(api, {"title": "Kept"})["id"]
+    not_bool = api.patch(f"{SESSIONS}/{sid}", {"askBeforeBash": "yes", "title": "Other"})
+    assert_error(not_bool, 422, "validation_error", "askBeforeBash")
+    bad_title = api.patch(f"{SESSIONS}/{sid}", {"askBeforeBash": True, "title": " "})
+    assert_error(bad_title, 400, "invalid_input", "title")
+    stored = api.get(f"{SESSIONS}/{sid}").body["session"]
+    assert (stored["title"], stored["askBeforeBash"]) == ("Kept", False)
+    assert_error(
+        api.patch(f"{SESSIONS}/{sid}", {"askBeforeBash": True}, user="bob"), 404, "not_found", None
+    )
+    assert api.get(f"{SESSIONS}/{sid}").body["session"]["askBeforeBash"] is False
+    assert_error(api.post(SESSIONS, {"askBeforeBash": 1}), 422, "validation_error", "askBeforeBash")
+
+
 def test_archive_unarchive_delete_archived_count_and_audit_log(api: Api) -> None:
     sid = create(api, {"title": "Task"})["id"]
     other = create(api, {"title": "Other"})["id"]

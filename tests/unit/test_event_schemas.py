@@ -162,6 +162,7 @@ LIFE = {"from": "active", "to": "hibernating", "generation": 2}
 ENTRIES: dict[str, list[dict[str, Any]]] = {
     "session.created": [{"title": "Task"}],
     "session.renamed": [{"title": "Task v2"}],
+    "session.settings_changed": [{"askBeforeBash": True}, {"askBeforeBash": False}],
     "session.pr_merged": [{"prNumber": 7, "prStatus": "merged", "method": "squash"}],
     "session.pr_closed": [{"prNumber": 7, "prStatus": "closed"}],
     "session.archived": [

@@ -87,8 +87,15 @@ def close_pull_request(session_id: str, app: App, caller: Caller) -> SessionOneO
 def update_session(
     session_id: str, body: UpdateSessionIn, app: App, caller: Caller
 ) -> SessionOneOut:
-    """Rename (`title`) and/or archive/unarchive (`status`)."""
-    session = app.sessions.update(caller, session_id, title=body.title, status=body.status)
+    """Rename (`title`), ask before every command (`askBeforeBash`) and/or archive/unarchive
+    (`status`)."""
+    session = app.sessions.update(
+        caller,
+        session_id,
+        title=body.title,
+        status=body.status,
+        ask_before_bash=body.ask_before_bash,
+    )
     return SessionOneOut(session=SessionOut.of(session))
 
 

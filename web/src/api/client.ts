@@ -49,6 +49,8 @@ export function createApi(call: Call) {
     getSession: (id: string) => call("get", "/api/sessions/{session_id}", { params: session(id) }),
     setSessionStatus: (id: string, status: "archived" | "running") =>
       call("patch", "/api/sessions/{session_id}", { params: session(id), body: { status } }),
+    setAskBeforeBash: (id: string, askBeforeBash: boolean) =>
+      call("patch", "/api/sessions/{session_id}", { params: session(id), body: { askBeforeBash } }),
     events: (id: string, cursor?: string | null) =>
       call("get", "/api/sessions/{session_id}/events", { params: session(id), query: { cursor } }),
 

@@ -6,6 +6,7 @@ import { useLoader } from "../hooks/useLoader";
 import { NARROW, useMediaQuery } from "../hooks/useMediaQuery";
 import { useSandboxStatus } from "../hooks/useSandboxStatus";
 import { deriveChip, failureInWords, withPending, type Pending } from "../lifecycle/status";
+import { AskBeforeBash } from "./AskBeforeBash";
 import { ChatArea } from "./ChatArea";
 import { Countdown } from "./Countdown";
 import { Link } from "./Link";
@@ -122,6 +123,12 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
           archived={archived}
           onDone={actionDone}
           onBusy={setBusy}
+        />
+        <AskBeforeBash
+          sessionId={sessionId}
+          asked={data.askBeforeBash}
+          disabled={archived}
+          onChanged={reloadSession}
         />
       </header>
       {chip?.label === "Failed" && (

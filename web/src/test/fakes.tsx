@@ -49,6 +49,7 @@ export function fullSession(overrides: Partial<Session> = {}): Session {
     isNewBranch: true,
     autoCommitPushOverride: false,
     autoCreatePrOverride: false,
+    askBeforeBash: false,
     lifecycleVersion: 1,
     lifecycleError: null,
     lifecycleErrorCode: null,

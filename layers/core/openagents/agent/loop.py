@@ -153,6 +153,11 @@ class TurnHost(Protocol):
         """The turn is alive: keep the sandbox awake."""
         ...
 
+    def approval(self, run: Run, tool: str) -> str | None:
+        """Why the session wants the user to approve a ``tool`` call whatever its input (its
+        "ask before running" setting), or None."""
+        ...
+
     def ended(self, run: Run) -> None:
         """After the run ended (auto-commit after a natural finish, hibernation released)."""
         ...
@@ -523,7 +528,7 @@ class AgentLoop:
             writer.add({"type": "tool-output-denied", "toolCallId": call_id})
             return StepResult("tools")
         approved = isinstance(approval, dict) and approval.get("approved") is True
-        reason = tool.approval(arguments)
+        reason = tool.approval(arguments) or self._host.approval(run, name)
         if reason is not None and not approved:
             approval_id = f"approval-{call_id}"
             part["state"] = "approval-requested"

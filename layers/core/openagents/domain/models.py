@@ -144,6 +144,7 @@ class Session(Model):
     own_branch: str | None = None
     auto_commit_push_override: bool | None = None
     auto_create_pr_override: bool | None = None
+    ask_before_bash: bool = False  # every bash (and task) call waits for the user's approval
     lifecycle_state: LifecycleState | None = LifecycleState.PROVISIONING
     lifecycle_version: int = 0
     lifecycle_error: str | None = None

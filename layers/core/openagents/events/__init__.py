@@ -47,6 +47,7 @@ ENVELOPE_FIELDS = (
 DETAIL_TYPES: dict[str, str] = {
     "session.created": "Session Created",
     "session.renamed": "Session Renamed",
+    "session.settings_changed": "Session Settings Changed",  # PATCH askBeforeBash
     "session.archived": "Session Archived",  # detail.finalize: the archiver has work to do
     "session.archive_finalized": "Session Archive Finalized",
     "session.archive_failed": "Session Archive Failed",

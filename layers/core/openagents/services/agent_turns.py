@@ -66,6 +66,7 @@ RUNS_PAGE = 50
 MESSAGES_PAGE = 50  # looking for the message a run continues, newest first
 SANDBOX_WAIT_SECONDS = 300.0
 HEARTBEAT_EVERY_SECONDS = 60.0
+ASKED_BEFORE_RUNNING = frozenset({"bash", "task"})
 WAITING = frozenset(
     {
         LifecycleState.PROVISIONING,
@@ -523,6 +524,16 @@ class AgentHost(TurnHost):
         chat = self._store.get_chat(run.session_id, run.chat_id)
         if chat is not None and chat.title_source is TitleSource.AUTO:
             self._store.title_chat(chat, title)
+
+    def approval(self, run: Run, tool: str) -> str | None:
+        """The session's "ask before running" setting, read at each call (a change applies to
+        the next one). ``task`` too: its subagent runs commands it cannot ask about."""
+        if tool not in ASKED_BEFORE_RUNNING:
+            return None
+        session = self._store.get_session(run.session_id)
+        if session is None or not session.ask_before_bash:
+            return None
+        return "This session asks before running every command"
 
     def heartbeat(self, run: Run) -> None:
         """Hold hibernation off, at most once a minute. A beat that did not take (the session

@@ -66,6 +66,7 @@ class NewSession:
     is_new_branch: bool = False
     auto_commit_push: bool | None = None
     auto_create_pr: bool | None = None
+    ask_before_bash: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ class SessionService:
             own_branch=branch,
             auto_commit_push_override=auto_commit,
             auto_create_pr_override=auto_pr if auto_commit else False,
+            ask_before_bash=request.ask_before_bash,
             lifecycle_state=LifecycleState.PROVISIONING,
             created_at=now,
             updated_at=now,
@@ -249,19 +251,23 @@ class SessionService:
         *,
         title: str | None,
         status: SessionStatus | None,
+        ask_before_bash: bool | None = None,
     ) -> Session:
         session = self.get(identity, session_id)
-        if title is None and status is None:
+        if title is None and status is None and ask_before_bash is None:
             raise InvalidInput("At least one field is required", field="title")
+        if title is not None:
+            title = validation.title(title)
         try:
-            if title is not None:
-                title = validation.title(title)
-                if title != session.title:
-                    entry = self._entry(
-                        session.id, "session.renamed", self._clock(), {"title": title}
-                    )
-                    session = self._store.rename_session(session, title, entry)
-                    self._journal.publish(session.user_id, entry)
+            if title is not None and title != session.title:
+                entry = self._entry(session.id, "session.renamed", self._clock(), {"title": title})
+                session = self._store.rename_session(session, title, entry)
+                self._journal.publish(session.user_id, entry)
+            if ask_before_bash is not None and ask_before_bash != session.ask_before_bash:
+                detail = {"askBeforeBash": ask_before_bash}
+                entry = self._entry(session.id, "session.settings_changed", self._clock(), detail)
+                session = self._store.set_ask_before_bash(session, ask_before_bash, entry)
+                self._journal.publish(session.user_id, entry)
             if status is not None and status is not session.status:
                 session = self._set_status(session, status)
         except Gone:

@@ -335,6 +335,30 @@ class DynamoStore:
         )
 
     @guard
+    def set_ask_before_bash(self, session: Session, ask: bool, entry: AuditEntry) -> Session:
+        try:
+            with self._transaction() as tx:
+                tx.update(
+                    SessionItem(*session_key(session.id)),
+                    actions=[
+                        SessionItem.ask_before_bash.set(ask),
+                        SessionItem.updated_at.set(iso(entry.at)),
+                    ],
+                    condition=SessionItem.pk.exists(),
+                    name="session",
+                )
+                tx.save(audit_item(entry))
+                tx.save(outbox_item(entry, session.user_id))
+        except TransactWriteError as exc:
+            if tx.failed(exc, "session"):
+                raise Gone from exc
+            raise
+        updated = self.get_session(session.id)
+        if updated is None:
+            raise Gone
+        return updated
+
+    @guard
     def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
         return self._rename(session, title, entry, TitleSource.GENERATED)
 

@@ -112,6 +112,7 @@ class SessionItem(_Base):
     own_branch = UnicodeAttribute(attr_name="ownBranch", null=True)
     auto_commit_push_override = BooleanAttribute(attr_name="autoCommitPushOverride", null=True)
     auto_create_pr_override = BooleanAttribute(attr_name="autoCreatePrOverride", null=True)
+    ask_before_bash = BooleanAttribute(attr_name="askBeforeBash", null=True)
     lifecycle_state = UnicodeAttribute(attr_name="lifecycleState", null=True)
     lifecycle_version = NumberAttribute(attr_name="lifecycleVersion", default=0)
     lifecycle_error = UnicodeAttribute(attr_name="lifecycleError", null=True)

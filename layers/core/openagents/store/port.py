@@ -170,6 +170,11 @@ class Store(Protocol):
         audit entry (and its event) in the same write. ``Gone``."""
         ...
 
+    def set_ask_before_bash(self, session: Session, ask: bool, entry: AuditEntry) -> Session:
+        """The session's "ask before running" setting, with its audit entry (and event) in
+        the same write. ``Gone``."""
+        ...
+
     def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
         """A generated title, as ``rename_session`` writes it, but only while the stored title
         is still the automatic one read (``session.title``, source ``auto``): a rename in

@@ -273,6 +273,18 @@ class SqliteStore:
         )
 
     @guard
+    def set_ask_before_bash(self, session: Session, ask: bool, entry: AuditEntry) -> Session:
+        with self.db.transaction() as db:
+            stored = read_session(db, session.id)
+            if stored is None:
+                raise Gone
+            updated = stored.model_copy(update={"ask_before_bash": ask, "updated_at": entry.at})
+            update_session(db, updated)
+            insert_entry(db, entry, session.user_id)
+        self._drain()
+        return updated
+
+    @guard
     def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:
         try:
             return self._rename(session, title, entry, TitleSource.GENERATED)

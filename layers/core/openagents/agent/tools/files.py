@@ -25,7 +25,17 @@ _PATH = {"type": "string", "description": "Path relative to the workspace root"}
 
 
 def is_env_file(path: str) -> bool:
-    return posixpath.basename(path).startswith(".env")
+    return posixpath.basename(path).lower().startswith(".env")
+
+
+def env_file_approval(arguments: JsonObject, doing: str) -> str | None:
+    """Why a call on an ``.env*`` file needs approval: judged on the path the tool will use
+    (normalised: ``.env/``, ``.env/.``, ``a/../.env`` are ``.env``), never on its spelling."""
+    try:
+        path = workspace_path(arguments.get("filePath"))
+    except ToolFailure:
+        return None  # the call fails before it touches a file
+    return f"{doing} {path} may expose or change secrets" if is_env_file(path) else None
 
 
 def _read(context: ToolContext, path: str) -> str:
@@ -64,10 +74,7 @@ class ReadTool(BaseTool):
     }
 
     def approval(self, arguments: JsonObject) -> str | None:
-        path = arguments.get("filePath")
-        if isinstance(path, str) and is_env_file(path):
-            return f"Reading {path} may expose secrets"
-        return None
+        return env_file_approval(arguments, "Reading")
 
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         path = workspace_path(arguments.get("filePath"))
@@ -99,6 +106,9 @@ class WriteTool(BaseTool):
         "required": ["filePath", "content"],
     }
 
+    def approval(self, arguments: JsonObject) -> str | None:
+        return env_file_approval(arguments, "Writing")
+
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         path = workspace_path(arguments.get("filePath"))
         content = string(arguments, "content")
@@ -122,6 +132,9 @@ class EditTool(BaseTool):
         },
         "required": ["filePath", "oldString", "newString"],
     }
+
+    def approval(self, arguments: JsonObject) -> str | None:
+        return env_file_approval(arguments, "Editing")
 
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         path = workspace_path(arguments.get("filePath"))
