@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Protocol, TypeAlias
 
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, Message, Page, Session
-from openagents.domain.usage import Usage
+from openagents.domain.runs import Progress as Progress
+from openagents.domain.runs import Run as Run
+from openagents.domain.runs import RunStatus as RunStatus
+from openagents.domain.runs import RunUsage as RunUsage
+from openagents.domain.runs import as_reverted as as_reverted
+from openagents.domain.runs import with_checkpoint as with_checkpoint
 from openagents.store.port import Activity
 
 JsonValue: TypeAlias = (
@@ -35,61 +39,6 @@ JsonValue: TypeAlias = (
 Chunk: TypeAlias = Mapping[str, JsonValue]  # one AI SDK UI message chunk: {"type": ..., ...}
 
 RUN_ID = re.compile(r"[\w-]{1,80}")
-
-
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    WAITING = "waiting"  # an approval or a question: the answer starts a new run
-    COMPLETED = "completed"
-    ABORTED = "aborted"
-    FAILED = "failed"
-
-    @property
-    def ended(self) -> bool:
-        return self is not RunStatus.RUNNING
-
-
-RunUsage = Usage  # a run's usage is the sum of its model calls' (one type, not two)
-
-
-@dataclass(frozen=True)
-class Run:
-    id: str
-    session_id: str
-    chat_id: str
-    user_id: str
-    message_id: str  # the user message that started the run
-    assistant_message_id: str  # the assistant message the run writes (continued by respond)
-    model_id: str
-    started_at: datetime
-    status: RunStatus = RunStatus.RUNNING
-    error: str | None = None
-    steps: int = 0
-    model_calls: int = 0
-    usage: RunUsage = field(default_factory=RunUsage)
-    cost_usd: float | None = None
-    finished_at: datetime | None = None
-    cancel_requested: bool = False
-    last_seq: int = 0  # the seq of its last event (0: none yet)
-    checkpoint: Checkpoint | None = None  # the workspace before its first tool step
-    reverted: bool = False  # a revert to before it (or an earlier run) undid its changes
-    revert: RevertRecord | None = None  # the last revert to before this run
-    # a run that continues its assistant message (after respond): the parts it had at the start
-    continued_parts: int | None = None
-
-    def progressed(self, progress: Progress) -> Run:
-        return replace(
-            self, steps=progress.steps, model_calls=progress.model_calls, usage=progress.usage
-        )
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A running run's counts so far (an ended run's are final and stay)."""
-
-    steps: int
-    model_calls: int
-    usage: RunUsage
 
 
 @dataclass(frozen=True)
@@ -292,15 +241,6 @@ def run_from_json(data: Mapping[str, object]) -> Run:
         revert=RevertRecord.from_json(revert) if isinstance(revert, Mapping) else None,
         continued_parts=int(str(continued)) if continued is not None else None,
     )
-
-
-def with_checkpoint(run: Run, checkpoint: Checkpoint) -> Run | None:
-    """The run with its first checkpoint; None when it has one already (nothing to write)."""
-    return None if run.checkpoint is not None else replace(run, checkpoint=checkpoint)
-
-
-def as_reverted(run: Run, revert: RevertRecord | None) -> Run:
-    return replace(run, reverted=True, revert=revert or run.revert)
 
 
 def started_key(run: Run) -> str:
