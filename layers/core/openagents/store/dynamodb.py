@@ -101,7 +101,6 @@ from openagents.store.mapping import (
     to_session,
 )
 from openagents.store.port import (
-    LIFECYCLE_FIELDS,
     Activity,
     ChatIdTaken,
     Gone,
@@ -115,6 +114,7 @@ from openagents.store.port import (
     TooManyChats,
     UpsertResult,
     UserRecord,
+    check_lifecycle_fields,
 )
 from openagents.store.shared import chat_mark, first_message_title, iso, mark_map, page_of
 from openagents.store.transaction import Transaction, guard
@@ -413,9 +413,7 @@ class DynamoStore:
         transaction, conditional on the status the caller read."""
         extra = dict(changes or {})
         extra.pop("lifecycle_state", None)
-        unknown = set(extra) - LIFECYCLE_FIELDS
-        if unknown:
-            raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
+        check_lifecycle_fields(extra)
         delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
         try:
             with self._transaction() as tx:
@@ -569,9 +567,7 @@ class DynamoStore:
     ) -> Session:
         """Conditional lifecycle write: only from an expected state (and sandbox generation,
         and lifecycle lease)."""
-        unknown = set(changes) - LIFECYCLE_FIELDS
-        if unknown:
-            raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
+        check_lifecycle_fields(changes)
         actions: list[Action] = [SessionItem.updated_at.set(iso(datetime.now(UTC)))]
         actions += [set_or_remove(name, value) for name, value in changes.items()]
         if bump_version:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -97,6 +97,13 @@ LIFECYCLE_FIELDS = frozenset(
         "pr_key",
     }
 )
+
+
+def check_lifecycle_fields(changes: Mapping[str, object]) -> None:
+    """A lifecycle write changes lifecycle fields only (a bug otherwise, never user input)."""
+    unknown = set(changes) - LIFECYCLE_FIELDS
+    if unknown:
+        raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
 
 
 @dataclass(frozen=True)

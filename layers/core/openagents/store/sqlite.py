@@ -41,7 +41,6 @@ from openagents.store.keys import (
     message_sk,
 )
 from openagents.store.port import (
-    LIFECYCLE_FIELDS,
     Activity,
     ChatIdTaken,
     Gone,
@@ -55,6 +54,7 @@ from openagents.store.port import (
     TooManyChats,
     UpsertResult,
     UserRecord,
+    check_lifecycle_fields,
 )
 from openagents.store.runs import TurnMessage
 from openagents.store.shared import chat_mark, first_message_title, iso, page_of
@@ -78,12 +78,6 @@ from openagents.store.sqlite_schema import BUSY_TIMEOUT_SECONDS, Database, guard
 
 __all__ = ["SqliteStore"]
 RUNNING = (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
-
-
-def _check_fields(changes: dict[str, Any]) -> None:
-    unknown = set(changes) - LIFECYCLE_FIELDS
-    if unknown:
-        raise ValueError(f"not lifecycle fields: {sorted(unknown)}")
 
 
 def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
@@ -328,7 +322,7 @@ class SqliteStore:
         """Archive or unarchive, conditional on the status the caller read."""
         extra = dict(changes or {})
         extra.pop("lifecycle_state", None)
-        _check_fields(extra)
+        check_lifecycle_fields(extra)
         delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
         update = {
             **extra,
@@ -397,7 +391,7 @@ class SqliteStore:
     ) -> Session:
         """Conditional lifecycle write: only from an expected state (and sandbox generation,
         and lifecycle lease)."""
-        _check_fields(changes)
+        check_lifecycle_fields(changes)
         with self.db.transaction() as db:
             stored = read_session(db, session_id)
             if (
