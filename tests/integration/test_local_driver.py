@@ -174,3 +174,74 @@ def test_a_corrupted_snapshot_is_refused(driver: LocalDriver) -> None:
     )
     with pytest.raises(SandboxError, match="not found"):
         driver.start("s6", 3, from_snapshot=bogus)
+
+
+def forget_in_this_process(handle: SandboxHandle) -> None:
+    """As if this process were a new server: the sandbox is in no child table here."""
+    child = local._children.pop(int(handle.ref))
+    assert child is not None
+
+
+def test_a_new_server_adopts_a_proven_sandbox_and_never_a_stranger(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+
+    handle = driver.start("adopt", 1)
+    client(driver, handle).exec("echo kept > a.txt")
+    forget_in_this_process(handle)
+    successor = LocalDriver(tmp_path / "home", SANDBOXD, KEY, SandboxClient)
+    assert successor.running() == [handle]  # identity proven: pid, start time, cgroups, token
+    assert successor.probe(handle).state is SandboxState.RUNNING
+    # a record pointing at another process (its start time right, or forged) names a stranger
+    root = tmp_path / "home" / "sandboxes" / "adopt" / "1"
+    record = json.loads((root / local.PROCESS_RECORD).read_text())
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        start_time = local.process_start_time(stranger.pid)
+        for forged in ({"start_time": start_time}, {"start_time": 1, "cgroups": []}):
+            planted = record | {"pid": stranger.pid} | forged
+            (root / local.PROCESS_RECORD).write_text(json.dumps(planted))
+            fake = handle.model_copy(update={"ref": str(stranger.pid)})
+            (root / "sandbox.json").write_text(fake.model_dump_json(by_alias=True))
+            assert successor.probe(fake).state is SandboxState.STOPPED
+            successor.stop(fake)
+            assert successor.running() == []
+            assert stranger.poll() is None  # never signalled
+    finally:
+        stranger.kill()
+        stranger.wait()
+        (root / local.PROCESS_RECORD).write_text(json.dumps(record))
+        (root / "sandbox.json").write_text(handle.model_dump_json(by_alias=True))
+    successor.stop(handle)
+    assert successor.probe(handle).state is SandboxState.STOPPED
+    successor.close()
+
+
+def test_a_launch_no_server_finished_is_stopped_and_a_dead_one_reboots_on_its_volume(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    handle = driver.start("reboot", 1)
+    client(driver, handle).exec(
+        "git init -q && git config user.email t@e && git config user.name T && echo one > f "
+        "&& git add f && git commit -qm one && echo dirty > g"
+    )
+    # a server that died between launch and readiness: its process on record, no handle
+    half = driver.start("half", 1)
+    forget_in_this_process(half)
+    (tmp_path / "home" / "sandboxes" / "half" / "1" / "sandbox.json").unlink()
+    assert driver.running() == [handle]
+    assert local.process_start_time(int(half.ref), living=True) is None  # stopped
+    # a sandbox that died: the next generation starts on the same volume, every file kept
+    driver.stop(handle)
+    rebooted = driver.reboot(handle, 2)
+    assert rebooted is not None
+    assert rebooted.generation == 2
+    answer = client(driver, rebooted).exec("git log -1 --format=%s; cat g")
+    assert answer["stdout"] == "one\ndirty\n"
+    assert driver.reboot(handle, 2) == rebooted  # idempotent: the running one
+    driver.stop(rebooted)
+    assert not driver.has_volume(handle)
+    (tmp_path / "home" / "sandboxes" / "reboot" / "2" / "workspace.img").unlink()
+    assert driver.reboot(rebooted, 3) is None  # no volume: nothing to reboot

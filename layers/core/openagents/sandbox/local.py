@@ -246,6 +246,7 @@ class _Children:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.adopting = threading.Lock()  # one adoption at a time decides who holds a pid
+        self.launching: set[int] = set()  # launched here, not ready yet: nobody else's to stop
         self._by_pid: dict[int, _Child] = {}
 
     def add(self, child: _Child) -> None:
@@ -408,8 +409,8 @@ class LocalDriver:
                 )  # fmt: skip
                 time.sleep(0.2 * attempt)
         _children.add(child)
+        _children.launching.discard(child.process.pid)
         self._started.add(child.process.pid)
-        _record(child).write(root)
         handle = SandboxHandle(
             driver=self.name,
             session_id=session_id,
@@ -478,13 +479,20 @@ class LocalDriver:
         assert process.stdin is not None
         process.stdin.write(self.token_for(session_id, generation).encode() + b"\n")
         process.stdin.close()  # the token is given once, on a pipe: never in the environment
+        # on record before anything can go wrong: a server that dies mid-launch leaves a
+        # process the next one can prove it launched, and stop (``running``)
+        _children.launching.add(process.pid)
+        _record(_Child(process, root, None, cgroup)).write(root)
         network = None
         try:
             if sync is not None:
                 network = self._connect(sync, root / "network.log")
+                _record(_Child(process, root, network, cgroup)).write(root)
             self._await_ready(process, root)
         except BaseException:
             _kill(process, network, cgroup)
+            _children.launching.discard(process.pid)
+            (root / PROCESS_RECORD).unlink(missing_ok=True)
             raise
         finally:
             if sync is not None:
@@ -633,30 +641,20 @@ class LocalDriver:
         cgroups it was put in, and its socket accepts this generation's token. Anything else
         is a stranger: None, and nothing is signalled."""
         record = _Record.read(root)
-        if record is None or str(record.pid) != handle.ref or record.boot_id != boot_id():
+        if record is None or str(record.pid) != handle.ref:
             return None
-        process = _Adopted.claim(record.pid, record.start_time)
-        if process is None:
-            return None
-        if not set(record.cgroups) <= process_cgroups(record.pid):
-            process.close()
+        child = _claim(record, root)
+        if child is None:
             return None
         try:
             self._client(self.endpoint(handle), self.token(handle)).health()
         except SandboxError:
-            process.close()
+            _release(child)
             return None
-        network = None
-        if record.network_pid is not None and record.network_start_time is not None:
-            network = _Adopted.claim(record.network_pid, record.network_start_time)
-        cgroup = Cgroup.existing(record.cgroups) if record.cgroups else None
-        child = _Child(process, root, network, cgroup)
         with _children.adopting:
             known = _children.get(record.pid)
             if known is not None:  # another driver of this process adopted it meanwhile
-                process.close()
-                if network is not None:
-                    network.close()
+                _release(child)
                 return known
             _children.add(child)
         log.info("sandbox %s/%s re-adopted (pid %s)", handle.session_id, handle.generation,
@@ -664,21 +662,33 @@ class LocalDriver:
         return child
 
     def running(self) -> list[SandboxHandle]:
-        """Every sandbox of this home that is running, proven as ``probe`` proves it (for
-        ``openagents down``: what is left after the sessions are hibernated)."""
+        """Every sandbox of this home that is running, proven as ``probe`` proves it (the
+        runtime's start and ``openagents down``: what sessions run). A launch that a previous
+        server never finished (its process on record, never ready for a handle) is stopped."""
         found: list[SandboxHandle] = []
-        for state in sorted(self._sandboxes.glob("*/*/sandbox.json")):
+        for record in sorted(self._sandboxes.glob(f"*/*/{PROCESS_RECORD}")):
+            root = record.parent
             try:
-                handle = SandboxHandle.model_validate_json(state.read_text())
-                root = self._dir(handle.session_id, handle.generation)
+                handle = self._recorded(root, root.parent.name, int(root.name))
             except (OSError, ValueError, SandboxError):
                 continue
-            if root != state.parent:
+            if handle is None or not _launched_by(root, handle):
+                self._stop_unfinished(root)
                 continue
             child = self._child(root, handle)
             if child is not None and not child.exited():
                 found.append(handle)
         return found
+
+    def _stop_unfinished(self, root: Path) -> None:
+        record = _Record.read(root)
+        if record is None or record.pid in _children.launching:
+            return
+        child = _claim(record, root)
+        if child is not None:
+            log.info("stopping %s: a launch no server finished (pid %s)", root, record.pid)
+            _kill(child.process, child.network, child.cgroup)
+            (root / PROCESS_RECORD).unlink(missing_ok=True)
 
     def has_volume(self, handle: SandboxHandle) -> bool:
         """Whether the generation's workspace volume (or folder) is still on disk."""
@@ -926,6 +936,36 @@ def _child_setup(cgroup: Cgroup | None) -> Callable[[], None]:
             cgroup.join()
 
     return setup
+
+
+def _claim(record: _Record, root: Path) -> _Child | None:
+    """The processes on record, held by pidfds, when they are the ones launched: the pid runs
+    with the recorded start time, on this boot, inside the recorded cgroups. Else None."""
+    if record.boot_id != boot_id():
+        return None
+    process = _Adopted.claim(record.pid, record.start_time)
+    if process is None:
+        return None
+    if not set(record.cgroups) <= process_cgroups(record.pid):
+        process.close()
+        return None
+    network = None
+    if record.network_pid is not None and record.network_start_time is not None:
+        network = _Adopted.claim(record.network_pid, record.network_start_time)
+    cgroup = Cgroup.existing(record.cgroups) if record.cgroups else None
+    return _Child(process, root, network, cgroup)
+
+
+def _release(child: _Child) -> None:
+    for held in (child.process, child.network):
+        if isinstance(held, _Adopted):
+            held.close()
+
+
+def _launched_by(root: Path, handle: SandboxHandle) -> bool:
+    """The generation's handle names the process on record: its launch finished."""
+    record = _Record.read(root)
+    return record is not None and str(record.pid) == handle.ref
 
 
 def _launched_alive(root: Path) -> bool:
