@@ -79,7 +79,7 @@ def server(tmp_path: Path, prerequisites: None, script: Path) -> Iterator[str]:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: sandboxd children stop with it
+            start_new_session=True,  # its own process group (its sandboxes have their own)
         )
     try:
         url = f"http://127.0.0.1:{port}"
@@ -87,6 +87,9 @@ def server(tmp_path: Path, prerequisites: None, script: Path) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+        # sandboxes outlive the server (their own sessions): hibernated, none left running
+        down = [str(Path(sys.executable).with_name("openagents")), "down"]
+        subprocess.run(down, env=env, capture_output=True, timeout=120, check=False)
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -94,6 +94,9 @@ class Runtime:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)  # its process group
             self.process.wait(timeout=10)
+        # sandboxes outlive the server (their own sessions): hibernated, none left running
+        down = [str(Path(sys.executable).parent / "openagents"), "down"]
+        subprocess.run(down, env=self.env, capture_output=True, timeout=120, check=False)
 
     def row(self, session_id: str) -> dict[str, Any]:
         """The stored session, read straight from the database (read-only, WAL)."""
@@ -219,8 +222,8 @@ def state(live: Runtime, session_id: str, user: str) -> str:
 
 
 def settled(live: Runtime, session_id: str, user: str) -> bool:
-    """Active or hibernated — or failed because its sandbox died with the runtime while it had
-    no snapshot yet (on one machine a sandbox is the runtime's child; that is on record)."""
+    """Active or hibernated — or failed because its sandbox was lost while it had no snapshot
+    yet (on record)."""
     session = live.api.get(f"{SESSIONS}/{session_id}", user=user).body["session"]
     if session["lifecycleState"] in SETTLED:
         return True
