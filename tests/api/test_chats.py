@@ -28,6 +28,15 @@ CHAT_KEYS = {
 }
 
 
+OFFERED = ("bedrock/model-1", "bedrock/model-2", "bedrock/model-3", "bedrock/claude-test")
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Models the registry offers (Bedrock's adapters are built on first use: none here)."""
+    return settings.model_copy(update={"models": OFFERED, "default_model_id": OFFERED[0]})
+
+
 def settings_of(api: Api) -> Settings:
     assert isinstance(api, LambdaApi | HttpApi)
     return api.settings
@@ -108,14 +117,14 @@ def test_list_and_get_chats(api: Api) -> None:
 
 def test_default_model_comes_from_preferences(api: Api) -> None:
     sid, _ = new_session(api)
-    saved = api.put("/api/user/preferences", {"defaultModelId": "anthropic/claude-test"})
+    saved = api.put("/api/user/preferences", {"defaultModelId": "bedrock/claude-test"})
     assert saved.status == 200, saved.body
 
     listed = api.get(chats_path(sid))
     created = api.post(chats_path(sid))
 
-    assert listed.body["defaultModelId"] == "anthropic/claude-test"
-    assert created.body["chat"]["modelId"] == "anthropic/claude-test"
+    assert listed.body["defaultModelId"] == "bedrock/claude-test"
+    assert created.body["chat"]["modelId"] == "bedrock/claude-test"
     bob_sid, _ = new_session(api, user="bob")
     bobs = api.get(chats_path(bob_sid), user="bob")
     assert bobs.body["defaultModelId"] == settings_of(api).default_model_id
@@ -250,22 +259,49 @@ def test_update_chat(api: Api) -> None:
     assert_error(api.patch(path, {"name": "x"}), 422, "validation_error", "name")
     assert api.get(path).body["chat"] == before
 
-    both = api.patch(path, {"title": "  New title  ", "modelId": "  model-2 "})
+    both = api.patch(path, {"title": "  New title  ", "modelId": "  bedrock/model-2 "})
 
     assert both.status == 200, both.body
     assert both.body["chat"]["title"] == "New title"
-    assert both.body["chat"]["modelId"] == "model-2"
+    assert both.body["chat"]["modelId"] == "bedrock/model-2"
     assert stamp(both.body["chat"]["updatedAt"]) > stamp(before["updatedAt"])
     got = api.get(path).body["chat"]
-    assert (got["title"], got["modelId"]) == ("New title", "model-2")
+    assert (got["title"], got["modelId"]) == ("New title", "bedrock/model-2")
 
     title_only = api.patch(path, {"title": "Only title", "modelId": "   "})
     assert title_only.status == 200, title_only.body
-    assert api.get(path).body["chat"]["modelId"] == "model-2"
-    model_only = api.patch(path, {"modelId": "model-3"})
+    assert api.get(path).body["chat"]["modelId"] == "bedrock/model-2"
+    model_only = api.patch(path, {"modelId": "bedrock/model-3"})
     assert model_only.status == 200, model_only.body
     got = api.get(path).body["chat"]
-    assert (got["title"], got["modelId"]) == ("Only title", "model-3")
+    assert (got["title"], got["modelId"]) == ("Only title", "bedrock/model-3")
+
+
+@pytest.mark.parametrize(
+    "model_id", ["evil/x", "openai/not-configured", "bedrock", "scripted/other", "bedrock/nope"]
+)
+def test_a_chat_takes_only_an_offered_model(api: Api, model_id: str) -> None:
+    sid, chat = new_session(api)
+    path = f"{chats_path(sid)}/{chat}"
+    before = api.get(path).body["chat"]
+    refused = api.patch(path, {"modelId": model_id, "title": "Not written either"})
+    assert_error(refused, 400, "model_unavailable", "modelId")
+    assert api.get(path).body["chat"] == before  # nothing half-written
+    theirs = api.patch(path, {"modelId": model_id}, user="bob")
+    assert_error(theirs, 404, "not_found")  # another user's chat: not found, whatever the id
+
+
+@pytest.mark.parametrize("model_id", ["evil/x", "openai/not-configured", "bedrock/nope"])
+def test_preferences_take_only_an_offered_model(api: Api, model_id: str) -> None:
+    saved = api.put("/api/user/preferences", {"defaultModelId": OFFERED[1]})
+    assert saved.status == 200, saved.body
+    refused = api.put("/api/user/preferences", {"defaultModelId": model_id, "autoCommitPush": True})
+    assert_error(refused, 400, "model_unavailable", "defaultModelId")
+    kept = api.get("/api/user/preferences").body
+    assert (kept["defaultModelId"], kept["autoCommitPush"]) == (OFFERED[1], False)
+    cleared = api.put("/api/user/preferences", {"defaultModelId": None})
+    assert cleared.status == 200, cleared.body
+    assert cleared.body["defaultModelId"] is None
 
 
 # ----------------------------------------------------------------- delete

@@ -144,7 +144,7 @@ def seed(api: Any) -> Alice:
     }
     posted = api.post(f"/api/sessions/{sid}/chats/{chat}/messages", message)
     assert posted.status == 200, posted.body
-    prefs = {"defaultModelId": "alice-secret-model", "autoCommitPush": True}
+    prefs = {"autoCommitPush": True, "autoCreatePr": True}
     assert api.put("/api/user/preferences", prefs).status == 200
     return Alice(sid, chat, "alice-msg-1")
 

@@ -82,6 +82,7 @@ def service(store: OneSession, driver: Driver, tmp_path: Path) -> SessionService
         lambda: T0,
         lambda: "id",
         NoMetrics(),
+        lambda model_id, field: model_id,
         teardown=teardown,
     )
 

@@ -58,6 +58,8 @@ def get_chat(session_id: str, chat_id: str, app: App, caller: Caller) -> ChatOne
 def update_chat(
     session_id: str, chat_id: str, body: UpdateChatIn, app: App, caller: Caller
 ) -> ChatOneOut:
+    """Rename and/or pick the chat's model: 400 `model_unavailable` on `modelId` unless
+    `GET /api/models` offers it."""
     chat = app.chats.update(caller, session_id, chat_id, title=body.title, model_id=body.model_id)
     return ChatOneOut(chat=ChatOut.of(chat))
 

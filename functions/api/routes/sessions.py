@@ -124,6 +124,7 @@ def get_preferences(app: App, caller: Caller) -> PreferencesBody:
 
 @router.put("/user/preferences", responses=ERRORS, tags=["user"])
 def put_preferences(body: PreferencesBody, app: App, caller: Caller) -> PreferencesBody:
-    """Defaults for new sessions: auto-commit, auto-PR, model."""
+    """Defaults for new sessions: auto-commit, auto-PR, model (400 `model_unavailable` on
+    `defaultModelId` unless `GET /api/models` offers it)."""
     saved = app.sessions.set_preferences(caller, Preferences(**body.model_dump()))
     return PreferencesBody(**saved.model_dump())

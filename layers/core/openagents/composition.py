@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from openagents.agent.models.registry import ModelRegistry, build_registry
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.origin import OriginGuard
@@ -365,7 +366,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
     runs = _runs(settings, store)
-    chats = ChatService(store, settings, utc_now, new_id, metrics, runs)
+    registry = build_registry(settings)
+    chats = ChatService(store, settings, utc_now, new_id, metrics, runs, registry.offered)
     pull_requests = PullRequestService(
         store,
         sandboxd,
@@ -397,6 +399,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sandbox_tools,
         pull_requests,
         metrics,
+        registry,
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -408,6 +411,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             utc_now,
             new_id,
             metrics,
+            registry.offered,
             kick=kick,
             journal=journal,
             archive=archive,
@@ -457,6 +461,7 @@ def _agent(
     tools: SandboxTools,
     pull_requests: PullRequestService,
     metrics: Metrics,
+    registry: ModelRegistry,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -464,12 +469,10 @@ def _agent(
     from datetime import timedelta
 
     from openagents.agent.loop import AgentLoop, LoopConfig
-    from openagents.agent.models.registry import build_registry
     from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
     from openagents.services.checkpoints import Checkpoints
 
     retention = timedelta(days=settings.agent_events_retention_days)
-    registry = build_registry(settings)
     config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)
     host = AgentHost(
         store,

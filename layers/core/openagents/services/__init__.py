@@ -9,6 +9,9 @@ from typing import Protocol
 
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
+OfferedModel = Callable[[str, str], str]
+"""(model id, field) → the canonical id of a model the registry offers; a ``ModelUnavailable``
+naming the field otherwise (``ModelRegistry.offered``)."""
 
 
 def utc_now() -> datetime:

@@ -21,7 +21,7 @@ from openagents.domain.errors import (
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import Chat, Message, Page, Role, Session, SessionStatus, TitleSource
-from openagents.services import Clock, IdFactory, Metrics
+from openagents.services import Clock, IdFactory, Metrics, OfferedModel
 from openagents.services.sessions import FIRST_CHAT_TITLE, owned
 from openagents.settings import Settings
 from openagents.store.port import (
@@ -74,9 +74,11 @@ class ChatService:
         ids: IdFactory,
         metrics: Metrics,
         turns: LiveTurns,
+        offered: OfferedModel,
     ) -> None:
         self._store = store
         self._turns = turns
+        self._offered = offered
         self._settings = settings
         self._clock = clock
         self._ids = ids
@@ -147,6 +149,8 @@ class ChatService:
         if title:
             title = validation.title(title)
         _, chat = self._chat(identity, session_id, chat_id)
+        if model_id:
+            model_id = self._offered(model_id, "modelId")
         try:
             return self._store.update_chat(
                 chat, title=title or None, model_id=model_id or None, at=self._clock()

@@ -27,7 +27,7 @@ from openagents.domain.models import (
 )
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import SandboxError
-from openagents.services import Clock, IdFactory, Metrics
+from openagents.services import Clock, IdFactory, Metrics, OfferedModel
 from openagents.services.journal import Journal
 from openagents.settings import Settings
 from openagents.store.port import (
@@ -95,6 +95,7 @@ class SessionService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
+        offered: OfferedModel,
         *,
         kick: Callable[[Session], object] | None = None,
         journal: Journal | None = None,
@@ -103,6 +104,7 @@ class SessionService:
         teardown: Callable[[Session], None] | None = None,
     ) -> None:
         self._archive = archive
+        self._offered = offered
         self._teardown = teardown
         self._journal = journal or Journal(None, metrics)
         self._store = store
@@ -322,6 +324,11 @@ class SessionService:
         return self._store.get_user(identity.user_id).preferences
 
     def set_preferences(self, identity: Identity, preferences: Preferences) -> Preferences:
+        """Stored whole, once valid: a model the registry does not offer is 400 on
+        ``defaultModelId`` with nothing written."""
+        if preferences.default_model_id:
+            model_id = self._offered(preferences.default_model_id, "defaultModelId")
+            preferences = preferences.model_copy(update={"default_model_id": model_id})
         self._store.put_preferences(identity.user_id, preferences)
         return preferences
 

@@ -126,6 +126,14 @@ class ModelRegistry:
             raise ModelUnavailable(f"Model {parsed} is not available: {reason}")
         raise ModelUnavailable(f"Model {parsed} is not available (available: {offered})")
 
+    def offered(self, model_id: str, field: str) -> str:
+        """The canonical id of an offered model, for a field that stores one; else
+        ``ModelUnavailable`` naming ``field`` (nothing stored)."""
+        try:
+            return self.info(model_id).id
+        except ModelUnavailable as exc:
+            raise ModelUnavailable(exc.message, field=field) from None
+
     def model(self, model_id: str) -> ChatModel:
         """The adapter of ``model_id``, built on first use."""
         info = self.info(model_id)
