@@ -4,14 +4,13 @@ first request, from settings, and reused after (one per Lambda execution environ
 from __future__ import annotations
 
 import threading
-import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI
 from openagents import composition
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.services.caps import Caps
@@ -22,6 +21,7 @@ from functions.api import errors
 from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
 from functions.api.longpoll import long_polls
+from functions.api.observe import Observe
 from functions.api.routes import chat, chats, github, local, sandbox, sessions, shared
 
 SERVICE = "openagents-api"
@@ -83,31 +83,7 @@ def create_app(
     for module in (sessions, chats, sandbox, local, github, chat, shared):
         _add_routes(app, module.router)
 
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        event = request.scope.get("aws.event") or {}
-        correlation_id = (
-            request.headers.get("x-correlation-id")
-            or event.get("requestContext", {}).get("requestId")
-            or str(uuid.uuid4())
-        )
-        logger.set_correlation_id(correlation_id)
-        response = await call_next(request)
-        response.headers["x-correlation-id"] = correlation_id
-        logger.info(
-            "request",
-            extra={
-                "method": request.method,
-                "path": request.url.path,
-                "status": response.status_code,
-            },
-        )
-        if metrics.metric_set:
-            metrics.flush_metrics()
-        return response
-
+    app.add_middleware(Observe, logger=logger, metrics=metrics)
     app.add_middleware(
         BodyLimit,
         limit=lambda: app.state.settings().max_message_bytes + REQUEST_OVERHEAD_BYTES,
