@@ -315,8 +315,14 @@ class ShareOut(Out):
 class SharedChatOut(Out):
     title: str
     messages: list[dict[str, Any]] = Field(
-        description="UI messages, oldest first; tool contents from .env files redacted"
+        description="UI messages, oldest first; tool calls on .env files and every secret of a "
+        "known shape (keys, tokens, private keys, NAME=value secrets) redacted"
     )
+
+
+class SharePreviewOut(SharedChatOut):
+    redactions: int = Field(description="Secrets redacted by their shape")
+    markdown: str = Field(description="The transcript as /api/shared/{shareId}/markdown gives it")
 
 
 class SharedStatusOut(Out):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from openagents.domain.secrets import REDACTED as SHAPED
 from openagents.domain.transcript import REDACTED
 
 from tests.api.chat_support import BOT_HEADERS, live_turn, post, ui
@@ -87,6 +88,80 @@ def test_tool_contents_from_env_files_are_redacted(api: Api) -> None:
     # the owner's own view is not redacted
     mine = api.get(f"{chats_path(sid)}/{chat}/messages").body["messages"][0]["parts"]
     assert mine == parts
+
+
+LEAKS = {
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "pat": "github_pat_11AAAAAAA0123456789_abcdefghijklmnopqrstuvwxyz",
+    "sk": "sk-LIVE-SECRET-42",
+    "env": "hunter2-database-pass",
+    "pem": "MIIEowIBAAKCAQEAsecretkeymaterial",
+}
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{LEAKS['pem']}\n-----END RSA PRIVATE KEY-----"
+
+
+def leaky_chat(api: Api) -> tuple[str, str]:
+    """A prompt-injected turn's transcript: secrets in tool outputs whose inputs name no .env
+    file, in the model's text, in a tool input and in the user's own message."""
+    sid, chat = new_session(api)
+    post(api, sid, chat, ui("u0", "user", f"my key is {LEAKS['github']}, keep it safe"))
+    grep = f".env:1:OPENAI_API_KEY={LEAKS['sk']}\n.env:2:DB_PASSWORD={LEAKS['env']}\n"
+    parts = [
+        tool("t1", "grep", {"pattern": "API_KEY|PASSWORD", "path": "."}, grep),
+        tool("t2", "bash", {"command": "echo $DB_PASSWORD"}, LEAKS["env"] + "\n"),  # the value
+        tool("t3", "read", {"filePath": "deploy/id_rsa"}, f"{PEM}\n"),
+        tool("t4", "bash", {"command": f"git push https://x:{LEAKS['pat']}@github.com/a/b"}, ""),
+        {"type": "text", "text": f"Found AWS key {LEAKS['aws']} and DEBUG=1 in the config."},
+    ]
+    post(api, sid, chat, {"id": "a0", "role": "assistant", "parts": parts})
+    return sid, chat
+
+
+def test_secrets_are_redacted_by_their_shape_wherever_they_appear(api: Api) -> None:
+    sid, chat = leaky_chat(api)
+    share_id = shared(api, share_path(sid, chat))
+    public = api.get(f"/api/shared/{share_id}", user=None)
+    markdown = api.get(f"/api/shared/{share_id}/markdown", user=None)
+    assert public.status == 200, public.body
+    for name, leak in LEAKS.items():
+        assert leak not in str(public.body), name
+        assert leak not in markdown.body, name
+    parts = public.body["messages"][1]["parts"]
+    assert parts[0]["output"] == (
+        f".env:1:OPENAI_API_KEY={SHAPED}\n.env:2:DB_PASSWORD={SHAPED}\n"
+    )  # the names stay: the reader sees what was there
+    assert parts[1]["output"] == f"{SHAPED}\n"  # a value learned from its NAME=value line
+    assert parts[4]["text"] == f"Found AWS key {SHAPED} and DEBUG=1 in the config."
+    assert public.body["messages"][0]["parts"][0]["text"] == f"my key is {SHAPED}, keep it safe"
+    # the owner's own view is not redacted
+    mine = api.get(f"{chats_path(sid)}/{chat}/messages").body["messages"][1]["parts"]
+    assert mine[1]["output"] == LEAKS["env"] + "\n"
+
+
+def test_the_owner_previews_what_a_share_will_show(api: Api) -> None:
+    sid, chat = leaky_chat(api)
+    preview = api.get(f"{share_path(sid, chat)}/preview")
+    assert preview.status == 200, preview.body
+    assert api.get(share_path(sid, chat)).body == {"shareId": None}  # previewing shares nothing
+    title = api.get(f"{chats_path(sid)}/{chat}").body["chat"]["title"]
+    assert LEAKS["github"] in title  # named from the first message: its secret with it
+    assert preview.body["redactions"] == 8  # the title's, the user's, six of the turn's
+    for leak in LEAKS.values():
+        assert leak not in str(preview.body)
+    share_id = shared(api, share_path(sid, chat))
+    public = api.get(f"/api/shared/{share_id}", user=None).body
+    assert {k: preview.body[k] for k in ("title", "messages")} == public  # exactly what shows
+    markdown = api.get(f"/api/shared/{share_id}/markdown", user=None).body
+    assert preview.body["markdown"] == markdown
+
+
+def test_a_preview_is_the_owners_alone(api: Api) -> None:
+    sid, chat = leaky_chat(api)
+    path = f"{share_path(sid, chat)}/preview"
+    assert_error(api.get(path, user="bob"), 404, "not_found")
+    assert_error(api.get(f"{share_path(sid, 'nope')}/preview"), 404, "not_found")
+    assert_error(api.get(path, user=None), 401, "unauthenticated")
 
 
 def test_status_says_whether_a_turn_is_live(api: Api) -> None:

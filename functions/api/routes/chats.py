@@ -17,6 +17,7 @@ from functions.api.schemas import (
     PostMessageIn,
     PostMessageOut,
     ShareOut,
+    SharePreviewOut,
     SuccessOut,
     UpdateChatIn,
     error_responses,
@@ -116,6 +117,19 @@ def fork_chat(
 @router.get("/{chat_id}/share", responses=ERRORS)
 def get_share(session_id: str, chat_id: str, app: App, caller: Caller) -> ShareOut:
     return ShareOut(share_id=app.shares.get(caller, session_id, chat_id))
+
+
+@router.get("/{chat_id}/share/preview", responses=ERRORS)
+def preview_share(session_id: str, chat_id: str, app: App, caller: Caller) -> SharePreviewOut:
+    """What the chat's share link shows (or will show, once created): the redacted transcript,
+    as JSON and as Markdown, and how many secrets were redacted."""
+    shared = app.shares.preview(caller, session_id, chat_id)
+    return SharePreviewOut(
+        title=shared.title,
+        messages=shared.messages,
+        redactions=shared.redactions,
+        markdown=shared.markdown,
+    )
 
 
 @router.post("/{chat_id}/share", responses=ERRORS)

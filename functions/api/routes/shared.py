@@ -16,7 +16,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 def shared_chat(share_id: str, app: App) -> SharedChatOut:
     """The transcript as JSON; 404 once the link is revoked or the chat deleted."""
     shared = app.shares.transcript(share_id)
-    return SharedChatOut(title=shared.chat.title, messages=shared.messages)
+    return SharedChatOut(title=shared.title, messages=shared.messages)
 
 
 MARKDOWN = "text/markdown; charset=utf-8"

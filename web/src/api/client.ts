@@ -84,6 +84,8 @@ export function createApi(call: Call) {
       }),
     getShare: (id: string, chatId: string) =>
       call("get", "/api/sessions/{session_id}/chats/{chat_id}/share", { params: chat(id, chatId) }),
+    sharePreview: (id: string, chatId: string) =>
+      call("get", "/api/sessions/{session_id}/chats/{chat_id}/share/preview", { params: chat(id, chatId) }),
     share: (id: string, chatId: string) =>
       call("post", "/api/sessions/{session_id}/chats/{chat_id}/share", { params: chat(id, chatId) }),
     unshare: (id: string, chatId: string) =>

@@ -8,15 +8,37 @@ import { fakeApi, renderWithApi } from "../test/fakes";
 import { SharedChat } from "./SharedChat";
 import { ShareButton } from "./ShareButton";
 
+const sharePreview = vi.fn(async () => ({
+  title: "T",
+  messages: [],
+  markdown: "# T\n\nkey=[redacted secret]\n",
+  redactions: 2,
+}));
+
 describe("ShareButton", () => {
+  it("shows the preview and shares nothing when cancelled", async () => {
+    const user = userEvent.setup();
+    const share = vi.fn(async () => ({ shareId: "x" }));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share, sharePreview }));
+    await user.click(screen.getByRole("button", { name: "Share" }));
+    await user.click(await screen.findByRole("button", { name: "Cancel" }));
+    expect(screen.queryByLabelText("Shared transcript")).toBeNull();
+    expect(share).not.toHaveBeenCalled();
+    expect(sharePreview).toHaveBeenCalledWith("s1", "c1");
+  });
+
   it("creates the link, copies it and revokes it", async () => {
     const user = userEvent.setup();
     const writeText = vi.spyOn(navigator.clipboard, "writeText").mockResolvedValue(undefined);
     const share = vi.fn(async () => ({ shareId: "Ab_12-cd" }));
     const unshare = vi.fn(async () => ({ success: true as const }));
-    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share, unshare }));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share, unshare, sharePreview }));
 
     await user.click(screen.getByRole("button", { name: "Share" }));
+    expect(await screen.findByLabelText("Shared transcript")).toHaveTextContent("key=[redacted secret]");
+    expect(screen.getByText(/2 secrets were redacted/)).toBeInTheDocument();
+    expect(share).not.toHaveBeenCalled(); // nothing is shared before the owner says so
+    await user.click(screen.getByRole("button", { name: "Create link" }));
     const link = await screen.findByLabelText("Share link");
     expect(share).toHaveBeenCalledWith("s1", "c1");
     expect(link).toHaveValue(`${window.location.origin}/shared/Ab_12-cd`);
@@ -31,8 +53,11 @@ describe("ShareButton", () => {
   });
 
   it("says why sharing failed", async () => {
-    const share = vi.fn(async () => Promise.reject(new ApiError(404, "not_found", "Chat not found")));
-    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ share }));
+    const refused = new ApiError(404, "not_found", "Chat not found");
+    renderWithApi(
+      <ShareButton sessionId="s1" chatId="c1" />,
+      fakeApi({ sharePreview: vi.fn(async () => Promise.reject(refused)) }),
+    );
     await userEvent.click(screen.getByRole("button", { name: "Share" }));
     expect(await screen.findByRole("alert")).toHaveTextContent("Chat not found");
   });

@@ -2,16 +2,24 @@ import { useState } from "react";
 import { shareUrl } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
+import { Modal } from "./Modal";
 
 interface Props {
   sessionId: string;
   chatId: string;
 }
 
-/** Share the chat: a public read-only link to copy, and a way to revoke it. */
+interface Preview {
+  markdown: string;
+  redactions: number;
+}
+
+/** Share the chat: first what the link will show (secrets redacted), then a public read-only
+ * link to copy, and a way to revoke it. */
 export function ShareButton({ sessionId, chatId }: Props) {
   const api = useApi();
   const [link, setLink] = useState<string | null>(null);
+  const [preview, setPreview] = useState<Preview | null>(null);
   const [state, setState] = useState<{ text: string; alert: boolean } | null>(null);
   const act = async (action: () => Promise<void>) => {
     setState(null);
@@ -21,9 +29,15 @@ export function ShareButton({ sessionId, chatId }: Props) {
       setState({ text: errorMessage(failure), alert: true });
     }
   };
+  const look = () =>
+    act(async () => {
+      const { markdown, redactions } = await api.sharePreview(sessionId, chatId);
+      setPreview({ markdown, redactions });
+    });
   const share = () =>
     act(async () => {
       const { shareId } = await api.share(sessionId, chatId);
+      setPreview(null);
       setLink(shareId ? shareUrl(shareId) : null);
     });
   const copy = (url: string) =>
@@ -40,7 +54,7 @@ export function ShareButton({ sessionId, chatId }: Props) {
   return (
     <div className="share">
       {link === null ? (
-        <button type="button" onClick={() => void share()}>
+        <button type="button" onClick={() => void look()}>
           Share
         </button>
       ) : (
@@ -53,6 +67,26 @@ export function ShareButton({ sessionId, chatId }: Props) {
             Stop sharing
           </button>
         </>
+      )}
+      {preview && (
+        <Modal title="What the link will show" onClose={() => setPreview(null)}>
+          <p className="muted">
+            Anyone with the link can read this.{" "}
+            {preview.redactions === 1
+              ? "1 secret was redacted"
+              : `${preview.redactions} secrets were redacted`}{" "}
+            by its shape; a secret without a known shape is not.
+          </p>
+          <pre className="share-preview" aria-label="Shared transcript">
+            {preview.markdown}
+          </pre>
+          <button type="button" onClick={() => void share()}>
+            Create link
+          </button>
+          <button type="button" onClick={() => setPreview(null)}>
+            Cancel
+          </button>
+        </Modal>
       )}
       {state && (
         <span role={state.alert ? "alert" : "status"} className={state.alert ? "form-error" : "muted"}>

@@ -1,6 +1,8 @@
 """Public share links of chats (reference §2.2, §6.9): the owner creates, reads and revokes a
-chat's link; anyone holding it reads the transcript (`.env` tool contents redacted) and
-whether a turn is live."""
+chat's link; anyone holding it reads the transcript and whether a turn is live. The transcript
+is redacted twice: tool calls on `.env` files (``transcript.redact``), then every secret of a
+known shape wherever it appears (``domain/secrets.py``); the owner sees the same beforehand
+(``preview``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from openagents.domain import transcript
 from openagents.domain.errors import NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import Chat
+from openagents.domain.secrets import Redactor, scrubbed, strings
 from openagents.services.chats import ChatService, LiveTurns
 from openagents.store.port import Gone, Store
 
@@ -25,12 +28,13 @@ def new_share_id() -> str:
 
 @dataclass(frozen=True)
 class SharedChat:
-    chat: Chat
+    title: str
     messages: list[dict[str, Any]]  # UI messages, oldest first, redacted
+    redactions: int  # secrets redacted by their shape (the .env tool calls not counted)
 
     @property
     def markdown(self) -> str:
-        return transcript.markdown(self.chat.title, self.messages)
+        return transcript.markdown(self.title, self.messages)
 
 
 class ShareService:
@@ -60,6 +64,11 @@ class ShareService:
         except Gone:
             raise NotFound("Chat not found") from None
 
+    def preview(self, identity: Identity, session_id: str, chat_id: str) -> SharedChat:
+        """What the chat's link shows (or would show, once created), for its owner."""
+        _, chat = self._chats.chat(identity, session_id, chat_id)
+        return self._redacted(chat)
+
     def revoke(self, identity: Identity, session_id: str, chat_id: str) -> None:
         _, chat = self._chats.chat(identity, session_id, chat_id)
         self._store.unshare_chat(chat)
@@ -73,9 +82,16 @@ class ShareService:
         return chat
 
     def transcript(self, share_id: str) -> SharedChat:
-        chat = self._shared(share_id)
+        return self._redacted(self._shared(share_id))
+
+    def _redacted(self, chat: Chat) -> SharedChat:
         messages = [transcript.redact(m.parts) for m in self._chats.all_messages(chat)]
-        return SharedChat(chat=chat, messages=messages)
+        redactor = Redactor()
+        for text in strings([chat.title, messages]):  # learn every secret value first
+            redactor.learn(text)
+        title = redactor.redact(chat.title)
+        kept: list[dict[str, Any]] = scrubbed(messages, redactor)
+        return SharedChat(title=title, messages=kept, redactions=redactor.count)
 
     def is_streaming(self, share_id: str) -> bool:
         chat = self._shared(share_id)
