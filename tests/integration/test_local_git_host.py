@@ -543,3 +543,43 @@ def test_the_host_refuses_repositories_outside_its_roots(
         elsewhere.merge_pull_request(origin.repo, 1)
     inside = LocalGitHost(state_dir, roots=local_repo_roots([tmp_path], state_dir))
     assert inside.default_branch(origin.repo) == "main"
+
+
+def git_input(cwd: Path, text: str, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, input=text, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def evil_tree(clone: Path, *path: str) -> str:
+    """A commit on the clone's branch whose tree holds ``config`` under ``path`` (git's own
+    commands refuse to write such a tree: built from objects)."""
+    blob = git_input(clone, "[core]\n\tfsmonitor = evil\n", "hash-object", "-w", "--stdin")
+    entry = f"100644 blob {blob}\tconfig\n"
+    for name in reversed(path):
+        entry = f"040000 tree {git_input(clone, entry, 'mktree')}\t{name}\n"
+    tree = git_input(clone, entry, "mktree")
+    head = git(clone, "commit-tree", tree, "-p", "HEAD", "-m", "evil")
+    git(clone, "update-ref", "refs/heads/oa/push", head)
+    return head
+
+
+@pytest.mark.parametrize(
+    "path", [(".git",), (".GIT",), ("src", ".Git"), ("a", "b", ".git"), ("git~1",), ("..",)]
+)
+def test_a_tree_holding_a_git_folder_is_refused(
+    host: LocalGitHost, origin: Origin, tmp_path: Path, path: tuple[str, ...]
+) -> None:
+    clone = sandbox_clone(origin, tmp_path)
+    commit(clone, "one.txt", "1\n")  # a clean commit below the evil one: every commit counts
+    evil = evil_tree(clone, *path)
+    commit(clone, "two.txt", "2\n")  # and a clean one above it
+    with pytest.raises(GitHostError, match="The push is refused") as caught:
+        host.receive_bundle(
+            origin.repo, branch="oa/push", bundle=bundle(clone, "refs/heads/oa/push"), force=True
+        )
+    assert caught.value.status == 422
+    assert git(origin.bare, "branch", "--list", "oa/push") == ""
+    present = subprocess.run(["git", "cat-file", "-e", evil], cwd=origin.bare, check=False)
+    assert present.returncode != 0  # nothing of the push entered the repository

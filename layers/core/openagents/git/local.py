@@ -54,6 +54,14 @@ HARDENED = (
     "transfer.fsckObjects=true",
 )
 
+# What a pushed tree may not hold, as GitHub refuses it: a `.git` path component in any case or
+# spelling git knows (`.GIT`, `git~1`, HFS's ignorable characters), `.`, `..`, `a//b`. fsck only
+# warns about them, and git fetches a bundle without fsck at all (before 2.43), so each pushed
+# pack is indexed apart first with these as errors (``_check_paths``).
+STRICT_PATHS = tuple(
+    f"fsck.{message}=error" for message in ("hasDotgit", "hasDot", "hasDotdot", "fullPathname")
+)
+
 Record = dict[str, Any]
 Registry = dict[str, Any]
 
@@ -149,6 +157,7 @@ class LocalGitHost:
                 named = ", ".join(head[-1] for head in heads if head) or "none"
                 raise GitHostError(f"The bundle may update only {ref}, not: {named}", status=403)
             sha = heads[0][0]
+            _check_paths(bare, path, Path(tmp) / "check.pack")
             refspec = f"{'+' if force else ''}{ref}:{ref}"
             fetched = _run_git(
                 bare,
@@ -340,6 +349,33 @@ def _merge_in_clone(bare: Path, record: Record, head_sha: str) -> str:
                 f"Pull request #{number} could not land: {_last_line(fetched)}", status=409
             )
         return merge_commit
+
+
+def _check_paths(bare: Path, bundle: Path, scratch: Path) -> None:
+    """Refuse (422) a bundle whose pack holds a tree with a forbidden path (``STRICT_PATHS``):
+    its pack, indexed strictly into ``scratch`` (its bases from ``bare``), never into ``bare``."""
+    data = bundle.read_bytes()
+    pack = data[data.find(b"\n\n") + 2 :]  # after the bundle's header (verified already)
+    strict = [part for option in STRICT_PATHS for part in ("-c", option)]
+    argv = ["git", *hardened(bare), *strict, "index-pack", "--stdin", "--fix-thin", "--strict"]
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        checked = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [*argv, str(scratch)],
+            cwd=bare,
+            input=pack,
+            env={**inherited, "LC_ALL": "C"},
+            capture_output=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitHostError(f"git index-pack failed: {type(exc).__name__}") from None
+    if checked.returncode != 0:
+        lines = checked.stderr.decode(errors="replace").strip().splitlines()
+        last = lines[-1] if lines else "git index-pack failed"
+        said = next((line for line in lines if line.startswith("error: ")), last)
+        raise GitHostError(f"The push is refused: {said.removeprefix('error: ')}", status=422)
 
 
 def _last_line(done: subprocess.CompletedProcess[str]) -> str:
