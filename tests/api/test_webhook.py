@@ -14,6 +14,7 @@ import pytest
 from openagents.composition import build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, SessionStatus
+from openagents.services.archive import PullRequestEventId, event_identity
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -116,6 +117,91 @@ def test_a_replayed_delivery_is_acknowledged_and_does_nothing(hook_api: Api) -> 
         "duplicate": True,
     }
     assert container.sessions.get(ALICE, session.id).status is SessionStatus.RUNNING
-    fresh = deliver(hook_api, body, delivery="d-2")  # a new delivery is acted on
-    assert fresh.body["archivedSessions"] == 1
     assert deliver(hook_api, body, delivery="x" * 201).status == 400
+
+
+def pr_session(hook_api: Api) -> tuple[Any, str]:
+    """A session of PR acme/widget#7, and the server's own container."""
+    container = build(settings_of(hook_api), NoMetrics())
+    session, _ = container.sessions.create(
+        ALICE, NewSession(repo_url="https://github.com/acme/widget")
+    )
+    container.archive._store.transition(
+        session.id,
+        expect=frozenset({LifecycleState.PROVISIONING}),
+        changes={"pr_number": 7, "pr_status": "open", "pr_key": "acme/widget#7"},
+        entry=None,
+    )
+    return container, session.id
+
+
+def at(updated_at: str, **override: Any) -> dict[str, Any]:
+    """A closed event as GitHub sends it: with the PR's head sha and ``updated_at``."""
+    pull = {"number": 7, "merged": True, "head": {"sha": "a" * 40}, "updated_at": updated_at}
+    return closed(pull_request=pull, **override)
+
+
+def test_the_same_signed_body_is_a_replay_under_any_delivery_id_or_none(hook_api: Api) -> None:
+    container, session_id = pr_session(hook_api)
+    body = json.dumps(at("2026-12-01T10:00:00Z")).encode()
+    assert deliver(hook_api, body, delivery="d-1").body["archivedSessions"] == 1
+    for replayed_as in (None, "d-2", "forged-id"):  # the header is not signed: anyone sets it
+        container.sessions.update(ALICE, session_id, title=None, status=SessionStatus.RUNNING)
+        replay = deliver(hook_api, body, delivery=replayed_as)
+        assert replay.status == 200, replay.body
+        assert replay.body["duplicate"] is True, replayed_as
+        assert container.sessions.get(ALICE, session_id).status is SessionStatus.RUNNING
+    # the same fields in a body spelled otherwise (keys reordered, spaces) are the same event
+    respelled = json.dumps(at("2026-12-01T10:00:00Z"), indent=2, sort_keys=True).encode()
+    assert deliver(hook_api, respelled).body["duplicate"] is True
+    # a later event of the PR (closed again after a reopen: a new updated_at) is acted on
+    later = deliver(hook_api, json.dumps(at("2026-12-01T11:00:00Z")).encode(), delivery="d-3")
+    assert later.body["archivedSessions"] == 1
+
+
+def test_without_updated_at_the_body_itself_is_the_identity(hook_api: Api) -> None:
+    container, session_id = pr_session(hook_api)
+    body = json.dumps(closed()).encode()  # no head sha, no updated_at
+    assert deliver(hook_api, body).body["archivedSessions"] == 1
+    container.sessions.update(ALICE, session_id, title=None, status=SessionStatus.RUNNING)
+    assert deliver(hook_api, body).body["duplicate"] is True  # the same body: a replay
+    other = json.dumps(closed(pull_request={"number": 7, "merged": False})).encode()
+    assert deliver(hook_api, other).body["archivedSessions"] == 1  # another body: an event
+
+
+@pytest.mark.parametrize(
+    "pull",
+    [
+        {"number": 7, "head": "abc"},
+        {"number": 7, "updated_at": 5},
+        {"number": 7, "head": {"sha": 1}},
+    ],
+)
+def test_head_and_updated_at_of_the_wrong_type_are_400(hook_api: Api, pull: Any) -> None:
+    reply = deliver(hook_api, json.dumps(closed(pull_request=pull)).encode())
+    assert reply.status == 400, reply.body
+    assert reply.error["code"] == "invalid_payload"
+
+
+def test_a_failed_event_is_forgotten_under_both_keys(
+    hook_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container, _ = pr_session(hook_api)
+    archive = container.archive
+    said = PullRequestEventId("closed", "acme", "widget", 7, "a" * 40, "2026-12-01T10:00:00Z")
+    identity = event_identity(said, b"")
+
+    def fail(*_: Any) -> None:
+        raise RuntimeError("the store is down")
+
+    def handle() -> Any:
+        return archive.pull_request_event(
+            "closed", "acme", "widget", 7, True, identity=identity, delivery="d-9"
+        )
+
+    with monkeypatch.context() as patched:
+        patched.setattr(archive, "_pull_request_event", fail)
+        with pytest.raises(RuntimeError):
+            handle()
+    assert handle().archived_sessions == 1  # GitHub's redelivery runs it again
+    assert handle().duplicate is True

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from openagents.services.archive import PullRequestUpdate
+from openagents.services.archive import PullRequestEventId, PullRequestUpdate, event_identity
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from functions.api.deps import App
@@ -33,9 +33,15 @@ class Repository(_Payload):
     owner: Owner
 
 
+class Head(_Payload):
+    sha: StrictStr | None = None
+
+
 class PullRequest(_Payload):
     number: StrictInt | None = None
     merged: StrictBool | None = None
+    head: Head | None = None
+    updated_at: StrictStr | None = None
 
 
 class PullRequestEvent(_Payload):
@@ -97,9 +103,10 @@ def parse_pull_request(body: bytes) -> PullRequestEvent | JSONResponse:
 )
 async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
     """GitHub's ``pull_request`` events: closed archives the matching sessions with the PR's
-    status (merged or closed); reopened sets ``prStatus: open``; ``ping`` answers ok. A
-    delivery whose ``X-GitHub-Delivery`` was seen before is acknowledged (``duplicate``) and
-    does nothing."""
+    status (merged or closed); reopened sets ``prStatus: open``; ``ping`` answers ok. An
+    event seen before — the same ``X-GitHub-Delivery``, or the same signed body's own identity
+    (action, repository, PR number, head sha, ``updated_at``) under any delivery id or none —
+    is acknowledged (``duplicate``) and does nothing."""
     secret = app.webhook_secret()
     if not secret:
         return error_response(
@@ -129,12 +136,22 @@ async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
     if number is None:
         return error_response(400, "invalid_payload", "pull_request payload lacks a number")
     repository = payload.repository
+    pull = payload.pull_request
+    said = PullRequestEventId(
+        action=action,
+        owner=repository.owner.login,
+        name=repository.name,
+        number=number,
+        head_sha=pull.head.sha if pull.head else None,
+        updated_at=pull.updated_at,
+    )
     result = app.archive.pull_request_event(
         action,
-        repository.owner.login,
-        repository.name,
+        said.owner,
+        said.name,
         number,
-        merged=bool(payload.pull_request.merged),
+        merged=bool(pull.merged),
+        identity=event_identity(said, body),
         delivery=delivery,
     )
     return {"ok": True, "event": event, "action": action, **_answer(result)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -45,6 +46,37 @@ ARCHIVED = frozenset({LifecycleState.ARCHIVED})
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 ARCHIVER_GENERATION_STEP = 2  # past a kicked, not yet started generation (see _temporary_sandbox)
 DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
+
+
+@dataclass(frozen=True)
+class PullRequestEventId:
+    """What a signed ``pull_request`` body says the event is (``event_identity``)."""
+
+    action: str
+    owner: str
+    name: str
+    number: int
+    head_sha: str | None
+    updated_at: str | None
+
+
+def event_identity(event: PullRequestEventId, body: bytes) -> str:
+    """The event's own identity, kept beside the delivery ids: its action, repository, PR
+    number, head sha and ``updated_at`` (GitHub sends both on every such event; without them
+    the body's digest stands in, so two real events are never taken for one)."""
+    fields: list[object] = [
+        event.action,
+        event.owner.lower(),
+        event.name.lower(),
+        event.number,
+        event.head_sha,
+        event.updated_at,
+    ]
+    if event.head_sha is None or event.updated_at is None:
+        fields.append(hashlib.sha256(body).hexdigest())
+    return "event:" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
 MAX_BUNDLE_BYTES = 2 << 30  # an archive bundle larger than this is refused (it is held in memory)
 ERROR_PREFIX = "Archive finalization failed: "
 
@@ -471,21 +503,26 @@ class ArchiveService:
         number: int,
         merged: bool,
         *,
+        identity: str,
         delivery: str | None = None,
     ) -> PullRequestUpdate:
-        """``pull_request`` closed/reopened: update prStatus; closed also archives. A delivery
-        id seen before (GitHub's ``X-GitHub-Delivery``, kept ``DELIVERY_TTL``) is a replay:
-        acknowledged, nothing done. A delivery whose handling fails is forgotten, so GitHub's
-        redelivery (the same id) runs it again."""
-        if delivery is not None:
-            now = self._clock()
-            if not self._store.claim_delivery(delivery, now, now + DELIVERY_TTL):
-                return PullRequestUpdate(duplicate=True)
+        """``pull_request`` closed/reopened: update prStatus; closed also archives. An event
+        seen before is a replay — acknowledged, nothing done: the same delivery id (GitHub's
+        ``X-GitHub-Delivery``, not signed) or the same body's ``identity`` (``event_identity``:
+        the signed body without the header, or under another id), each kept ``DELIVERY_TTL``.
+        An event whose handling fails is forgotten, so GitHub's redelivery runs it again."""
+        now = self._clock()
+        claimed: list[str] = []
+        for key in (delivery, identity):
+            if key is not None:
+                if not self._store.claim_delivery(key, now, now + DELIVERY_TTL):
+                    return PullRequestUpdate(duplicate=True)
+                claimed.append(key)
         try:
             return self._pull_request_event(action, owner, name, number, merged)
         except BaseException:
-            if delivery is not None:
-                self._store.forget_delivery(delivery)
+            for key in claimed:
+                self._store.forget_delivery(key)
             raise
 
     def _pull_request_event(
