@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,51 @@ def test_a_launch_no_server_finished_is_stopped_and_a_dead_one_reboots_on_its_vo
     assert not driver.has_volume(handle)
     (tmp_path / "home" / "sandboxes" / "reboot" / "2" / "workspace.img").unlink()
     assert driver.reboot(rebooted, 3) is None  # no volume: nothing to reboot
+
+
+def test_a_dead_generation_leaves_no_cgroup_and_a_restored_one_no_old_volume(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import signal
+
+    sandboxes = tmp_path / "home" / "sandboxes"
+    handle = driver.start("sweep", 1)
+    ref = driver.snapshot(handle)
+    record = json.loads((sandboxes / "sweep" / "1" / local.PROCESS_RECORD).read_text())
+    assert record["cgroups"], "this machine gives sandboxes cgroups"
+    # killed by hand while no server ran: the next server's sweep removes its cgroups
+    forget_in_this_process(handle)
+    os.kill(int(handle.ref), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while local.process_start_time(record["pid"], living=True) is not None:
+        assert time.monotonic() < deadline, "the killed sandbox is still running"
+        time.sleep(0.05)
+    assert driver.running() == []
+    assert not any(Path(folder).exists() for folder in record["cgroups"])
+    assert not (sandboxes / "sweep" / "1" / local.PROCESS_RECORD).exists()
+    # restored (verified) into the next generation: the old volume goes
+    assert (sandboxes / "sweep" / "1" / "workspace.img").exists()
+    restored = driver.start("sweep", 2, from_snapshot=ref)
+    assert not (sandboxes / "sweep" / "1" / "workspace.img").exists()
+    assert (sandboxes / "sweep" / "2" / "workspace.img").exists()
+    driver.stop(restored)
+
+
+def test_sandboxes_of_two_homes_never_share_a_host_uid_or_the_server_environment(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    other = LocalDriver(tmp_path / "other", SANDBOXD, KEY, SandboxClient)
+    try:
+        mine, theirs = driver.start("u", 1), other.start("u", 1)
+        uids = {
+            (tmp_path / home / "sandboxes" / "u" / "1" / "uid").read_text()
+            for home in ("home", "other")
+        }
+        assert len(uids) == 2
+        environ = client(driver, mine).exec("tr '\\0' '\\n' < /proc/1/environ")["stdout"]
+        assert sorted(environ.split()) == sorted(f"{k}={v}" for k, v in local.BWRAP_ENV.items())
+        other.stop(theirs)
+    finally:
+        other.close()

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 SANDBOX_UID = 1000  # the unprivileged user inside every sandbox
 FIRST_HOST_UID = 200_000  # host uids for sandboxes: FIRST_HOST_UID + n, one per sandbox
 HOST_UID_COUNT = 60_000
+UID_COUNTER = Path("/var/lib/openagents/sandbox-uids")  # machine-wide: homes never share a uid
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver (it forwards to the host's)
 SUBPROCESS_TIMEOUT_SECONDS = 30
 
@@ -216,13 +217,14 @@ def resolv_conf(outbound: bool) -> str:
 # ---------------------------------------------------------------------------- host uids
 
 
-def host_uid(home: Path, root: Path) -> int:
+def host_uid(root: Path, counter: Path = UID_COUNTER) -> int:
     """The host uid of one sandbox generation, stable across its restarts (kept in its own
-    folder, outside the workspace), distinct from every other sandbox's."""
+    folder, outside the workspace), distinct from every other sandbox's on this machine, of
+    whichever state folder (one counter per machine, under a lock)."""
     recorded = root / "uid"
     if recorded.exists():
         return int(recorded.read_text())
-    counter = home / "sandbox-uids"
+    counter.parent.mkdir(parents=True, exist_ok=True)
     with counter.open("a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)

@@ -63,7 +63,8 @@ class NeverReady(SandboxError):
 STOP_GRACE_SECONDS = 5
 SOCKET_NAME = "sandboxd.sock"
 PROCESS_RECORD = "process.json"  # who the driver launched: pid, start time, boot, cgroups
-VOLUMES = ("workspace.img", "workspace", "uid")  # what a generation hands to the next on reboot
+# what a generation hands to the next on reboot; the volume last: a crash half-way is seen
+VOLUMES = ("uid", "workspace", "workspace.img")
 SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,80}/[0-9]{1,9}-[0-9]{8}T[0-9]{12}Z\.tar\.zst")
 NETWORKS = ("outbound", "none")
 # sandboxd starts one way everywhere (the image too): the package's parent on PYTHONPATH and
@@ -71,6 +72,17 @@ NETWORKS = ("outbound", "none")
 # A module runs from its compiled .pyc (a main script is compiled again at every start).
 SANDBOXD_MODULE = ("-P", "-m", "sandboxd")
 SANDBOXD_MOUNT = "/opt/sandboxd"  # the package's parent inside a sandbox (the image's too)
+# bubblewrap's parent: a shell in the sandbox's own session that waits for it (never the
+# server). --die-with-parent ties the sandbox's pid namespace to it: whichever of them is killed
+# (stop signals the keeper; someone may kill bwrap by hand), the whole sandbox goes
+KEEPER = ("/bin/sh", "-c", '"$@"; exit $?', "keeper")
+# bubblewrap's whole environment (exec'd through ``env -i``): pid 1 of the sandbox shows it in
+# /proc/1/environ, so nothing of the server's (its PWD, its settings) may be in it
+BWRAP_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",  # noqa: S108 - the sandbox's private tmpfs
+    "PYTHONPATH": SANDBOXD_MOUNT,
+}
 
 
 def snapshot_cap(disk_bytes: int) -> int:
@@ -389,7 +401,18 @@ class LocalDriver:
         ).result()
         if from_snapshot is not None:
             self._restore(handle, snapshot, from_snapshot)
+            self._drop_earlier_volumes(root)
         return handle
+
+    def _drop_earlier_volumes(self, root: Path) -> None:
+        """Once a generation is restored (verified) from the snapshot, the workspace volumes of
+        the session's earlier, stopped generations hold nothing the snapshot does not."""
+        for earlier in root.parent.iterdir():
+            if not earlier.name.isdigit() or int(earlier.name) >= int(root.name):
+                continue
+            if _launched_alive(earlier):  # never the volume of a process that still runs
+                continue
+            confine.reset_workspace(earlier)
 
     def _spawn(
         self, root: Path, session_id: str, generation: int, shared_paths: tuple[str, ...]
@@ -437,7 +460,7 @@ class LocalDriver:
     ) -> _Child:
         machine = self._machine
         dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
-        uid = confine.host_uid(self._home, root) if dedicated else os.getuid()
+        uid = confine.host_uid(root) if dedicated else os.getuid()
         image = (
             confine.workspace_image(machine, root, uid, self._limits.disk_bytes)
             if dedicated
@@ -455,11 +478,11 @@ class LocalDriver:
             else None
         )
         sync = _SyncPipes() if self._network == "outbound" else None
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp" if self._bwrap else str(workspace),  # noqa: S108 - private tmpfs
-            "PYTHONPATH": SANDBOXD_MOUNT if self._bwrap else str(self._sandboxd.parent),
-        }
+        env = BWRAP_ENV if self._bwrap else {
+            "PATH": BWRAP_ENV["PATH"],
+            "HOME": str(workspace),
+            "PYTHONPATH": str(self._sandboxd.parent),
+        }  # fmt: skip
         stderr = (root / "sandboxd.log").open("ab")
         try:
             # its own session: no terminal signal (Ctrl-C) reaches it, and nothing ties its life
@@ -550,7 +573,7 @@ class LocalDriver:
             "--unshare-all", "--unshare-user", "--disable-userns",
             "--uid", str(confine.SANDBOX_UID), "--gid", str(confine.SANDBOX_UID),
             "--hostname", "sandbox",
-            "--new-session", "--cap-drop", "ALL",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr",
             "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin",
@@ -571,7 +594,8 @@ class LocalDriver:
             "--workspace", "/workspace", "--unix", f"/run/sandboxd/{SOCKET_NAME}",
             "--token-stdin", "--label", label,
         ]  # fmt: skip
-        return [*stage.command(), *prefix, "--", *bwrap]
+        clean = ["/usr/bin/env", "-i", *(f"{name}={value}" for name, value in BWRAP_ENV.items())]
+        return [*stage.command(), *prefix, "--", *KEEPER, *clean, *bwrap]
 
     def _rootfs_etc(self) -> Path:
         if self._etc is None:
@@ -663,8 +687,9 @@ class LocalDriver:
 
     def running(self) -> list[SandboxHandle]:
         """Every sandbox of this home that is running, proven as ``probe`` proves it (the
-        runtime's start and ``openagents down``: what sessions run). A launch that a previous
-        server never finished (its process on record, never ready for a handle) is stopped."""
+        runtime's start and ``openagents down``: what sessions run). On the way, a launch that
+        a previous server never finished (its process on record, never ready for a handle) is
+        stopped, and a generation whose process is gone leaves its empty cgroups behind."""
         found: list[SandboxHandle] = []
         for record in sorted(self._sandboxes.glob(f"*/*/{PROCESS_RECORD}")):
             root = record.parent
@@ -672,12 +697,16 @@ class LocalDriver:
                 handle = self._recorded(root, root.parent.name, int(root.name))
             except (OSError, ValueError, SandboxError):
                 continue
-            if handle is None or not _launched_by(root, handle):
+            finished = handle is not None and _launched_by(root, handle)
+            if handle is not None and finished:
+                child = self._child(root, handle)
+                if child is not None and not child.exited():
+                    found.append(handle)
+                    continue
+            if not _launched_alive(root):
+                self._forget(root)
+            elif not finished:
                 self._stop_unfinished(root)
-                continue
-            child = self._child(root, handle)
-            if child is not None and not child.exited():
-                found.append(handle)
         return found
 
     def _stop_unfinished(self, root: Path) -> None:
@@ -711,21 +740,22 @@ class LocalDriver:
             if self.probe(handle).state is not SandboxState.STOPPED or _launched_alive(old):
                 # its volume may still be mounted: never a second mount of it
                 raise SandboxError("the sandbox to reboot is still running")
+            self._forget(old)  # nothing of it may still hold the volume
             new.mkdir(parents=True, exist_ok=True)
-            for name in ("uid", "workspace", "workspace.img"):  # the volume last: the marker
+            for name in VOLUMES:
                 if (old / name).exists():
                     (old / name).rename(new / name)
-            self._forget(old)
         return self.start(handle.session_id, generation)
 
     @staticmethod
     def _forget(root: Path) -> None:
-        """What is left of a dead generation: its cgroups (empty once its processes are gone)."""
+        """What is left of a generation whose launched process is gone: anything still in its
+        own cgroups (only the driver puts processes there) is killed, the cgroups removed, and
+        its process record dropped."""
         record = _Record.read(root)
-        if record is not None:
-            for folder in record.cgroups:
-                with contextlib.suppress(OSError):
-                    Path(folder).rmdir()
+        if record is not None and record.cgroups and record.boot_id == boot_id():
+            Cgroup.existing(record.cgroups).remove()
+        (root / PROCESS_RECORD).unlink(missing_ok=True)
 
     def stop(self, handle: SandboxHandle) -> None:
         """Idempotent; SIGTERM, then SIGKILL after a grace period. Signals only a sandbox this
