@@ -1,7 +1,8 @@
-"""Lifecycle timers keep their meaning across downtime (issue 21): a session whose idle time or
-max lifetime passed while the runtime was down hibernates soon after the start; one whose timer
-has not passed waits for it. The runtime's start sweep (``reconcile(check_all=True)``) runs on a
-controlled clock and the loop's steps are driven by hand, so nothing waits for real time."""
+"""The lifecycle across downtime and sandbox deaths (issue 21): a session whose idle time or max
+lifetime passed while the runtime was down hibernates soon after the start, one whose timer has
+not passed waits for it; a sandbox that dies under its loop starts again on its own volume. The
+runtime's start sweep (``reconcile(check_all=True)``) runs on a controlled clock and the loop's
+steps are driven by hand, so nothing waits for real time."""
 
 from __future__ import annotations
 
@@ -84,3 +85,22 @@ def test_a_timer_that_passed_while_down_hibernates_soon_after_the_start(
     hibernated = container.sessions.get(ALICE, session.id)
     assert hibernated.lifecycle_state is LifecycleState.HIBERNATED
     assert hibernated.snapshot is not None
+
+
+def test_a_sandbox_that_dies_under_its_loop_starts_again_on_its_volume(
+    container: Container,
+) -> None:
+    created, _ = container.sessions.create(ALICE, NewSession())
+    session = wait_active(container, ALICE, created.id)
+    assert session.sandbox is not None
+    assert session.lifecycle_run_id is not None
+    container.sandbox_tools.exec(ALICE, session.id, command="echo kept > kept.txt")
+    container.driver.stop(session.sandbox)  # it died (OOM, killed): its volume is still there
+    decision = container.lifecycle.evaluate(session.id, session.lifecycle_run_id)
+    assert decision.action is Action.WAIT  # the same run keeps looking after it
+    rebooted = container.sessions.get(ALICE, session.id)
+    assert rebooted.lifecycle_state is LifecycleState.ACTIVE
+    assert rebooted.sandbox_generation == session.sandbox_generation + 1
+    assert rebooted.lifecycle_run_id == session.lifecycle_run_id
+    kept = container.sandbox_tools.exec(ALICE, session.id, command="cat kept.txt")
+    assert kept["stdout"] == "kept\n"

@@ -202,8 +202,11 @@ class LifecycleService:
             return owned_run
         session, now = owned_run, self._clock()
         if not self._alive(session):
-            self.mark_lost(session, "the sandbox stopped on its own")
-            return Decision(Action.EXIT, reason="sandbox-lost")
+            rebooted = self._reboot(session, run_id)  # on its own volume, when it is there
+            if rebooted is None:
+                self.mark_lost(session, "the sandbox stopped on its own")
+                return Decision(Action.EXIT, reason="sandbox-lost")
+            session = rebooted
         due = due_at(session)
         if session.lifecycle_state is LifecycleState.ACTIVE and due is not None and now < due:
             return Decision(Action.WAIT, self._wake(session), "not-due-yet")
@@ -620,10 +623,11 @@ class LifecycleService:
         )
         self._metrics.count("SandboxHibernated")
 
-    def _reboot(self, session: Session) -> Session | None:
-        """A sandbox that died while the runtime was down, started again as the next
-        generation on its own workspace volume (a reboot, not a re-clone): the session active
-        with every file, commit and ref. None when it cannot be (no volume, no such driver)."""
+    def _reboot(self, session: Session, run_id: str | None = None) -> Session | None:
+        """A sandbox that died (the runtime down, or under a lifecycle run ``run_id``, which
+        keeps its lease), started again as the next generation on its own workspace volume (a
+        reboot, not a re-clone): the session active with every file, commit and ref. None when
+        it cannot be (no volume, no such driver)."""
         handle = session.sandbox
         if self._reboots is None or handle is None:
             return None
@@ -641,11 +645,12 @@ class LifecycleService:
             "sandbox": rebooted,
             "lifecycle_error": None,
             "lifecycle_error_code": None,
-            "lifecycle_run_id": None,
         }
+        if run_id is None:
+            changes["lifecycle_run_id"] = None  # its run died with the runtime
         detail = {"generation": generation, "rebootedFrom": handle.generation}
         try:
-            moved = self._move(session, RUNNING, changes, "sandbox.resumed", None, detail=detail)
+            moved = self._move(session, RUNNING, changes, "sandbox.resumed", run_id, detail=detail)
         except StaleState:  # the session moved on meanwhile: this sandbox is nobody's
             self._driver.stop(rebooted)
             return None
