@@ -52,7 +52,9 @@ def dev(
     if not lock.acquire():
         holder = lock.holder()
         running = f" (pid {holder.pid}, port {holder.port})" if holder else ""
-        raise typer.BadParameter(f"a server already runs on {base.home.resolve()}{running}")
+        raise typer.BadParameter(
+            f"{lock.path} is held: a server (or `openagents down`) runs on this home{running}"
+        )
     lock.announce(port or base.port)
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
