@@ -62,7 +62,9 @@ NEEDS = Needs(
     # the webhook's HMAC key, the GitHub credentials (PR refresh on archive), CloudFront's header
     secrets=("github-webhook", *GITHUB_CREDENTIALS, "origin"),
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop
-    driver=("probe",),  # a sandbox tool call that cannot reach sandboxd checks the task
+    # a sandbox tool call that cannot reach sandboxd checks the task; a session's delete stops
+    # its sandbox and drops its snapshot before it answers
+    driver=("probe", "stop", "delete_snapshot"),
     token_key=True,  # the sandbox tools call sandboxd with the sandbox's token
 )
 

@@ -77,6 +77,7 @@ from tests.sandboxd_fake import SandboxdFake
 from tests.support import LambdaApi, LambdaContext, Reply, provisioning_runtime
 
 API = "api"
+MODEL = f"bedrock/{PROFILE}"  # the model the flow's settings offer
 API_HANDLER = "functions.api.handler.lambda_handler"
 AGENT = "agent"
 STATEMACHINES = Path(__file__).resolve().parents[2] / "infra" / "statemachines"
@@ -415,7 +416,7 @@ def listed_ids(api: LambdaApi, chats: str, chat: str) -> list[str]:
 def drive_every_route(api: LambdaApi) -> None:
     """Sessions, chats and messages (provisioning off: the sandbox flow has its own session)."""
     _ok(api.get("/api/health"))
-    _ok(api.put("/api/user/preferences", {"autoCommitPush": True, "defaultModelId": "m/1"}))
+    _ok(api.put("/api/user/preferences", {"autoCommitPush": True, "defaultModelId": MODEL}))
     _ok(api.get("/api/user/preferences"))
     created = _ok(api.post("/api/sessions", {"title": "Least privilege"}), 201)
     sid, first_chat = created["session"]["id"], created["chat"]["id"]
@@ -533,6 +534,17 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     world.lose_sandbox(sid)
     lost = api.post(f"{tools}/exec", {"command": "true"})
     assert lost.status in (409, 503), lost.body
+
+
+def delete_a_live_sandbox(api: LambdaApi) -> None:
+    """Delete a resumed session: the API stops its sandbox and drops its snapshot first."""
+    sid = _ok(api.post("/api/sessions", {"title": "Deleted live"}), 201)["session"]["id"]
+    wait_state(api, sid, "active")
+    _ok(api.post("/api/sandbox/snapshot", {"sessionId": sid}), 202)
+    wait_state(api, sid, "hibernated")
+    _ok(api.put("/api/sandbox/snapshot", {"sessionId": sid}))
+    wait_state(api, sid, "active")
+    _ok(api.delete(f"/api/sessions/{sid}"))
 
 
 def archive_a_sandbox(api: LambdaApi, world: World) -> None:
@@ -667,6 +679,7 @@ def _run_flow(moto_endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -
         machines = dict(live.state_machines)
         world = World(live)
         drive_a_sandbox(sandbox_api, world)
+        delete_a_live_sandbox(sandbox_api)
         archive_a_sandbox(sandbox_api, world)
         auto_archive_a_stale_session(crud, world)
         fail_a_provisioning(crud)
