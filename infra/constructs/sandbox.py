@@ -29,7 +29,7 @@
   :meth:`Sandbox.grant_token_read` may read it: the secret's resource policy denies everyone else.
 
 The driver's contract (container name, port, volume name, tags) is read from
-``openagents.sandbox.fargate`` so the two cannot drift.
+``openagents.sandbox.fargate_storage`` (``FargateConfig``) so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from openagents.sandbox import fargate, fargate_efs, fargate_storage
+from openagents.sandbox import fargate_efs, fargate_storage
 
 from infra import nag
 from infra.config import MAX_AZS, ROOT, StageConfig
@@ -63,7 +63,7 @@ ECR_LAYER_BUCKET = "prod-{region}-starport-layer-bucket"
 SANDBOX_SUBNETS = "Sandbox"  # the isolated subnet group of egress none/proxy
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 NO_PROXY = "localhost,127.0.0.1,::1,169.254.170.2"  # loopback, the ECS task metadata endpoint
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(fargate.FargateConfig)}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(fargate_storage.FargateConfig)}
 CONTAINER_NAME = str(_DEFAULTS["container_name"])  # "sandboxd"
 SANDBOX_PORT = int(str(_DEFAULTS["sandbox_port"]))  # 8080
 VOLUME_NAME = str(_DEFAULTS["volume_name"])  # "workspace"
