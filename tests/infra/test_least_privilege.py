@@ -509,7 +509,10 @@ def drive_a_sandbox(api: LambdaApi, world: World) -> None:
     _ok(api.get("/api/sandbox/status", query={"sessionId": sid}))
     tools = f"/api/sessions/{sid}/sandbox"
     # a repository in the workspace (AWS mode clones only https:// URLs; there is no network)
-    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    init = (
+        "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+        f" && git checkout -q -b {OWN_BRANCH}"
+    )
     assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
     _ok(api.get(f"{tools}/files"))
     _ok(api.get(f"{tools}/diff"))  # computed, and cached under diffs/
@@ -553,7 +556,10 @@ def archive_a_sandbox(api: LambdaApi, world: World) -> None:
     newer bundle replaces the older one)."""
     sid = _ok(api.post("/api/sessions", {"title": "Archive"}), 201)["session"]["id"]
     wait_state(api, sid, "active")
-    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    init = (
+        "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+        f" && git checkout -q -b {OWN_BRANCH}"
+    )
     tools = f"/api/sessions/{sid}/sandbox"
     assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
     _ok(api.post("/api/sandbox/snapshot", {"sessionId": sid}), 202)
@@ -813,6 +819,7 @@ def _text(text: str) -> list[Any]:
 # the flow's inline limit (its body goes to S3, the next step reads it back, and each later
 # upsert replaces the object)
 INLINE_BYTES = 100_000
+OWN_BRANCH = "agent/multiply"
 BIG_OUTPUTS = 3
 BIG_OUTPUT = "head -c 60000 /dev/zero | tr '\\0' x"
 
@@ -832,7 +839,10 @@ def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
         _ok(api.post("/api/sessions", {"title": "Agent"}), 201)
     )
     wait_state(api, sid, "active")
-    init = "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+    init = (
+        "git init -q -b main && git -c user.name=t -c user.email=t@t commit -qm i --allow-empty"
+        f" && git checkout -q -b {OWN_BRANCH}"
+    )
     tools = f"/api/sessions/{sid}/sandbox"
     assert _ok(api.post(f"{tools}/exec", {"command": init}))["exitCode"] == 0
     world.make_github(sid)
@@ -945,6 +955,9 @@ class World:
                 items.SessionItem.repo_owner.set("octo"),
                 items.SessionItem.repo_name.set("widgets"),
                 items.SessionItem.clone_url.set("https://github.com/octo/widgets"),
+                # the branch it was created on: the only one auto-commit may push
+                items.SessionItem.own_branch.set(OWN_BRANCH),
+                items.SessionItem.branch.set(OWN_BRANCH),
             ]
         )
 
