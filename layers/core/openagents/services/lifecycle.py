@@ -712,6 +712,9 @@ class LifecycleService:
                 self._driver.stop(handle)
                 down.stopped.append(f"{handle.session_id}/{handle.generation}")
                 continue
+            if session.status is SessionStatus.ARCHIVED:  # its archive still bundles from it
+                down.failed[session.id] = "archived, its workspace still being bundled: try again"
+                continue
             try:
                 self._hibernate_now(session)
                 down.hibernated.append(session.id)
@@ -822,10 +825,12 @@ class LifecycleService:
 
 
 def _names(session: Session, handle: SandboxHandle) -> bool:
-    """The running session's sandbox is this one (its generation, the driver's ref)."""
+    """The session's sandbox is this one (its generation, the driver's ref) and it keeps it:
+    not a start, which the runtime's start runs again as the next generation (an archive
+    still bundling from it keeps it)."""
     held = session.sandbox
     return (
-        session.lifecycle_state in RUNNING
+        session.lifecycle_state not in STARTING_STATES
         and held is not None
         and (held.generation, held.ref) == (handle.generation, handle.ref)
     )
