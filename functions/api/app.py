@@ -22,7 +22,8 @@ from functions.api.hosts import HostGuard
 from functions.api.limits import BodyLimit
 from functions.api.longpoll import long_polls
 from functions.api.observe import Observe
-from functions.api.routes import chat, chats, github, local, sandbox, sessions, shared
+from functions.api.preview import PreviewProxy
+from functions.api.routes import chat, chats, github, local, previews, sandbox, sessions, shared
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -80,7 +81,7 @@ def create_app(
     )
     app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))
     errors.install(app)
-    for module in (sessions, chats, sandbox, local, github, chat, shared):
+    for module in (sessions, chats, sandbox, previews, local, github, chat, shared):
         _add_routes(app, module.router)
 
     app.add_middleware(Observe, logger=logger, metrics=metrics)
@@ -90,6 +91,8 @@ def create_app(
     )
     # outermost: a foreign Host (DNS rebinding) is refused before anything reads the request
     app.add_middleware(HostGuard, settings=app.state.settings)
+    # outside it: a preview host (`<port>-<session>.localhost`) is the previews', not the API's
+    app.add_middleware(PreviewProxy, container=app.state.container)
 
     @app.get("/api/health", tags=["ops"])
     def health() -> dict[str, str]:

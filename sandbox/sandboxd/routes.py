@@ -12,6 +12,7 @@ from .errors import ApiError, JsonObject
 from .exec import exec_command
 from .files import list_files, read_file, write_file
 from .git import git_branch, git_status
+from .ports import TUNNEL_ROUTE, list_ports, tunnel
 from .prepare import prepare_workspace
 from .push import git_commit, git_remote, git_upstream
 from .restore import restore
@@ -52,6 +53,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/snapshot"): snapshot,
     ("POST", "/restore"): restore,
     ("POST", "/sync"): sync,
+    ("GET", "/ports"): list_ports,
 }
 
 
@@ -61,6 +63,8 @@ def find_route(method: str, path: str) -> Route:
         return route
     if method == "GET" and MANIFEST_ROUTE.match(path):
         return get_manifest
+    if method == "GET" and TUNNEL_ROUTE.fullmatch(path):
+        return tunnel
     if any(known_path == path for _, known_path in ROUTES):
         raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
     raise ApiError(404, "not_found", f"no such endpoint: {method} {path}")

@@ -13,6 +13,7 @@ from openagents.agent.models.registry import ModelRegistry, build_registry
 from openagents.artifacts import ArtifactStore
 from openagents.auth.bot import BotPolicy, UserAgentPolicy, WafLabelPolicy
 from openagents.auth.origin import OriginGuard
+from openagents.auth.previews import preview_key
 from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tokens
 from openagents.clients import LazyClient
 from openagents.domain.models import Session
@@ -32,6 +33,7 @@ from openagents.services.chats import ChatService
 from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
+from openagents.services.previews import Previews, PreviewSite
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.pull_requests import PullRequestService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
@@ -74,6 +76,7 @@ class Container:
     agent: AgentTurns  # agent turns: POST /api/chat, stream, stop, runs, models
     agent_loop: AgentLoop  # the turn's steps, driven by the durable handler
     checkpoints: Checkpoints  # reverting the workspace to before a turn
+    previews: Previews  # the sandbox's listening ports and private links to them
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -101,6 +104,26 @@ def _token_key(settings: Settings) -> bytes:
         SecretId=settings.sandbox_token_secret_arn
     )
     return str(secret["SecretString"]).encode()
+
+
+def _preview_key(settings: Settings) -> Callable[[], bytes]:
+    """The previews' signing key, derived from the sandbox token key on first use."""
+    cached: list[bytes] = []
+    lock = threading.Lock()
+
+    def read() -> bytes:
+        with lock:
+            if not cached:
+                cached.append(preview_key(_token_key(settings)))
+            return cached[0]
+
+    return read
+
+
+def _preview_site(settings: Settings) -> PreviewSite:
+    """One machine: ``*.localhost`` on the server's own port (browsers resolve it to
+    loopback). AWS has no preview gateway yet: the same names, which it does not serve."""
+    return PreviewSite("http", f"localhost:{settings.port}")
 
 
 def local_driver(settings: Settings, key: bytes) -> LocalDriver:
@@ -432,6 +455,14 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         agent=agent,
         agent_loop=agent_loop,
         checkpoints=checkpoints,
+        previews=Previews(
+            store,
+            sandboxd,
+            utc_now,
+            _preview_key(settings),
+            _preview_site(settings),
+            on_unreachable=lifecycle.verify_running,
+        ),
     )
 
 

@@ -37,6 +37,13 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
+from openagents.sandbox.ports import (
+    ListeningPort,
+    connect_endpoint,
+    parse_ports,
+    read_head,
+    tunnel_request,
+)
 
 CHUNK_BYTES = 1 << 20
 NETWORK_TIMEOUT_SECONDS = 660.0  # a clone may take up to sandboxd's 600 s limit
@@ -363,6 +370,40 @@ class SandboxClient:
 
     def sync(self) -> JsonObject:
         return self._json("POST", "/sync", {})
+
+    # ------------------------------------------------------------------ ports, tunnels
+
+    def ports(self) -> list[ListeningPort]:
+        """The TCP ports listening in the sandbox (validated: ``sandbox/ports.py``)."""
+        return parse_ports(self._json("GET", "/ports"))
+
+    def open_tunnel(self, port: int) -> socket.socket:
+        """A socket carrying bytes to and from ``port`` inside the sandbox, through sandboxd's
+        ``Upgrade: tcp`` (over its Unix socket on one machine, its TCP endpoint on Fargate).
+        A ``SandboxRequestError`` 404 ``port_not_listening`` when nothing listens there."""
+        what = f"GET /ports/{port}/tunnel"
+        try:
+            sock, host = connect_endpoint(self.endpoint, _connect_unix, self.timeout)
+        except OSError as error:
+            raise transport_failure(error, what) from error
+        try:
+            sock.sendall(tunnel_request(port, self._token, host))
+            status, _, rest = read_head(sock)
+            if status != 101:
+                code = "port_not_listening" if status == 404 else None
+                raise SandboxRequestError(
+                    f"sandbox request failed: status code {status} ({what})", status, code
+                )
+            if rest:  # a server that speaks first: not an HTTP server, and not ours to guess
+                raise SandboxError(f"sandbox request failed: {what} sent bytes ahead")
+            sock.settimeout(None)
+            return sock
+        except OSError as error:
+            sock.close()
+            raise transport_failure(error, what) from error
+        except BaseException:
+            sock.close()
+            raise
 
     # ------------------------------------------------------------------ plumbing
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -15,6 +16,7 @@ from openagents.domain.models import SandboxHandle as SandboxHandle
 from openagents.domain.models import SnapshotRef as SnapshotRef
 from openagents.sandbox.errors import SandboxError as SandboxError
 from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.ports import ListeningPort
 
 
 class SandboxState(StrEnum):
@@ -92,6 +94,10 @@ class Sandboxd(Protocol):
     def snapshot_to(self, out: BinaryIO) -> dict[str, Any]: ...
     def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]: ...
     def sync(self) -> dict[str, Any]: ...
+
+    # previews (``openagents.sandbox.ports``)
+    def ports(self) -> list[ListeningPort]: ...
+    def open_tunnel(self, port: int) -> socket.socket: ...
 
 
 ClientFactory = Callable[[str, str], Sandboxd]  # a driver's: (endpoint, token) -> client

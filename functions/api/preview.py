@@ -1,0 +1,117 @@
+"""The preview proxy: ``<port>-<session>.localhost[:port]`` (``auth/previews.py``) is a port in
+that session's sandbox; every other Host passes through untouched.
+
+``/__preview/auth?token=&path=`` trades a preview link's token for a cookie on that preview
+host alone (no Domain attribute: host-only, HttpOnly, SameSite=Lax) and redirects to ``path``.
+Any other request needs that cookie, else 401 before the sandbox is contacted; then it is
+carried as HTTP/1.1 over a tunnel through sandboxd (``preview_http.py``), our cookie removed and
+nothing of ours added. Placed outside HostGuard: these names are the previews', not the API's.
+WebSocket upgrades are refused (1008): the server runs without a WebSocket library."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs
+
+from openagents.auth.previews import parse_label
+from openagents.domain.errors import DomainError, Unauthenticated
+from openagents.services.previews import Previews
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from functions.api.errors import STATUS
+from functions.api.hosts import host_name
+from functions.api.preview_http import forward
+
+COOKIE = "openagents_preview"
+AUTH_PATH = "/__preview/auth"
+SUFFIX = ".localhost"
+log = logging.getLogger(__name__)
+
+
+def preview_target(scope: Scope) -> tuple[str, int] | None:
+    """(session id, port) when the request's one Host is a preview host; else None."""
+    values = [v for k, v in scope.get("headers") or [] if k == b"host"]
+    if len(values) != 1:
+        return None
+    name = host_name(values[0].decode("latin-1"))
+    if name is None or not name.endswith(SUFFIX):
+        return None
+    label = name[: -len(SUFFIX)]
+    return parse_label(label) if "." not in label else None
+
+
+def _cookie(scope: Scope) -> str | None:
+    jar: SimpleCookie = SimpleCookie()
+    for name, value in scope.get("headers") or []:
+        if name == b"cookie":
+            try:
+                jar.load(value.decode("latin-1"))
+            except Exception:
+                return None
+    morsel = jar.get(COOKIE)
+    return morsel.value if morsel is not None else None
+
+
+async def _plain(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = text.encode() + b"\n"
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"), *headers],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
+
+
+def _status(error: DomainError) -> int:
+    return next(STATUS[cls] for cls in type(error).__mro__ if cls in STATUS)
+
+
+class PreviewProxy:
+    def __init__(self, app: ASGIApp, container: Callable[[], Any]) -> None:
+        self._app = app
+        self._container = container
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        target = preview_target(scope) if scope["type"] in ("http", "websocket") else None
+        if target is None:
+            await self._app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        previews: Previews = self._container().previews
+        session_id, port = target
+        try:
+            if scope["path"] == AUTH_PATH:
+                await self._redeem(scope, send, previews, session_id, port)
+                return
+            grant = previews.admit(session_id, port, _cookie(scope))
+            sock = await run_in_threadpool(previews.tunnel, grant)
+        except DomainError as error:
+            status = _status(error)
+            await _plain(send, status, f"{error.code}: {error.message}", [])
+            return
+        host = f"localhost:{port}".encode()
+        await forward(scope, receive, send, sock, host, COOKIE.encode())
+
+    async def _redeem(
+        self, scope: Scope, send: Send, previews: Previews, session_id: str, port: int
+    ) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            raise Unauthenticated("Open the preview link with GET")
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        token = (query.get("token") or [""])[-1]
+        path = (query.get("path") or ["/"])[-1]
+        cookie = previews.redeem(session_id, port, token, path)
+        value = f"{COOKIE}={cookie.value}; Max-Age={cookie.max_age}; Path=/; HttpOnly; SameSite=Lax"
+        headers = [
+            (b"location", cookie.path.encode()),
+            (b"set-cookie", value.encode()),
+            (b"referrer-policy", b"no-referrer"),
+        ]
+        await _plain(send, 302, "Found", headers)

@@ -1,0 +1,175 @@
+"""Previews: the ports listening in a session's sandbox, and private links to them.
+
+``create`` signs a short-lived link token (``auth/previews.py``) for the owner; the preview
+proxy (``functions/api/preview.py``) trades it for a cookie scoped to that preview host, checks
+the cookie on every request, and reaches the port through sandboxd's tunnel (``tunnel``): the
+session is looked up each time, so a preview ends with its session's sandbox."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from openagents.auth.previews import Grant, Kind, host_label, sign, verify
+from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning, Unauthenticated
+from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState, Session
+from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
+from openagents.services import Clock
+from openagents.services.sessions import owned
+from openagents.store.port import Store
+
+log = logging.getLogger(__name__)
+
+LINK_SECONDS = 300
+COOKIE_SECONDS = 12 * 3600
+MAX_PATH_CHARS = 2048
+NOT_RUNNING = "Sandbox is not running. Resume it first."
+
+
+class PortNotListening(NotFound):
+    code = "port_not_listening"
+
+
+@dataclass(frozen=True)
+class PreviewPort:
+    port: int
+    address: str
+    pid: int | None
+    command: str | None
+    preview_host: str
+
+
+@dataclass(frozen=True)
+class PreviewLink:
+    url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class PreviewCookie:
+    value: str
+    max_age: int
+    path: str  # where the browser goes next
+
+
+@dataclass(frozen=True)
+class PreviewSite:
+    """Where previews are served: ``<label>.<suffix>`` over ``scheme``."""
+
+    scheme: str
+    suffix: str  # "localhost:8000" on one machine
+
+    def host(self, session_id: str, port: int) -> str:
+        return f"{host_label(session_id, port)}.{self.suffix}"
+
+
+def check_port(port: int) -> int:
+    if not 0 < port < 65536:
+        raise InvalidInput("port must be between 1 and 65535", field="port")
+    return port
+
+
+def check_path(path: str | None) -> str:
+    """A path on the preview host: relative, one leading slash (never ``//``: another host)."""
+    path = path or "/"
+    bad = not path.startswith("/") or path.startswith("//") or "\\" in path
+    if bad or len(path) > MAX_PATH_CHARS or any(ord(c) < 33 or ord(c) == 127 for c in path):
+        raise InvalidInput("path must be a relative path starting with one '/'", field="path")
+    return path
+
+
+class Previews:
+    def __init__(
+        self,
+        store: Store,
+        clients: SandboxdClients,
+        clock: Clock,
+        key: Callable[[], bytes],
+        site: PreviewSite,
+        on_unreachable: Callable[[Session], object] | None = None,
+    ) -> None:
+        self._store = store
+        self._clients = clients
+        self._clock = clock
+        self._key = key
+        self.site = site
+        self._on_unreachable = on_unreachable
+
+    def _running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
+        session = owned(self._store.get_session(session_id), Identity(user_id=user_id))
+        handle = session.sandbox
+        if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
+            raise SandboxNotRunning(NOT_RUNNING)
+        if handle.endpoint is None:
+            raise SandboxNotRunning(NOT_RUNNING)
+        return session, self._clients(handle)
+
+    def _unreachable(self, session: Session, exc: SandboxError) -> SandboxNotRunning:
+        log.info("preview call for %s failed: %s", session.id, exc)
+        if exc.status is None and self._on_unreachable is not None:
+            self._on_unreachable(session)
+        return SandboxNotRunning("The sandbox is unavailable. Please resume it.")
+
+    def ports(self, identity: Identity, session_id: str) -> list[PreviewPort]:
+        session, client = self._running(identity.user_id, session_id)
+        try:
+            found = client.ports()
+        except SandboxError as exc:
+            raise self._unreachable(session, exc) from exc
+        return [
+            PreviewPort(p.port, p.address, p.pid, p.command, self.site.host(session.id, p.port))
+            for p in found
+        ]
+
+    def create(
+        self, identity: Identity, session_id: str, port: int, path: str | None
+    ) -> PreviewLink:
+        check_port(port)
+        target = check_path(path)
+        session, client = self._running(identity.user_id, session_id)
+        try:
+            listening = {p.port for p in client.ports()}
+        except SandboxError as exc:
+            raise self._unreachable(session, exc) from exc
+        if port not in listening:
+            raise PortNotListening(f"Nothing listens on port {port}", field="port")
+        expires = self._clock() + timedelta(seconds=LINK_SECONDS)
+        grant = Grant(Kind.LINK, session.id, port, identity.user_id, int(expires.timestamp()))
+        query = urlencode({"token": sign(self._key(), grant), "path": target})
+        url = f"{self.site.scheme}://{self.site.host(session.id, port)}/__preview/auth?{query}"
+        return PreviewLink(url, datetime.fromtimestamp(grant.expires_at, UTC))
+
+    def redeem(self, session_id: str, port: int, token: str, path: str | None) -> PreviewCookie:
+        """A link token for exactly this preview host, traded for its cookie."""
+        grant = self._verify(session_id, port, token, Kind.LINK)
+        try:
+            target = check_path(path)
+        except InvalidInput:
+            target = "/"
+        expires = int(self._clock().timestamp()) + COOKIE_SECONDS
+        cookie = Grant(Kind.COOKIE, grant.session_id, port, grant.user_id, expires)
+        return PreviewCookie(sign(self._key(), cookie), COOKIE_SECONDS, target)
+
+    def admit(self, session_id: str, port: int, cookie: str | None) -> Grant:
+        return self._verify(session_id, port, cookie or "", Kind.COOKIE)
+
+    def _verify(self, session_id: str, port: int, token: str, kind: Kind) -> Grant:
+        grant = verify(self._key(), token, kind, int(self._clock().timestamp()))
+        if grant is None or grant.session_id != session_id or grant.port != port:
+            raise Unauthenticated("This preview needs a fresh link from the session's owner")
+        return grant
+
+    def tunnel(self, grant: Grant) -> socket.socket:
+        """A connection to the granted port (the session checked again: owner, running)."""
+        session, client = self._running(grant.user_id, grant.session_id)
+        try:
+            return client.open_tunnel(grant.port)
+        except SandboxError as exc:
+            if exc.status == 404:
+                raise PortNotListening(f"Nothing listens on port {grant.port}") from exc
+            raise self._unreachable(session, exc) from exc
