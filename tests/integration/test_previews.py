@@ -1,0 +1,205 @@
+"""Previews end to end in a real confined sandbox: a server started inside (loopback-bound) is
+listed by /ports and reached through the preview proxy on ``<port>-<session>.localhost`` with
+the owner's cookie; without it the proxy answers 401 and the sandbox never sees the request."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from openagents.composition import Container
+from openagents.domain.identity import Identity
+from openagents.services.sessions import NewSession
+from openagents.settings import Settings
+
+from functions.api.preview import COOKIE
+from tests.support import HttpApi, make_origin, provisioning_runtime, serve_app, wait_active
+
+ALICE = Identity(user_id="alice", username="alice")
+PORT = 8765
+BIG_BYTES = 50_000_000
+SERVE = (
+    f"cd /tmp/site && setsid nohup python3 -m http.server {PORT} --bind 127.0.0.1 "
+    ">/tmp/h.log 2>&1 < /dev/null &"
+)
+
+
+class Live:
+    def __init__(self, base: str, api: HttpApi, container: Container, session_id: str) -> None:
+        self.base, self.api, self.container, self.session_id = base, api, container, session_id
+        self.client = httpx.Client(base_url=base, timeout=60)
+
+    def run(self, command: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.container.sandbox_tools.exec(
+            ALICE, self.session_id, command=command, timeout_seconds=60
+        )
+        assert result["exitCode"] == 0, result
+        return result
+
+    def host(self, port: int = PORT) -> str:
+        return self.container.previews.site.host(self.session_id, port).split(":")[0]
+
+    def preview(self, path: str, cookie: str | None, port: int = PORT) -> httpx.Response:
+        headers = {"host": self.host(port)}
+        if cookie is not None:
+            headers["cookie"] = f"other=1; {COOKIE}={cookie}"
+        return self.client.get(path, headers=headers)
+
+    def cookie(self, user: str = "alice", port: int = PORT) -> str:
+        made = self.api.post(
+            f"/api/sessions/{self.session_id}/ports/{port}/preview", {"path": "/a.txt"}, user=user
+        )
+        assert made.status == 200, made.body
+        url = urlsplit(made.body["url"])
+        assert url.hostname == self.host(port) and url.path == "/__preview/auth"
+        redeemed = self.client.get(
+            f"{url.path}?{url.query}", headers={"host": self.host(port)}, follow_redirects=False
+        )
+        assert redeemed.status_code == 302, redeemed.text
+        assert redeemed.headers["location"] == parse_qs(url.query)["path"][0] == "/a.txt"
+        set_cookie = redeemed.headers["set-cookie"]
+        assert "HttpOnly" in set_cookie and "SameSite=Lax" in set_cookie
+        assert "domain" not in set_cookie.lower()
+        return set_cookie.split(";", 1)[0].split("=", 1)[1]
+
+    def access_log(self) -> str:
+        return str(self.run("cat /tmp/h.log")["stdout"])
+
+
+def wait_listed(live: Live, port: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listed = live.api.get(f"/api/sessions/{live.session_id}/ports")
+        assert listed.status == 200, listed.body
+        found = [p for p in listed.body["ports"] if p["port"] == port]
+        if found:
+            return dict(found[0])
+        time.sleep(0.1)
+    raise AssertionError(f"port {port} never listed")
+
+
+@pytest.fixture
+def live(settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Live]:  # fmt: skip
+    with (
+        provisioning_runtime(settings, moto_endpoint, monkeypatch) as running,
+        serve_app(running) as (base, app),
+    ):
+        container: Container = app.state.container()
+        origin = str(make_origin(tmp_path))
+        session, _ = container.sessions.create(ALICE, NewSession(repo_url=origin))
+        wait_active(container, ALICE, session.id)
+        yield Live(base, HttpApi(running, base), container, session.id)
+
+
+def test_a_sandbox_server_is_previewed_only_with_its_owners_cookie(live: Live) -> None:
+    live.run(f"mkdir -p /tmp/site && printf 'hello preview' > /tmp/site/a.txt && {SERVE}")
+    listed = wait_listed(live, PORT)
+    assert listed["address"] == "127.0.0.1"
+    assert "http.server" in (listed.get("command") or "")
+    assert listed["previewHost"].startswith(f"{PORT}-")
+
+    # without a cookie (or with a forged one): 401, and the server never saw a request
+    assert live.preview("/a.txt", None).status_code == 401
+    assert live.preview("/a.txt", "forged.token").status_code == 401
+    assert "a.txt" not in live.access_log()
+
+    # another user: 404 for the link; the owner's link for another port: refused
+    assert (
+        live.api.post(
+            f"/api/sessions/{live.session_id}/ports/{PORT}/preview", {}, user="bob"
+        ).status
+        == 404
+    )
+    assert live.api.get(f"/api/sessions/{live.session_id}/ports", user="bob").status == 404
+    nothing = live.api.post(f"/api/sessions/{live.session_id}/ports/9/preview", {})
+    assert (nothing.status, nothing.body["code"]) == (404, "port_not_listening")
+    bad = live.api.post(f"/api/sessions/{live.session_id}/ports/70000/preview", {})
+    assert (bad.status, bad.body["field"]) == (422, "port")
+
+    cookie = live.cookie()
+    fetched = live.preview("/a.txt", cookie)
+    assert fetched.status_code == 200, fetched.text
+    assert fetched.content == b"hello preview"
+    assert live.preview("/a.txt", cookie, port=PORT + 1).status_code == 401  # host-bound
+    logged = live.access_log()
+    assert "GET /a.txt" in logged
+
+    # what reached the sandbox: the Host the dev server expects, and none of our cookie
+    live.run(
+        "cat > /tmp/echo.py <<'EOF'\n"
+        "import http.server\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        body = str(self.headers).encode()\n"
+        "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers(); self.wfile.write(body)\n"
+        "http.server.HTTPServer(('127.0.0.1', 8766), H).serve_forever()\n"
+        "EOF\n"
+        "setsid nohup python3 /tmp/echo.py >/dev/null 2>&1 < /dev/null &"
+    )
+    wait_listed(live, PORT + 1)
+    seen = live.preview("/", live.cookie(port=PORT + 1), port=PORT + 1).text.lower()
+    assert "host: localhost:8766" in seen
+    assert COOKIE not in seen and "other=1" in seen
+
+
+def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) -> None:
+    live.run(
+        f"mkdir -p /tmp/site && head -c {BIG_BYTES} /dev/urandom > /tmp/site/big.bin && "
+        "sha256sum /tmp/site/big.bin > /tmp/site/big.sum && " + SERVE
+    )
+    wait_listed(live, PORT)
+    expected = live.run("cut -d' ' -f1 /tmp/site/big.sum")["stdout"].strip()
+    cookie = live.cookie()
+    headers = {"host": live.host(), "cookie": f"{COOKIE}={cookie}"}
+    digest, received = hashlib.sha256(), 0
+    tracemalloc.start()
+    try:
+        base, _ = tracemalloc.get_traced_memory()
+        started = time.monotonic()
+        with live.client.stream("GET", "/big.bin", headers=headers) as response:
+            assert response.status_code == 200
+            for chunk in response.iter_raw(1 << 16):
+                digest.update(chunk)
+                received += len(chunk)
+        elapsed = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert received == BIG_BYTES and digest.hexdigest() == expected
+    grown = peak - base
+    print(
+        f"\n50 MB through the preview: {elapsed:.2f} s, peak traced growth {grown / 2**20:.2f} MiB"
+    )
+    assert grown < 8 << 20, f"the proxy held {grown} bytes"
+
+    # latency: the same small file through the preview, against fetching it inside the sandbox
+    live.run("printf 'x' > /tmp/site/x.txt")
+    times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        assert live.client.get("/x.txt", headers=headers).content == b"x"
+        times.append(time.perf_counter() - started)
+    inside = live.run(
+        "python3 - <<'EOF'\n"
+        "import time, urllib.request, statistics\n"
+        "t = []\n"
+        "for _ in range(50):\n"
+        "    s = time.perf_counter()\n"
+        f"    urllib.request.urlopen('http://127.0.0.1:{PORT}/x.txt').read()\n"
+        "    t.append(time.perf_counter() - s)\n"
+        "print(statistics.median(t))\n"
+        "EOF"
+    )["stdout"]
+    print(
+        f"p50 through the preview {statistics.median(times) * 1000:.2f} ms, "
+        f"inside the sandbox {float(inside) * 1000:.2f} ms"
+    )
