@@ -59,14 +59,16 @@ class Live:
         )
         assert made.status == 200, made.body
         url = urlsplit(made.body["url"])
-        assert url.hostname == self.host(port) and url.path == "/__preview/auth"
+        assert url.hostname == self.host(port)
+        assert url.path == "/__preview/auth"
         redeemed = self.client.get(
             f"{url.path}?{url.query}", headers={"host": self.host(port)}, follow_redirects=False
         )
         assert redeemed.status_code == 302, redeemed.text
         assert redeemed.headers["location"] == parse_qs(url.query)["path"][0] == "/a.txt"
         set_cookie = redeemed.headers["set-cookie"]
-        assert "HttpOnly" in set_cookie and "SameSite=Lax" in set_cookie
+        assert "HttpOnly" in set_cookie
+        assert "SameSite=Lax" in set_cookie
         assert "domain" not in set_cookie.lower()
         return set_cookie.split(";", 1)[0].split("=", 1)[1]
 
@@ -87,7 +89,9 @@ def wait_listed(live: Live, port: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def live(settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Live]:  # fmt: skip
+def live(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Live]:
     with (
         provisioning_runtime(settings, moto_endpoint, monkeypatch) as running,
         serve_app(running) as (base, app),
@@ -148,7 +152,8 @@ def test_a_sandbox_server_is_previewed_only_with_its_owners_cookie(live: Live) -
     wait_listed(live, PORT + 1)
     seen = live.preview("/", live.cookie(port=PORT + 1), port=PORT + 1).text.lower()
     assert "host: localhost:8766" in seen
-    assert COOKIE not in seen and "other=1" in seen
+    assert COOKIE not in seen
+    assert "other=1" in seen
 
 
 def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) -> None:
@@ -174,7 +179,8 @@ def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) 
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert received == BIG_BYTES and digest.hexdigest() == expected
+    assert received == BIG_BYTES
+    assert digest.hexdigest() == expected
     grown = peak - base
     print(
         f"\n50 MB through the preview: {elapsed:.2f} s, peak traced growth {grown / 2**20:.2f} MiB"
