@@ -35,7 +35,9 @@ def container(
         }
     )
     with provisioning_runtime(hours, moto_endpoint, monkeypatch) as live:
-        yield build(live, NoMetrics())
+        built = build(live, NoMetrics())
+        yield built
+        built.driver.close()  # what this container started (a reboot): the runtime stops its own
 
 
 def restarted_at(container: Container, session: Session) -> str:
