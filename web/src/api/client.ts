@@ -22,6 +22,7 @@ export type RespondBody = RequestBody<"/api/chat/{chat_id}/respond", "post">;
 export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
 export type Preferences = S["PreferencesBody"];
 export type PrStatus = S["PrStatus"];
+export type ListeningPort = S["PortOut"];
 
 /** A UI message as stored (the API keeps the whole object). */
 export type UIMessage = {
@@ -115,6 +116,12 @@ export function createApi(call: Call) {
     diff: (id: string) => call("get", "/api/sessions/{session_id}/sandbox/diff", { params: session(id) }),
     cachedDiff: (id: string) =>
       call("get", "/api/sessions/{session_id}/sandbox/diff/cached", { params: session(id) }),
+    ports: (id: string) => call("get", "/api/sessions/{session_id}/ports", { params: session(id) }),
+    createPreview: (id: string, port: number) =>
+      call("post", "/api/sessions/{session_id}/ports/{port}/preview", {
+        params: { session_id: id, port: String(port) },
+        body: { path: "/" },
+      }),
 
     startTurn: (sessionId: string, chatId: string, message: UIMessage, modelId?: string | null) =>
       call("post", "/api/chat", {

@@ -2,14 +2,16 @@ import { useState } from "react";
 import type { ChipLabel } from "../lifecycle/status";
 import { Changes } from "./Changes";
 import { FileBrowser } from "./FileBrowser";
+import { Preview } from "./Preview";
 import { TabList, panelId, tabId } from "./TabList";
 import { RunList } from "./agent/RunList";
 import { Timeline } from "./Timeline";
 
-type View = "files" | "changes" | "activity";
+type View = "files" | "changes" | "preview" | "activity";
 const TABS = [
   { id: "files", label: "Files" },
   { id: "changes", label: "Changes" },
+  { id: "preview", label: "Preview" },
   { id: "activity", label: "Activity" },
 ];
 
@@ -46,6 +48,7 @@ export function SandboxPanel({
       >
         {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} />}
         {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
+        {view === "preview" && <Preview sessionId={sessionId} running={running} />}
         {view === "activity" && (
           <>
             <RunList sessionId={sessionId} />

@@ -1,0 +1,46 @@
+import { screen } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { describe, expect, it, vi } from "vitest";
+import { ApiError } from "../api/http";
+import { fakeApi, renderWithApi } from "../test/fakes";
+import { Preview } from "./Preview";
+
+const listening = {
+  ports: [{ port: 8765, address: "127.0.0.1", pid: 7, command: "python3 -m http.server", previewHost: "h" }],
+};
+const URL = "http://8765-abc.localhost:8000/__preview/auth?token=t&path=%2F";
+
+describe("Preview", () => {
+  it("lists the ports and shows one through its preview link", async () => {
+    const user = userEvent.setup();
+    const createPreview = vi.fn(async () => ({ url: URL, expiresAt: "2026-12-03T12:00:00Z" }));
+    renderWithApi(
+      <Preview sessionId="s1" running />,
+      fakeApi({ ports: vi.fn(async () => listening), createPreview }),
+    );
+    expect(await screen.findByText("python3 -m http.server")).toBeInTheDocument();
+    await user.click(screen.getByRole("button", { name: "Preview 8765" }));
+    expect(createPreview).toHaveBeenCalledWith("s1", 8765);
+    expect(await screen.findByTitle("Preview")).toHaveAttribute("src", URL);
+  });
+
+  it("says why a preview failed, and asks to resume a stopped sandbox", async () => {
+    const user = userEvent.setup();
+    const refused = new ApiError(404, "port_not_listening", "Nothing listens on port 8765");
+    renderWithApi(
+      <Preview sessionId="s1" running />,
+      fakeApi({
+        ports: vi.fn(async () => listening),
+        createPreview: vi.fn(async () => Promise.reject(refused)),
+      }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Preview 8765" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent("Nothing listens on port 8765");
+    expect(screen.queryByTitle("Preview")).toBeNull();
+  });
+
+  it("does not call the sandbox when it is not running", () => {
+    renderWithApi(<Preview sessionId="s1" running={false} />, fakeApi());
+    expect(screen.getByText(/resume it to preview/)).toBeInTheDocument();
+  });
+});
