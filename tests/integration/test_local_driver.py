@@ -229,11 +229,15 @@ def test_a_launch_no_server_finished_is_stopped_and_a_dead_one_reboots_on_its_vo
         "&& git add f && git commit -qm one && echo dirty > g"
     )
     # a server that died between launch and readiness: its process on record, no handle
-    half = driver.start("half", 1)
-    forget_in_this_process(half)
-    (tmp_path / "home" / "sandboxes" / "half" / "1" / "sandbox.json").unlink()
+    # (its process on record; or not even that: the server died right after the launch)
+    half, bare = driver.start("half", 1), driver.start("bare", 1)
+    for unfinished in (half, bare):
+        forget_in_this_process(unfinished)
+        (tmp_path / "home" / "sandboxes" / unfinished.session_id / "1" / "sandbox.json").unlink()
+    (tmp_path / "home" / "sandboxes" / "bare" / "1" / local.PROCESS_RECORD).unlink()
     assert driver.running() == [handle]
-    assert local.process_start_time(int(half.ref), living=True) is None  # stopped
+    for unfinished in (half, bare):  # stopped: the one on record, the other in its own cgroups
+        assert local.process_start_time(int(unfinished.ref), living=True) is None
     # a sandbox that died: the next generation starts on the same volume, every file kept
     driver.stop(handle)
     rebooted = driver.reboot(handle, 2)

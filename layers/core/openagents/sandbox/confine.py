@@ -268,6 +268,17 @@ class Cgroup:
             self.folders = [memory, pids]
 
     @classmethod
+    def named(cls, machine: Machine, name: str) -> Cgroup:
+        """The cgroups of that name this machine has now (none made): a generation's own."""
+        if machine.cgroup_v2 is not None:
+            candidates = [machine.cgroup_v2 / name]
+        elif machine.cgroups == "cgroup-v1":
+            candidates = [machine.cgroup_v1[c] / "openagents" / name for c in ("memory", "pids")]
+        else:
+            candidates = []
+        return cls.existing(tuple(str(folder) for folder in candidates if folder.is_dir()))
+
+    @classmethod
     def existing(cls, folders: tuple[str, ...]) -> Cgroup:
         """The cgroups a previous server made for a sandbox it launched (re-adoption)."""
         cgroup = cls.__new__(cls)

@@ -258,7 +258,7 @@ class _Children:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.adopting = threading.Lock()  # one adoption at a time decides who holds a pid
-        self.launching: set[int] = set()  # launched here, not ready yet: nobody else's to stop
+        self.launching: set[Path] = set()  # generations launching here: nobody else's to stop
         self._by_pid: dict[int, _Child] = {}
 
     def add(self, child: _Child) -> None:
@@ -432,7 +432,7 @@ class LocalDriver:
                 )  # fmt: skip
                 time.sleep(0.2 * attempt)
         _children.add(child)
-        _children.launching.discard(child.process.pid)
+        _children.launching.discard(root)
         self._started.add(child.process.pid)
         handle = SandboxHandle(
             driver=self.name,
@@ -504,7 +504,7 @@ class LocalDriver:
         process.stdin.close()  # the token is given once, on a pipe: never in the environment
         # on record before anything can go wrong: a server that dies mid-launch leaves a
         # process the next one can prove it launched, and stop (``running``)
-        _children.launching.add(process.pid)
+        _children.launching.add(root)
         _record(_Child(process, root, None, cgroup)).write(root)
         network = None
         try:
@@ -514,7 +514,7 @@ class LocalDriver:
             self._await_ready(process, root)
         except BaseException:
             _kill(process, network, cgroup)
-            _children.launching.discard(process.pid)
+            _children.launching.discard(root)
             (root / PROCESS_RECORD).unlink(missing_ok=True)
             raise
         finally:
@@ -689,10 +689,12 @@ class LocalDriver:
         """Every sandbox of this home that is running, proven as ``probe`` proves it (the
         runtime's start and ``openagents down``: what sessions run). On the way, a launch that
         a previous server never finished (its process on record, never ready for a handle) is
-        stopped, and a generation whose process is gone leaves its empty cgroups behind."""
+        stopped, and what is left of a generation whose process is gone (or was never on
+        record: the server died inside the launch) is killed in its own cgroups."""
         found: list[SandboxHandle] = []
-        for record in sorted(self._sandboxes.glob(f"*/*/{PROCESS_RECORD}")):
-            root = record.parent
+        for root in sorted(self._sandboxes.glob("*/*")):
+            if root in _children.launching or not root.name.isdigit():
+                continue
             try:
                 handle = self._recorded(root, root.parent.name, int(root.name))
             except (OSError, ValueError, SandboxError):
@@ -711,7 +713,7 @@ class LocalDriver:
 
     def _stop_unfinished(self, root: Path) -> None:
         record = _Record.read(root)
-        if record is None or record.pid in _children.launching:
+        if record is None:
             return
         child = _claim(record, root)
         if child is not None:
@@ -747,14 +749,12 @@ class LocalDriver:
                     (old / name).rename(new / name)
         return self.start(handle.session_id, generation)
 
-    @staticmethod
-    def _forget(root: Path) -> None:
+    def _forget(self, root: Path) -> None:
         """What is left of a generation whose launched process is gone: anything still in its
-        own cgroups (only the driver puts processes there) is killed, the cgroups removed, and
-        its process record dropped."""
-        record = _Record.read(root)
-        if record is not None and record.cgroups and record.boot_id == boot_id():
-            Cgroup.existing(record.cgroups).remove()
+        own cgroups (named after its folder; only the driver puts processes there) is killed,
+        the cgroups removed, and its process record dropped."""
+        if self._bwrap is not None:
+            Cgroup.named(self._machine, f"{root.parent.name}-{root.name}").remove()
         (root / PROCESS_RECORD).unlink(missing_ok=True)
 
     def stop(self, handle: SandboxHandle) -> None:
