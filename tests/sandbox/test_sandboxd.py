@@ -52,6 +52,8 @@ ENDPOINTS = [
     ("GET", "/snapshots/snap-1/manifest"),
     ("POST", "/restore"),
     ("POST", "/sync"),
+    ("GET", "/ports"),
+    ("GET", "/ports/8080/tunnel"),
     ("GET", "/no/such/endpoint"),
 ]
 
