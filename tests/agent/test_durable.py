@@ -29,6 +29,7 @@ class Loop:
         self.approved: tuple[str, ...] = ()
         self.checkpoints = 0
         self.titled = 0
+        self.followed = False
 
     def begin(self, run_id: str) -> StepResult:
         return StepResult("tools", self.approved)
@@ -37,22 +38,28 @@ class Loop:
         self.checkpoints += 1
         return {"commit": "c1"}
 
-    def model_step(self, run_id: str) -> StepResult:
+    def model_step(self, run_id: str, since: int | None = None) -> StepResult:
         return self.models.pop(0)
 
     def title_step(self, run_id: str) -> str | None:
         self.titled += 1
         return "A title"
 
-    def tool_step(self, run_id: str, call: str, *, last: bool) -> StepResult:
+    def tool_step(
+        self, run_id: str, call: str, *, last: bool, since: int | None = None
+    ) -> StepResult:
         result = self.tools.get(call, StepResult("tools"))
         if isinstance(result, Exception):
             raise result
         return result
 
-    def finalize(self, run_id: str, outcome: str, error: str | None = None) -> RunStatus:
+    def end(self, run_id: str, outcome: str, error: str | None = None) -> RunStatus:
         self.finalized = (outcome, error)
         return RunStatus.COMPLETED
+
+    def follow_up(self, run_id: str) -> str:
+        self.followed = True
+        return "completed"
 
 
 def run(loop: Loop) -> tuple[list[str], dict[str, Any]]:
@@ -76,9 +83,11 @@ def test_a_step_per_model_and_tool_call() -> None:
         "tool-1-0",
         "model-2",
         "finalize",
+        "follow-ups",  # after the run's end is recorded: a replay runs them
     ]
     assert result == {"runId": "r1", "status": "completed"}
     assert loop.finalized == ("end", None)
+    assert loop.followed
     assert loop.checkpoints == 1
     assert loop.titled == 1
 
@@ -90,13 +99,21 @@ def test_the_checkpoint_comes_before_approved_calls_and_not_without_tools() -> N
     assert names[:4] == ["begin", "checkpoint", "approved-0", "model-0"]
     assert names.count("checkpoint") == 1
     talk = Loop([StepResult("end", title=True)])
-    assert run(talk)[0] == ["begin", "model-0", "title", "finalize"]
+    assert run(talk)[0] == ["begin", "model-0", "title", "finalize", "follow-ups"]
     assert talk.checkpoints == 0
 
 
 def test_no_title_step_when_the_first_model_step_says_nothing_can_be_titled() -> None:
     later = Loop([StepResult("tools", ("a",)), StepResult("end")])  # not the chat's first turn
-    assert run(later)[0] == ["begin", "model-0", "checkpoint", "tool-0-0", "model-1", "finalize"]
+    assert run(later)[0] == [
+        "begin",
+        "model-0",
+        "checkpoint",
+        "tool-0-0",
+        "model-1",
+        "finalize",
+        "follow-ups",
+    ]
     assert later.titled == 0
 
 
@@ -110,10 +127,14 @@ def test_the_title_flag_survives_the_checkpoint_and_an_older_one_may_title() -> 
 
 def test_waiting_aborted_and_failed_end_the_loop() -> None:
     waiting = Loop([StepResult("tools", ("a", "b"))], {"a": StepResult("waiting")})
-    assert run(waiting)[0][-2:] == ["tool-0-1", "finalize"]  # the other calls still run
+    assert run(waiting)[0][-3:] == [
+        "tool-0-1",
+        "finalize",
+        "follow-ups",
+    ]  # the other calls still run
     assert waiting.finalized == ("waiting", None)
     aborted = Loop([StepResult("tools", ("a", "b"))], {"a": StepResult("aborted")})
-    assert run(aborted)[0][-2:] == ["tool-0-0", "finalize"]
+    assert run(aborted)[0][-3:] == ["tool-0-0", "finalize", "follow-ups"]
     assert aborted.finalized == ("aborted", None)
     failed = Loop([StepResult("failed", error="model down")])
     run(failed)
@@ -123,7 +144,7 @@ def test_waiting_aborted_and_failed_end_the_loop() -> None:
 def test_a_step_that_raises_still_ends_the_run() -> None:
     broken = Loop([StepResult("tools", ("a",))], {"a": RuntimeError("store gone")})  # type: ignore[dict-item]
     names, _ = run(broken)
-    assert names[-1] == "finalize"
+    assert names[-2:] == ["finalize", "follow-ups"]
     assert broken.finalized == ("failed", "The turn failed: store gone")
 
 

@@ -55,7 +55,9 @@ def test_a_step_reads_the_chat_when_the_run_moved_on_without_it(
     tool_step = AgentLoop.tool_step
     moved: list[str] = []
 
-    def elsewhere(loop: AgentLoop, run_id: str, call_id: str, *, last: bool) -> Any:
+    def elsewhere(
+        loop: AgentLoop, run_id: str, call_id: str, *, last: bool, since: int | None = None
+    ) -> Any:
         if not moved:  # before the first tool step: a step of another invocation
             moved.append(run_id)
             run = loop._runs.get(run_id)
@@ -65,7 +67,7 @@ def test_a_step_reads_the_chat_when_the_run_moved_on_without_it(
             stored = loop._host.stored(run, message)
             progress = Progress(run.steps + 1, run.model_calls, run.usage)
             loop._runs.append(run_id, [{"type": "data-elsewhere"}], progress, stored)
-        return tool_step(loop, run_id, call_id, last=last)
+        return tool_step(loop, run_id, call_id, last=last, since=since)
 
     monkeypatch.setattr(AgentLoop, "tool_step", elsewhere)
     agent_api.script.set([*STEPS[:2], {"text": "Done."}])

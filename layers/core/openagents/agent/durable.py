@@ -6,6 +6,10 @@ first turn, the title step that names it), each returning a small ``StepResult``
 ``step(func, name=...)`` of that shape runs it.
 
 A step that raises after its retries ends the run ``failed`` with its partial message kept.
+Each step is given the seq its previous step ended at, so one that runs again (a replay after a
+crash, a retry) does not log its interrupted attempt's events twice. The run's end is one step
+(``finalize``) and its follow-ups (auto-commit, auto-PR, diff cache, PR state) another
+(``follow-ups``), after the end is recorded: a crash between them replays the follow-ups.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from openagents.agent.loop import AgentLoop, Outcome, StepResult
+from openagents.agent.models.port import JsonObject
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,24 +40,42 @@ def run_turn(event: Mapping[str, Any], context: Steps, loop: AgentLoop) -> dict[
             raise  # the engine's own (checkpoint, invocation): it retries the invocation
         log.exception("turn %s failed", run_id)
         outcome, error = "failed", f"The turn failed: {failure}"
-    status = context.step(lambda _: loop.finalize(run_id, outcome, error).value, name="finalize")
+    status = context.step(lambda _: loop.end(run_id, outcome, error).value, name="finalize")
+    context.step(lambda _: loop.follow_up(run_id), name="follow-ups")
     return {"runId": run_id, "status": status}
 
 
+class _Seq:
+    """The seq the last step ended at: where the next one's events start."""
+
+    def __init__(self) -> None:
+        self.at: int | None = None
+
+    def after(self, result: StepResult) -> StepResult:
+        if result.seq is not None:
+            self.at = result.seq
+        return result
+
+
 def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | None]:
-    begin = StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
+    seq = _Seq()
+    begin = seq.after(
+        StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
+    )
     checkpoint = _Checkpoint(run_id, context, loop)
     for i, call in enumerate(begin.calls):  # approved calls of a continued message
         checkpoint.before_tools()
-        tool = StepResult.from_json(
-            context.step(_tool_step(loop, run_id, call, False), name=f"approved-{i}")
+        tool = seq.after(
+            StepResult.from_json(
+                context.step(_tool_step(loop, run_id, call, False, seq.at), name=f"approved-{i}")
+            )
         )
         if tool.outcome in ("aborted", "failed", "end"):
             return tool.outcome, tool.error
     n = 0
     while True:
-        model = StepResult.from_json(
-            context.step(lambda _: loop.model_step(run_id).to_json(), name=f"model-{n}")
+        model = seq.after(
+            StepResult.from_json(context.step(_model_step(loop, run_id, seq.at), name=f"model-{n}"))
         )
         if n == 0 and model.title:  # a new chat is named once its first answer streamed
             context.step(lambda _: loop.title_step(run_id), name="title")  # (docs/agent.md)
@@ -62,8 +85,10 @@ def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | 
         checkpoint.before_tools()
         for i, call in enumerate(model.calls):
             last = i == len(model.calls) - 1
-            tool = StepResult.from_json(
-                context.step(_tool_step(loop, run_id, call, last), name=f"tool-{n}-{i}")
+            tool = seq.after(
+                StepResult.from_json(
+                    context.step(_tool_step(loop, run_id, call, last, seq.at), name=f"tool-{n}-{i}")
+                )
             )
             if tool.outcome in ("aborted", "failed", "end"):
                 return tool.outcome, tool.error
@@ -86,11 +111,18 @@ class _Checkpoint:
             self._context.step(lambda _: self._loop.checkpoint(self._run_id), name="checkpoint")
 
 
+def _model_step(loop: AgentLoop, run_id: str, since: int | None) -> Callable[[Any], JsonObject]:
+    def step(_: Any) -> JsonObject:
+        return loop.model_step(run_id, since).to_json()
+
+    return step
+
+
 def _tool_step(
-    loop: AgentLoop, run_id: str, call: str, last: bool
-) -> Callable[[Any], dict[str, Any]]:
-    def step(_: Any) -> dict[str, Any]:
-        return loop.tool_step(run_id, call, last=last).to_json()
+    loop: AgentLoop, run_id: str, call: str, last: bool, since: int | None
+) -> Callable[[Any], JsonObject]:
+    def step(_: Any) -> JsonObject:
+        return loop.tool_step(run_id, call, last=last, since=since).to_json()
 
     return step
 

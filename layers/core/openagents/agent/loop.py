@@ -6,7 +6,11 @@ handler, ``functions/agent/handler.py``) drives them:
     start = loop.begin(run_id)
     while outcome is "tools": model step, then a tool step per call
         (the first tool step of the run after ``loop.checkpoint(run_id)``)
-    loop.finalize(run_id, outcome)
+    loop.end(run_id, outcome); loop.follow_up(run_id)
+
+A step may run again (a crash, a retry): each is given the seq its previous step ended at
+(``since``), and the events its interrupted attempt logged after it are not logged again
+(``agent/replay.py``).
 
 Nothing here imports an SDK: models, stores and the sandbox come in through ports.
 """
@@ -42,6 +46,7 @@ from openagents.agent.models.port import (
 )
 from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.prompt import Project, project_instructions, system_prompt
+from openagents.agent.replay import ReplayWriter
 from openagents.agent.sandbox import SandboxError, Workspace
 from openagents.agent.stream import EventWriter
 from openagents.agent.subagent import Subagent, SubagentProgress
@@ -58,7 +63,15 @@ from openagents.agent.ui import (
 from openagents.domain import naming
 from openagents.domain.checkpoints import checkpoint_ref
 from openagents.domain.errors import DomainError, InvalidInput
-from openagents.store.runs import Progress, Run, RunStatus, RunStore, RunUsage, TurnMessage
+from openagents.store.runs import (
+    Chunk,
+    Progress,
+    Run,
+    RunStatus,
+    RunStore,
+    RunUsage,
+    TurnMessage,
+)
 
 log = logging.getLogger(__name__)
 # the reference's prompt (apps/web/app/api/generate-title/route.ts), its input cut as there
@@ -97,6 +110,7 @@ class StepResult:
     calls: tuple[str, ...] = ()  # tool call ids to run, in order (outcome "tools")
     error: str | None = None
     title: bool = False  # a model step of the chat's first turn: the title step may name it
+    seq: int | None = None  # the run's last seq once the step wrote (None: it wrote nothing)
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -104,6 +118,7 @@ class StepResult:
             "calls": list(self.calls),
             "error": self.error,
             "title": self.title,
+            "seq": self.seq,
         }
 
     @classmethod
@@ -113,11 +128,13 @@ class StepResult:
             raise ValueError(f"unknown step outcome {outcome!r}")
         calls = data.get("calls")
         error = data.get("error")
+        seq = data.get("seq")
         return cls(
             outcome,  # type: ignore[arg-type]
             tuple(str(c) for c in calls) if isinstance(calls, list) else (),
             str(error) if error is not None else None,
             data.get("title") is not False,  # a step checkpointed before the flag: may title
+            seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
         )
 
 
@@ -238,7 +255,17 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ the steps
 
-    def model_step(self, run_id: str) -> StepResult:
+    def _writer(self, run: Run, since: int | None) -> EventWriter:
+        """The step's writer: after a previous attempt's events (``since`` its previous step's
+        seq), one that does not log them again."""
+        if since is None or run.last_seq <= since:
+            return EventWriter(self._runs, run.id)
+        logged: list[Chunk] = []
+        while page := self._runs.events(run.id, since + len(logged)):
+            logged += [event.chunk for event in page]
+        return ReplayWriter(self._runs, run.id, logged)
+
+    def model_step(self, run_id: str, since: int | None = None) -> StepResult:
         run = self._run(run_id)
         if run is None or run.status.ended:
             return StepResult("end")
@@ -251,8 +278,8 @@ class AgentLoop:
         self._host.heartbeat(run)
         others, message = self._working(run)
         title = bool(others) and others[0].get("id") == run.message_id  # the chat's first turn
-        writer = EventWriter(self._runs, run_id)
-        if run.last_seq == 0:
+        writer = self._writer(run, since)
+        if (run.last_seq if since is None else since) == 0:
             writer.add({"type": "start", "messageId": message.id})
         writer.add({"type": "start-step"})
         message.parts.append({"type": "step-start"})
@@ -318,7 +345,7 @@ class AgentLoop:
             Progress(run.steps, run.model_calls, run.usage), self._host.stored(run, message)
         )
         self._kept.put(run.id, _Kept((run.steps, seq), others, message))
-        return result
+        return replace(result, seq=seq)
 
     def _model_failed(
         self,
@@ -395,7 +422,7 @@ class AgentLoop:
             for part in message.parts
             if is_tool_part(part) and part.get("state") == "approval-responded"
         )
-        return StepResult("tools", calls)
+        return StepResult("tools", calls, seq=run.last_seq)
 
     def answer(
         self,
@@ -450,7 +477,9 @@ class AgentLoop:
             run = self._runs.record_checkpoint(run.id, saved) or run
         return {"commit": run.checkpoint.commit if run.checkpoint else None}
 
-    def tool_step(self, run_id: str, call_id: str, *, last: bool) -> StepResult:
+    def tool_step(
+        self, run_id: str, call_id: str, *, last: bool, since: int | None = None
+    ) -> StepResult:
         run = self._run(run_id)
         if run is None or run.status.ended:
             return StepResult("end")
@@ -458,8 +487,8 @@ class AgentLoop:
         part = message.tool_part(call_id)
         if part is None:
             return StepResult("failed", error=f"tool call {call_id} is not in the message")
-        writer = EventWriter(self._runs, run_id)
-        if run.last_seq == 0:
+        writer = self._writer(run, since)
+        if (run.last_seq if since is None else since) == 0:
             writer.add({"type": "start", "messageId": message.id})
         subagents: list[Subagent] = []  # the task tool's (its model calls are the run's)
         result = self._tool(run, part, writer, subagents)
@@ -585,6 +614,28 @@ class AgentLoop:
             return None
 
     def finalize(self, run_id: str, outcome: Outcome, error: str | None = None) -> RunStatus:
+        """End the run and, when this call ended it, its follow-ups (for callers outside the
+        turn's execution: a stop that was not honoured; the turn itself has a step for each)."""
+        run = self._run(run_id)
+        status = self.end(run_id, outcome, error)
+        if run is not None and not run.status.ended:
+            self.follow_up(run_id)
+        return status
+
+    def follow_up(self, run_id: str) -> str | None:
+        """After the run ended: the turn-end follow-ups (audit entry, auto-commit and push,
+        auto-PR, diff cache, PR state, hibernation released) through the host, each idempotent,
+        so a replay of this step may run them again; the run's status (None: not ended)."""
+        run = self._run(run_id)
+        if run is None or not run.status.ended:
+            return None
+        try:
+            self._host.ended(run)
+        except Exception:  # the run's outcome stands; the follow-ups log their own failures
+            log.exception("after run %s", run_id)
+        return run.status.value
+
+    def end(self, run_id: str, outcome: Outcome, error: str | None = None) -> RunStatus:
         """End the run: the closing chunks, the status, the chat released (idempotent)."""
         run = self._run(run_id)
         if run is None:
@@ -615,10 +666,6 @@ class AgentLoop:
             cost_usd=self._cost(run),
             retention=self._config.retention,
         )
-        try:
-            self._host.ended(ended)
-        except Exception:  # the run's outcome stands; the follow-ups log their own failures
-            log.exception("after run %s", run_id)
         return ended.status
 
 

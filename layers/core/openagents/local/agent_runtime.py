@@ -5,8 +5,15 @@ testing``): a real clock, its SQLite execution store under ``<OPENAGENTS_HOME>``
 - ``start`` starts one execution per run, named by the run id (a repeat is a no-op);
 - ``stop`` trusts the cancel flag (the loop stops within 2 s) and, should the execution not end
   by itself, stops it and ends the run ``aborted``;
-- ``recover`` (at start-up) ends the runs a previous process left ``running``: ``failed``,
-  "interrupted by a restart", their partial messages kept.
+- ``recover`` (at start-up) carries on the runs a previous process left ``running``: each
+  one's execution, read back from the store, is invoked again, so its recorded steps return
+  their results and the step in flight runs again (docs/agent.md, "What a restart replays"); a
+  run whose execution was never created is started; one whose execution already ended (which
+  the turn's own ``finalize`` step never leaves so) ends ``failed``, its message kept.
+
+An execution is taken up again through the runner's public pause and resume: a paused
+execution with an invocation held back is invoked when resumed. Its time limit is the one it
+was started with, not armed again here (the turn's own step limit still holds).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ HANDLER = "functions.agent.handler.make_handler"
 FUNCTION_NAME = "agent-turn"
 STOP_GRACE_SECONDS = 5.0
 INTERRUPTED = "The turn was interrupted by a restart of the local runtime."
+WAIT_POLL_SECONDS = 0.02
 
 
 class LocalAgentRuntime:
@@ -45,6 +53,7 @@ class LocalAgentRuntime:
         self._runner: Any = None
         self._store: KeptConnectionStore | None = None
         self._executions: dict[str, str] = {}
+        self._adopted: set[str] = set()  # executions a previous process started
         self._lock = threading.Lock()
 
     @property
@@ -108,17 +117,45 @@ class LocalAgentRuntime:
         self._loop().finalize(run_id, "aborted")
 
     def recover(self) -> int:
-        """End the runs a previous process left running; how many there were."""
+        """Carry on the runs a previous process left running; how many there were."""
         left = [run for run in self._runs.running() if run.id not in self._executions]
         for run in left:
-            self._loop().finalize(run.id, "failed", INTERRUPTED)
+            self._carry_on(run.id)
         return len(left)
+
+    def _carry_on(self, run_id: str) -> None:
+        runner = self._started_runner()
+        assert self._store is not None
+        found, _ = self._store.query(function_name=FUNCTION_NAME, execution_name=run_id)
+        if not found:  # the process ended between the run's claim and its execution's start
+            self.start(run_id)
+            return
+        execution = found[0]
+        arn = execution.durable_execution_arn
+        if execution.is_complete:
+            self._loop().finalize(run_id, "failed", INTERRUPTED)
+            return
+        log.info("run %s: carrying on its execution from its last checkpoint", run_id)
+        execution.pause()  # the same object the runner loads: held, then invoked on resume
+        execution.defer_invocation()
+        with self._lock:
+            self._executions[run_id] = arn
+            self._adopted.add(arn)
+        runner.resume_execution(arn)
 
     def wait(self, run_id: str, timeout: float = 60) -> None:
         """Block until the run's execution completed (tests)."""
         arn = self._executions.get(run_id)
-        if arn is not None and self._runner is not None:
+        if arn is None or self._runner is None or self._store is None:
+            return
+        if arn not in self._adopted:
             self._runner.wait_for_result(arn, timeout=int(timeout))
+            return
+        deadline = time.monotonic() + timeout
+        while not self._store.load(arn).is_complete:  # no completion event for an adopted one
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} did not end within {timeout} s")
+            time.sleep(WAIT_POLL_SECONDS)
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,89 @@
+"""A turn in flight when its runtime dies carries on in the next runtime on the same home, from
+its last durable checkpoint: recorded steps return their results, the step in flight runs
+again, and the run, its message and its stream end as an uninterrupted run's would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openagents.agent.stream import EventWriter
+from openagents.local.agent_runtime import LocalAgentRuntime
+
+from tests.agent.conftest import AgentApi
+from tests.agent.restarts import HeldModels, Kill, chunks, killable_runtime, loop_like, parts
+
+SCRIPT: list[dict[str, Any]] = [
+    {
+        "reasoning": "First look at the files.",
+        "text": "Let me look at the workspace.",
+        "toolCalls": [{"name": "bash", "input": {"command": "ls"}}],
+    },
+    {"text": "The workspace holds a readme, an app and a feature file; nothing else to do."},
+]
+
+
+@pytest.fixture(autouse=True)
+def every_chunk_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk written at once (no 200 ms timer): what a crash leaves is exact."""
+    defaults = dict(EventWriter.__init__.__kwdefaults__ or {})
+    monkeypatch.setattr(EventWriter.__init__, "__kwdefaults__", {**defaults, "flush_seconds": 0})
+
+
+def _chat(api: AgentApi, session_id: str) -> str:
+    made = api.post(f"/api/sessions/{session_id}/chats", {})
+    assert made.status in (200, 201), made.body
+    return str(made.body["chat"]["id"])
+
+
+def _assistant(api: AgentApi, session_id: str, chat_id: str) -> dict[str, Any]:
+    messages = api.get(f"/api/sessions/{session_id}/chats/{chat_id}/messages").body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    return dict(messages[1])
+
+
+def _uninterrupted(api: AgentApi, session_id: str) -> tuple[list[Any], list[Any]]:
+    chat_id = _chat(api, session_id)
+    assert api.turn(session_id, chat_id, "Look around").status == 202
+    events = api.events(chat_id)
+    return chunks(events), parts(_assistant(api, session_id, chat_id))
+
+
+@pytest.mark.parametrize("held_step", [0, 1])
+def test_a_turn_killed_mid_model_step_carries_on(
+    agent_api: AgentApi,
+    live_session: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    held_step: int,
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(SCRIPT)
+    expected_chunks, expected_parts = _uninterrupted(agent_api, session_id)
+
+    container = agent_api.container
+    home, loop = agent_api.settings.home, container.agent_loop
+    kill, held = Kill(), HeldModels(loop._models, step=held_step, after=3)
+    first = killable_runtime(home, loop, kill, models=held)
+    monkeypatch.setattr(container.agent, "_engine", lambda: first)
+    started = agent_api.turn(session_id, chat_id, "Look around")
+    assert started.status == 202, started.body
+    run_id = str(started.body["runId"])
+    assert held.reached.wait(60)
+    before = agent_api.get(f"/api/chat/{chat_id}/stream", query={"after": "0"}).body
+    assert before["status"] == "running"
+    assert before["events"]
+    kill()  # the first runtime is dead: its threads never write again
+
+    second = LocalAgentRuntime(home, loop._runs, lambda: loop_like(loop))
+    monkeypatch.setattr(container.agent, "_engine", lambda: second)
+    assert second.recover() == 1
+    second.wait(run_id)
+
+    rest = agent_api.events(chat_id, after=before["next"])  # the client that read before
+    events = before["events"] + rest
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert chunks(events) == expected_chunks
+    assert parts(_assistant(agent_api, session_id, chat_id)) == expected_parts
+    ended = loop._runs.get(run_id)
+    assert ended is not None
+    assert ended.status.value == "completed"
