@@ -5,8 +5,10 @@ that session's sandbox; every other Host passes through untouched.
 host alone (no Domain attribute: host-only, HttpOnly, SameSite=Lax) and redirects to ``path``.
 Any other request needs that cookie, else 401 before the sandbox is contacted; then it is
 carried as HTTP/1.1 over a tunnel through sandboxd (``preview_http.py``), our cookie removed and
-nothing of ours added. Placed outside HostGuard: these names are the previews', not the API's.
-WebSocket upgrades are refused (1008): the server runs without a WebSocket library."""
+nothing of ours added; WebSockets likewise (``preview_ws.py``). A request another site's page
+makes (an ``Origin`` not the preview's own; ``Sec-Fetch-Site`` same-site or cross-site, but for
+a navigation) is refused (403): another preview is same-site with this one and gets its cookie.
+Placed outside HostGuard: these names are the previews', not the API's."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from openagents.auth.previews import parse_label
-from openagents.domain.errors import DomainError, Unauthenticated
+from openagents.domain.errors import AccessDenied, DomainError, Unauthenticated
 from openagents.services.previews import Previews
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from functions.api.errors import STATUS
 from functions.api.hosts import host_name
 from functions.api.preview_http import forward
+from functions.api.preview_ws import relay
 
 COOKIE = "openagents_preview"
 AUTH_PATH = "/__preview/auth"
@@ -67,6 +70,25 @@ async def _plain(send: Send, status: int, text: str, headers: list[tuple[bytes, 
     await send({"type": "http.response.body", "body": body})
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    values = [v for k, v in scope.get("headers") or [] if k == name]
+    return values[0].decode("latin-1") if len(values) == 1 else None
+
+
+def foreign(scope: Scope) -> bool:
+    """A request some other page made: another origin's (a WebSocket always names its page's),
+    or a same-site or cross-site fetch that is no navigation."""
+    origin = _header(scope, b"origin")
+    own = f"http://{_header(scope, b'host') or ''}".lower()
+    if origin is not None and origin.lower() != own:
+        return True
+    if scope["type"] == "websocket" and origin is None:
+        return True
+    site = (_header(scope, b"sec-fetch-site") or "").lower()
+    mode = (_header(scope, b"sec-fetch-mode") or "").lower()
+    return site in ("same-site", "cross-site") and mode != "navigate"
+
+
 def _status(error: DomainError) -> int:
     return next(STATUS[cls] for cls in type(error).__mro__ if cls in STATUS)
 
@@ -81,23 +103,28 @@ class PreviewProxy:
         if target is None:
             await self._app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
-            return
         previews: Previews = self._container().previews
         session_id, port = target
+        websocket = scope["type"] == "websocket"
         try:
-            if scope["path"] == AUTH_PATH:
+            if scope["path"] == AUTH_PATH and not websocket:
                 await self._redeem(scope, send, previews, session_id, port)
                 return
+            if foreign(scope):
+                raise AccessDenied("A preview answers its own pages only")
             grant = previews.admit(session_id, port, _cookie(scope))
             sock = await run_in_threadpool(previews.tunnel, grant)
         except DomainError as error:
-            status = _status(error)
-            await _plain(send, status, f"{error.code}: {error.message}", [])
+            if websocket:  # refused before the accept: the browser sees a 403
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await _plain(send, _status(error), f"{error.code}: {error.message}", [])
             return
-        host = f"localhost:{port}".encode()
-        await forward(scope, receive, send, sock, host, COOKIE.encode())
+        host = f"localhost:{port}"
+        if websocket:
+            await relay(scope, receive, send, sock, host, COOKIE.encode())
+            return
+        await forward(scope, receive, send, sock, host.encode(), COOKIE.encode())
 
     async def _redeem(
         self, scope: Scope, send: Send, previews: Previews, session_id: str, port: int

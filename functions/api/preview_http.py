@@ -43,6 +43,8 @@ def request_headers(
             cookies.append(value)
         elif name == b"transfer-encoding":
             chunked = True
+        elif name == b"origin":  # checked to be the preview's own: named as the server's own
+            out.append((name, b"http://" + host))
         elif name not in DROPPED_REQUEST:
             sized = sized or name == b"content-length"
             out.append((name, value))

@@ -5,6 +5,7 @@ the owner's cookie; without it the proxy answers 401 and the sandbox never sees 
 from __future__ import annotations
 
 import hashlib
+import socket
 import statistics
 import time
 import tracemalloc
@@ -19,6 +20,16 @@ from openagents.composition import Container
 from openagents.domain.identity import Identity
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
 
 from functions.api.preview import COOKIE
 from tests.support import HttpApi, make_origin, provisioning_runtime, serve_app, wait_active
@@ -209,3 +220,92 @@ def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) 
         f"p50 through the preview {statistics.median(times) * 1000:.2f} ms, "
         f"inside the sandbox {float(inside) * 1000:.2f} ms"
     )
+
+
+# a WebSocket echo server with the standard library only: the handshake, then each text frame
+# (client frames are masked) answered unmasked, upper-cased; a close answered with a close
+WS_ECHO = """
+import asyncio, base64, hashlib, struct
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+async def serve(reader, writer):
+    head = await reader.readuntil(b"\\r\\n\\r\\n")
+    lines = head.split(b"\\r\\n")
+    key = [l.split(b":", 1)[1].strip() for l in lines if l.lower().startswith(b"sec-websocket-key")]
+    accept = base64.b64encode(hashlib.sha1(key[0] + GUID).digest())
+    writer.write(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\n"
+                 b"Connection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\n\\r\\n")
+    while True:
+        b1, b2 = await reader.readexactly(2)
+        size = b2 & 127
+        if size == 126: size = struct.unpack(">H", await reader.readexactly(2))[0]
+        elif size == 127: size = struct.unpack(">Q", await reader.readexactly(8))[0]
+        mask = await reader.readexactly(4)
+        data = bytes(c ^ mask[i % 4] for i, c in enumerate(await reader.readexactly(size)))
+        if b1 & 15 == 8:
+            writer.write(b"\\x88\\x02" + data[:2]); await writer.drain(); writer.close(); return
+        out = data.upper()
+        n = len(out)
+        if n < 126: head = bytes([0x81, n])
+        elif n < 65536: head = bytes([0x81, 126]) + struct.pack(">H", n)
+        else: head = bytes([0x81, 127]) + struct.pack(">Q", n)
+        writer.write(head + out); await writer.drain()
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 8767)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def ws_events(sock: socket.socket, ws: WSConnection) -> list[object]:
+    data = sock.recv(65536)
+    ws.receive_data(data or None)
+    return list(ws.events())
+
+
+def ws_connect(
+    live: Live, cookie: str | None, origin: str | None
+) -> tuple[socket.socket, WSConnection, object]:
+    base = urlsplit(live.base)
+    sock = socket.create_connection((base.hostname or "", base.port or 80), timeout=30)
+    ws = WSConnection(ConnectionType.CLIENT)
+    host = f"{live.host(8767)}:{base.port}"
+    headers = [(b"cookie", f"{COOKIE}={cookie}".encode())] if cookie else []
+    if origin:
+        headers.append((b"origin", origin.replace("HOST", host).encode()))
+    sock.sendall(ws.send(Request(host=host, target="/hmr?x=1", extra_headers=headers)))
+    while True:
+        for event in ws_events(sock, ws):
+            if isinstance(event, AcceptConnection | RejectConnection):
+                return sock, ws, event
+
+
+def test_a_websocket_is_relayed_to_the_sandbox_with_the_cookie_only(live: Live) -> None:
+    live.run(
+        f"cat > /tmp/ws.py <<'EOF'\n{WS_ECHO}\nEOF\n"
+        "setsid nohup python3 /tmp/ws.py >/tmp/ws.log 2>&1 < /dev/null &"
+    )
+    wait_listed(live, 8767)
+    cookie = live.cookie(port=8767)
+    for refused in ((None, "http://HOST"), (cookie, "http://evil.localhost:8000"), (cookie, None)):
+        sock, _, answer = ws_connect(live, *refused)
+        sock.close()
+        assert isinstance(answer, RejectConnection), refused
+    sock, ws, answer = ws_connect(live, cookie, "http://HOST")
+    assert isinstance(answer, AcceptConnection)
+    with sock:
+        started = time.perf_counter()
+        for text in ("hello", "x" * 70_000):
+            sock.sendall(ws.send(Message(data=text)))
+            got = ""
+            while len(got) < len(text):
+                for event in ws_events(sock, ws):
+                    if isinstance(event, Ping):
+                        continue
+                    assert isinstance(event, TextMessage), event
+                    got += event.data
+            assert got == text.upper()
+        print(f"\nWebSocket round trips: {(time.perf_counter() - started) * 1000:.1f} ms")
+        sock.sendall(ws.send(CloseConnection(code=1000)))
+        closed = [e for _ in range(5) for e in ws_events(sock, ws)][:1]
+        assert closed, "no close frame back"
+        assert isinstance(closed[0], CloseConnection)

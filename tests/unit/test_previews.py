@@ -10,8 +10,9 @@ from openagents.sandbox.errors import SandboxError
 from openagents.sandbox.ports import ListeningPort, parse_ports
 from openagents.services.previews import check_path
 
-from functions.api.preview import preview_target
+from functions.api.preview import foreign, preview_target
 from functions.api.preview_http import request_headers, strip_cookie
+from functions.api.preview_ws import handshake_headers
 from sandbox.sandboxd.ports import Listener, parse_proc_net_tcp
 
 TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -110,3 +111,41 @@ def test_our_cookie_never_reaches_the_sandbox() -> None:
     )
     assert headers == [(b"host", b"localhost:3000"), (b"connection", b"close")]
     assert check_path(None) == "/"
+
+
+def test_another_pages_requests_are_foreign() -> None:
+    host = b"8765-abc.localhost:8000"
+
+    def made(kind: str = "http", **headers: str) -> dict[str, object]:
+        pairs = [(b"host", host)] + [
+            (k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()
+        ]
+        return {"type": kind, "headers": pairs}
+
+    assert not foreign(made())  # a navigation typed in, or an old browser
+    assert not foreign(made(origin="http://8765-abc.localhost:8000"))
+    assert not foreign(made(sec_fetch_site="same-site", sec_fetch_mode="navigate"))  # the iframe
+    assert foreign(made(origin="http://9000-other.localhost:8000"))  # another preview
+    assert foreign(made(origin="null"))
+    assert foreign(made(sec_fetch_site="same-site", sec_fetch_mode="no-cors"))
+    assert foreign(made("websocket"))  # a browser's WebSocket always names its page
+    assert not foreign(made("websocket", origin="http://8765-abc.localhost:8000"))
+
+
+def test_a_websocket_handshake_carries_no_cookie_of_ours() -> None:
+    headers = handshake_headers(
+        [
+            (b"host", b"x"),
+            (b"cookie", b"openagents_preview=s; theirs=1"),
+            (b"origin", b"http://8765-abc.localhost:8000"),
+            (b"sec-websocket-key", b"k"),
+            (b"user-agent", b"ua"),
+        ],
+        b"openagents_preview",
+        b"http://localhost:8765",
+    )
+    assert headers == [
+        (b"origin", b"http://localhost:8765"),
+        (b"user-agent", b"ua"),
+        (b"cookie", b"theirs=1"),
+    ]
