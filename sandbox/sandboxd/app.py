@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .errors import ApiError, JsonObject
+from .exec_keys import ExecKeys
 from .workspace import Workspace
 
 MANIFESTS_KEPT = 16
@@ -41,6 +42,7 @@ class App:
     token_digest: bytes
     manifests: ManifestStore = field(default_factory=lambda: ManifestStore(MANIFESTS_KEPT))
     busy: threading.Lock = field(default_factory=threading.Lock)
+    exec_keys: ExecKeys = field(default_factory=ExecKeys)
 
     @contextmanager
     def exclusive(self, action: str) -> Iterator[None]:

@@ -1,5 +1,5 @@
 """``POST /exec``: one command (bash or an argv) in its own process group, with a time limit and
-capped output."""
+capped output; with a ``key``, run once per key (``exec_keys.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from .errors import JsonObject, bad_request, not_found
+from .exec_keys import exec_key
 from .fields import bounded_int, bounded_number
 from .process import base_env, kill_group, spawn
 from .workspace import Workspace
@@ -63,7 +64,12 @@ class ExecSpec:
 
 
 def exec_command(app: App, request: Request) -> JsonObject:
-    return run_exec(parse_exec(app.workspace, request.json()))
+    body = request.json()
+    spec = parse_exec(app.workspace, body)
+    key = exec_key(body.get("key"))
+    if key is None:
+        return run_exec(spec)
+    return app.exec_keys.run(app.workspace, key, lambda: run_exec(spec))
 
 
 def parse_exec(workspace: Workspace, body: JsonObject) -> ExecSpec:

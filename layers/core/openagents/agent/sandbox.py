@@ -26,6 +26,7 @@ class ExecResult:
     truncated: bool = False
     timed_out: bool = False
     duration_ms: int = 0
+    interrupted: bool = False  # a keyed command that died with its sandbox: it may have run part
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,11 @@ class Workspace(Protocol):
         env: Mapping[str, str] | None = None,
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
-    ) -> ExecResult: ...
+        key: str | None = None,
+    ) -> ExecResult:
+        """With ``key``, the command runs once per key in the sandbox: a repeat (a step run
+        again after a restart) answers the first run's result, or ``interrupted``."""
+        ...
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText: ...
 
@@ -73,6 +78,7 @@ class WorkspaceClient:
         env: Mapping[str, str] | None = None,
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
+        key: str | None = None,
     ) -> ExecResult:
         answer = self._client.exec(
             command,
@@ -81,6 +87,7 @@ class WorkspaceClient:
             env=dict(env) if env else None,
             timeout_seconds=timeout_seconds,
             max_output_bytes=max_output_bytes,
+            key=key,
         )
         code = answer.get("exitCode")
         return ExecResult(
@@ -90,6 +97,7 @@ class WorkspaceClient:
             truncated=bool(answer.get("truncated", False)),
             timed_out=bool(answer.get("timedOut", False)),
             duration_ms=int(answer.get("durationMs", 0) or 0),
+            interrupted=answer.get("interrupted") is True,
         )
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:

@@ -181,9 +181,11 @@ class SandboxClient:
         env: dict[str, str] | None = None,
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
+        key: str | None = None,
     ) -> JsonObject:
-        """Run a shell command (``bash -lc``) or an argv; the result carries exitCode/stdout/…"""
-        body = {
+        """Run a shell command (``bash -lc``) or an argv; the result carries exitCode/stdout/…
+        With ``key``, once per key: a repeat answers the first run's result (sandbox/README.md)."""
+        body: JsonObject = {
             "command": command,
             "argv": argv,
             "cwd": cwd,
@@ -191,6 +193,8 @@ class SandboxClient:
             "timeoutSeconds": timeout_seconds,
             "maxOutputBytes": max_output_bytes,
         }
+        if key is not None:
+            body["key"] = key
         wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
         return self._json("POST", "/exec", body, timeout=wait)
 

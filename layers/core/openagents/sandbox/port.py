@@ -49,6 +49,7 @@ class Sandboxd(Protocol):
         env: dict[str, str] | None = None,
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
+        key: str | None = None,
     ) -> dict[str, Any]: ...
 
     # files

@@ -3,6 +3,10 @@
 A running command is stoppable: it records its process group in ``/tmp`` and, when stop is
 requested, a second exec kills that whole group (sandboxd runs each command in its own session),
 so the tool returns within about a second and nothing of the command is left running.
+
+A ``bash`` command runs once per tool call: its exec carries the call's id as its key, so the
+step run again after a restart collects the first run's result (or waits for it) instead of
+running it a second time; one that died with its sandbox is the model's error ``INTERRUPTED``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own /tmp
 _RM_RF = re.compile(r"\brm\s+(-\w*r\w*f|-\w*f\w*r|-r\s+-f|-f\s+-r|--recursive\s+--force)")
 _DOT_ENV = re.compile(r"(^|[\s/'\"=<>:;|&(])\.env")
 _SAFE = re.compile(r"[^\w-]")
+INTERRUPTED = (
+    "The command was interrupted: its sandbox stopped while it ran (a restart). It may have "
+    "run in part; check the workspace before running it again."
+)
 
 
 def needs_approval(command: str) -> str | None:
@@ -57,9 +65,11 @@ def run_stoppable(
     cwd: str | None,
     timeout_seconds: float,
     env: Mapping[str, str] | None = None,
+    key: str | None = None,
 ) -> ExecResult:
     """Run ``command`` (bash) and return its result; ``Cancelled`` once stop is requested
-    (the command's process group killed first); ``ToolFailure`` when sandboxd refuses it."""
+    (the command's process group killed first); ``ToolFailure`` when sandboxd refuses it or
+    the keyed command was interrupted."""
     marker = _marker(context.call_id)
     script = f"trap 'rm -f {marker}' EXIT; echo $$ > {marker}; eval \"$OPENAGENTS_COMMAND\""
     outcome: list[ExecResult | SandboxError] = []
@@ -73,6 +83,7 @@ def run_stoppable(
                     env={**(env or {}), "OPENAGENTS_COMMAND": command},
                     timeout_seconds=timeout_seconds,
                     max_output_bytes=1 << 20,
+                    key=key,
                 )
             )
         except SandboxError as error:
@@ -89,6 +100,8 @@ def run_stoppable(
     result = outcome[0]
     if isinstance(result, SandboxError):
         raise ToolFailure(sandbox_error_text(result))
+    if result.interrupted:
+        raise ToolFailure(INTERRUPTED)
     return result
 
 
@@ -146,7 +159,10 @@ class BashTool(BaseTool):
         timeout = min(timeout, MAX_TIMEOUT_SECONDS)
         if flag(arguments, "detached"):
             return self._detached(command, cwd, context)
-        return exec_output(run_stoppable(context, command, cwd=cwd, timeout_seconds=timeout))
+        result = run_stoppable(
+            context, command, cwd=cwd, timeout_seconds=timeout, key=f"bash:{context.call_id}"
+        )
+        return exec_output(result)
 
     @staticmethod
     def _detached(command: str, cwd: str, context: ToolContext) -> JsonValue:
@@ -157,7 +173,11 @@ class BashTool(BaseTool):
         )
         try:
             result = context.workspace.exec(
-                command=script, cwd=cwd, env={"OPENAGENTS_COMMAND": command}, timeout_seconds=30
+                command=script,
+                cwd=cwd,
+                env={"OPENAGENTS_COMMAND": command},
+                timeout_seconds=30,
+                key=f"bash:{context.call_id}",
             )
         except SandboxError as error:
             raise ToolFailure(sandbox_error_text(error)) from error
