@@ -12,6 +12,7 @@ Placed outside HostGuard: these names are the previews', not the API's."""
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Callable
 from http.cookies import SimpleCookie
@@ -19,7 +20,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from openagents.auth.previews import parse_label
-from openagents.domain.errors import AccessDenied, DomainError, Unauthenticated
+from openagents.domain.errors import (
+    AccessDenied,
+    DomainError,
+    SandboxNotRunning,
+    Unauthenticated,
+)
 from openagents.services.previews import Previews
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -89,6 +95,29 @@ def foreign(scope: Scope) -> bool:
     return site in ("same-site", "cross-site") and mode != "navigate"
 
 
+def _wants_html(scope: Scope) -> bool:
+    return "text/html" in (_header(scope, b"accept") or "")
+
+
+RESUME_PAGE = """<!doctype html><meta charset="utf-8"><title>Preview paused</title>
+<p>This session's sandbox is not running, so its preview cannot answer.</p>
+<p><a href="{url}" target="_top">Resume it in Open Agents</a>, then reload this page.</p>
+"""
+
+
+async def _resume_page(send: Send, url: str) -> None:
+    """A hibernated (or stopped) session's preview says so, and where to resume it (409)."""
+    body = RESUME_PAGE.format(url=html.escape(url, quote=True)).encode()
+    await send({
+        "type": "http.response.start", "status": 409,
+        "headers": [(b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                    (b"content-security-policy", b"default-src 'none'")],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
+
+
 def _status(error: DomainError) -> int:
     return next(STATUS[cls] for cls in type(error).__mro__ if cls in STATUS)
 
@@ -117,6 +146,9 @@ class PreviewProxy:
         except DomainError as error:
             if websocket:  # refused before the accept: the browser sees a 403
                 await send({"type": "websocket.close", "code": 1008})
+                return
+            if isinstance(error, SandboxNotRunning) and _wants_html(scope):
+                await _resume_page(send, previews.site.session_page(session_id))
                 return
             await _plain(send, _status(error), f"{error.code}: {error.message}", [])
             return

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from openagents.composition import Container
 from openagents.domain.identity import Identity
+from openagents.domain.models import LifecycleState
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from wsproto import ConnectionType, WSConnection
@@ -309,3 +310,41 @@ def test_a_websocket_is_relayed_to_the_sandbox_with_the_cookie_only(live: Live) 
         closed = [e for _ in range(5) for e in ws_events(sock, ws)][:1]
         assert closed, "no close frame back"
         assert isinstance(closed[0], CloseConnection)
+
+
+def wait_state(live: Live, state: LifecycleState) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        current = live.container.sessions.get(ALICE, live.session_id).lifecycle_state
+        assert current is not LifecycleState.FAILED
+        if current is state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"never {state}")
+
+
+def test_a_hibernated_preview_says_so_and_answers_again_after_resume(live: Live) -> None:
+    serve_workspace = f"cd site && {SERVE.split('&& ', 1)[1]}"  # /tmp does not survive a pause
+    live.run(f"mkdir -p site && printf 'kept' > site/a.txt && {serve_workspace}")
+    wait_listed(live, PORT)
+    cookie = live.cookie()
+    assert live.preview("/a.txt", cookie).content == b"kept"
+
+    assert live.api.post("/api/sandbox/snapshot", {"sessionId": live.session_id}).status < 300
+    wait_state(live, LifecycleState.HIBERNATED)
+    page = live.client.get(
+        "/a.txt",
+        headers={"host": live.host(), "cookie": f"{COOKIE}={cookie}", "accept": "text/html"},
+    )
+    assert page.status_code == 409
+    assert f"/sessions/{live.session_id}" in page.text
+    assert "Resume" in page.text
+    refused = live.api.post(f"/api/sessions/{live.session_id}/ports/{PORT}/preview", {})
+    assert (refused.status, refused.body["code"]) == (409, "sandbox_not_running")
+
+    assert live.api.put("/api/sandbox/snapshot", {"sessionId": live.session_id}).status < 300
+    wait_state(live, LifecycleState.ACTIVE)
+    # the workspace came back; the server is started again (dev servers do not come back yet)
+    live.run(serve_workspace)
+    wait_listed(live, PORT)
+    assert live.preview("/a.txt", cookie).content == b"kept"  # the same cookie, the same URL

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from openagents.auth.previews import Grant, Kind, host_label, sign, verify
 from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning, Unauthenticated
@@ -66,6 +66,10 @@ class PreviewSite:
 
     def host(self, session_id: str, port: int) -> str:
         return f"{host_label(session_id, port)}.{self.suffix}"
+
+    def session_page(self, session_id: str) -> str:
+        """The web app's page of the session (where Resume is)."""
+        return f"{self.scheme}://{self.suffix}/sessions/{quote(session_id, safe='')}"
 
 
 def check_port(port: int) -> int:
