@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from openagents.services.dev_servers import DevServer
 from openagents.services.previews import PreviewLink, PreviewPort
 from pydantic import Field
 
@@ -43,3 +44,33 @@ class PreviewOut(Out):
     @classmethod
     def of(cls, link: PreviewLink) -> "PreviewOut":
         return cls(url=link.url, expires_at=link.expires_at)
+
+
+class DevServerIn(Body):
+    path: str | None = Field(
+        default=None, max_length=4096, description="The project's folder in the workspace"
+    )
+    command: str | None = Field(
+        default=None, max_length=4096, description="Run this instead of detecting it"
+    )
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class DevServerOut(Out):
+    port: int
+    command: str
+    log_path: str = Field(description="Its output, in the sandbox")
+    running: bool
+    framework: str | None = None
+    url: str | None = Field(default=None, description="A private preview link (on start)")
+
+    @classmethod
+    def of(cls, found: DevServer) -> "DevServerOut":
+        return cls(
+            port=found.port,
+            command=found.command,
+            log_path=found.log_path,
+            running=found.running,
+            framework=found.framework,
+            url=found.url,
+        )

@@ -348,3 +348,46 @@ def test_a_hibernated_preview_says_so_and_answers_again_after_resume(live: Live)
     live.run(serve_workspace)
     wait_listed(live, PORT)
     assert live.preview("/a.txt", cookie).content == b"kept"  # the same cookie, the same URL
+
+
+SERVER_JS = (
+    "require('http').createServer((q, s) => s.end('from node ' + process.env.PORT))"
+    ".listen(Number(process.env.PORT), process.env.HOST)"
+)
+
+
+def test_a_dev_server_is_detected_launched_previewed_and_stopped(live: Live) -> None:
+    live.run(
+        "mkdir -p app/node_modules empty && cd app && "
+        """printf '{"scripts": {"dev": "node server.js"}}' > package.json && """
+        f"cat > server.js <<'EOF'\n{SERVER_JS}\nEOF"
+    )
+    route = f"/api/sessions/{live.session_id}/dev-server"
+    started = time.monotonic()
+    made = live.api.post(route, {"path": "app"})
+    assert made.status == 200, made.body
+    print(f"\ndev-server to listening: {(time.monotonic() - started) * 1000:.0f} ms")
+    assert made.body["port"] == 3000
+    assert made.body["command"] == "npm run dev"
+    assert made.body["framework"] == "node"
+    url = urlsplit(made.body["url"])
+    host = url.hostname or ""
+    redeemed = live.client.get(f"{url.path}?{url.query}", headers={"host": host})
+    assert redeemed.status_code == 302
+    cookie = redeemed.headers["set-cookie"].split(";", 1)[0]
+    page = live.client.get("/", headers={"host": host, "cookie": cookie})
+    assert page.text == "from node 3000"
+
+    again = live.api.post(route, {"path": "app"})
+    assert (again.status, again.body["code"]) == (409, "port_in_use")
+    nothing = live.api.post(route, {"path": "empty"})
+    assert (nothing.status, nothing.body["code"]) == (400, "no_dev_server_found")
+    assert live.api.get(route).body["running"] is True
+    assert live.api.get(route, user="bob").status == 404
+
+    stopped = live.api.delete(route)
+    assert stopped.status == 200, stopped.body
+    assert stopped.body["running"] is False
+    ports = live.api.get(f"/api/sessions/{live.session_id}/ports").body["ports"]
+    assert 3000 not in [p["port"] for p in ports]
+    assert live.api.get(route).status == 404

@@ -1,4 +1,5 @@
-"""Previews: the ports listening in a session's sandbox, and private links to them."""
+"""Previews: the ports listening in a session's sandbox, private links to them, and the
+project's dev server."""
 
 from typing import Annotated
 
@@ -6,7 +7,14 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 
 from functions.api.deps import App, Caller
-from functions.api.preview_schemas import PortOut, PortsOut, PreviewIn, PreviewOut
+from functions.api.preview_schemas import (
+    DevServerIn,
+    DevServerOut,
+    PortOut,
+    PortsOut,
+    PreviewIn,
+    PreviewOut,
+)
 from functions.api.schemas import error_responses
 
 router = APIRouter(prefix="/api", tags=["previews"])
@@ -29,3 +37,31 @@ def create_preview(
     alone and redirects to `path`. 404 `port_not_listening` when nothing listens there."""
     path = body.path if body is not None else None
     return PreviewOut.of(app.previews.create(caller, session_id, port, path))
+
+
+DEV_SERVER = "/sessions/{session_id}/dev-server"
+
+
+@router.post(DEV_SERVER, responses=error_responses(409))
+def start_dev_server(
+    session_id: str, app: App, caller: Caller, body: DevServerIn | None = None
+) -> DevServerOut:
+    """Detect the project's dev server (or run `command`), install its dependencies when they
+    are missing, launch it detached and wait until its port listens: `{port, url, command,
+    logPath}`. 400 `no_dev_server_found`, `install_failed` or `dev_server_failed` (with the tail
+    of its log); 409 `port_in_use`."""
+    given = body or DevServerIn()
+    started = app.dev_servers.start(caller, session_id, given.path, given.command, given.port)
+    return DevServerOut.of(started)
+
+
+@router.get(DEV_SERVER, responses=ERRORS)
+def dev_server_status(session_id: str, app: App, caller: Caller) -> DevServerOut:
+    """What was started, and whether its port listens now; 404 when nothing was."""
+    return DevServerOut.of(app.dev_servers.status(caller, session_id))
+
+
+@router.delete(DEV_SERVER, responses=ERRORS)
+def stop_dev_server(session_id: str, app: App, caller: Caller) -> DevServerOut:
+    """Stop it (its whole process group); 404 when nothing was started."""
+    return DevServerOut.of(app.dev_servers.stop(caller, session_id))

@@ -30,6 +30,7 @@ from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
+from openagents.services.dev_servers import DevServers
 from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
@@ -77,6 +78,7 @@ class Container:
     agent_loop: AgentLoop  # the turn's steps, driven by the durable handler
     checkpoints: Checkpoints  # reverting the workspace to before a turn
     previews: Previews  # the sandbox's listening ports and private links to them
+    dev_servers: DevServers  # a project's dev server, detected and launched in the sandbox
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -426,6 +428,14 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
+    previews = Previews(
+        store,
+        sandboxd,
+        utc_now,
+        _preview_key(settings),
+        _preview_site(settings),
+        on_unreachable=lifecycle.verify_running,
+    )
     return Container(
         settings=settings,
         sessions=SessionService(
@@ -455,14 +465,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         agent=agent,
         agent_loop=agent_loop,
         checkpoints=checkpoints,
-        previews=Previews(
-            store,
-            sandboxd,
-            utc_now,
-            _preview_key(settings),
-            _preview_site(settings),
-            on_unreachable=lifecycle.verify_running,
-        ),
+        previews=previews,
+        dev_servers=DevServers(previews),
     )
 
 

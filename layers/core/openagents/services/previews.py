@@ -104,7 +104,7 @@ class Previews:
         self.site = site
         self._on_unreachable = on_unreachable
 
-    def _running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
+    def running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
         session = owned(self._store.get_session(session_id), Identity(user_id=user_id))
         handle = session.sandbox
         if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
@@ -113,18 +113,18 @@ class Previews:
             raise SandboxNotRunning(NOT_RUNNING)
         return session, self._clients(handle)
 
-    def _unreachable(self, session: Session, exc: SandboxError) -> SandboxNotRunning:
+    def unavailable(self, session: Session, exc: SandboxError) -> SandboxNotRunning:
         log.info("preview call for %s failed: %s", session.id, exc)
         if exc.status is None and self._on_unreachable is not None:
             self._on_unreachable(session)
         return SandboxNotRunning("The sandbox is unavailable. Please resume it.")
 
     def ports(self, identity: Identity, session_id: str) -> list[PreviewPort]:
-        session, client = self._running(identity.user_id, session_id)
+        session, client = self.running(identity.user_id, session_id)
         try:
             found = client.ports()
         except SandboxError as exc:
-            raise self._unreachable(session, exc) from exc
+            raise self.unavailable(session, exc) from exc
         return [
             PreviewPort(p.port, p.address, p.pid, p.command, self.site.host(session.id, p.port))
             for p in found
@@ -135,11 +135,11 @@ class Previews:
     ) -> PreviewLink:
         check_port(port)
         target = check_path(path)
-        session, client = self._running(identity.user_id, session_id)
+        session, client = self.running(identity.user_id, session_id)
         try:
             listening = {p.port for p in client.ports()}
         except SandboxError as exc:
-            raise self._unreachable(session, exc) from exc
+            raise self.unavailable(session, exc) from exc
         if port not in listening:
             raise PortNotListening(f"Nothing listens on port {port}", field="port")
         expires = self._clock() + timedelta(seconds=LINK_SECONDS)
@@ -170,10 +170,10 @@ class Previews:
 
     def tunnel(self, grant: Grant) -> socket.socket:
         """A connection to the granted port (the session checked again: owner, running)."""
-        session, client = self._running(grant.user_id, grant.session_id)
+        session, client = self.running(grant.user_id, grant.session_id)
         try:
             return client.open_tunnel(grant.port)
         except SandboxError as exc:
             if exc.status == 404:
                 raise PortNotListening(f"Nothing listens on port {grant.port}") from exc
-            raise self._unreachable(session, exc) from exc
+            raise self.unavailable(session, exc) from exc

@@ -1,0 +1,202 @@
+"""Dev servers: detect how a project runs (``domain/dev_servers.py``), install its dependencies
+when they are missing, launch it detached in the sandbox, wait (bounded) until its port
+listens, and answer a private preview link to it. Its record, log and pid live in the
+sandbox's ``/tmp/openagents`` (the sandbox's word, read back as such)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from openagents.domain.dev_servers import (
+    DevServerPlan,
+    NoDevServer,
+    custom_plan,
+    launch_script,
+    node_plan,
+    python_plan,
+)
+from openagents.domain.errors import Conflict, InvalidInput, NotFound
+from openagents.domain.identity import Identity
+from openagents.sandbox.port import Sandboxd, SandboxError
+from openagents.services.previews import Previews, check_port
+
+STATE_DIR = "/tmp/openagents"  # noqa: S108 - the sandbox's own /tmp
+LOG_PATH = f"{STATE_DIR}/dev-server.log"
+INSTALL_SECONDS = 600
+START_SECONDS = 120
+STOP_SECONDS = 10
+POLL_SECONDS = 0.25
+TAIL_CHARS = 2000
+
+
+class NoDevServerFound(InvalidInput):
+    code = "no_dev_server_found"
+
+
+class InstallFailed(InvalidInput):
+    code = "install_failed"
+
+
+class DevServerFailed(InvalidInput):
+    code = "dev_server_failed"
+
+
+class PortInUse(Conflict):
+    code = "port_in_use"
+
+
+@dataclass(frozen=True)
+class DevServer:
+    port: int
+    command: str
+    log_path: str
+    running: bool
+    framework: str | None = None
+    url: str | None = None
+
+
+def _tail(text: object) -> str:
+    shown = str(text)[-TAIL_CHARS:]
+    return "".join(c for c in shown if c.isprintable() or c in "\n\t")
+
+
+class DevServers:
+    def __init__(self, previews: Previews, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._previews = previews
+        self._sleep = sleep
+
+    def _exec(self, client: Sandboxd, command: str, **options: Any) -> dict[str, Any]:
+        try:
+            return client.exec(command, **options)
+        except SandboxError as exc:
+            if exc.status == 404:
+                raise NotFound("No such folder in the workspace", field="path") from exc
+            raise
+
+    def _plan(
+        self, client: Sandboxd, path: str, command: str | None, port: int | None
+    ) -> DevServerPlan:
+        if command is not None:
+            return custom_plan(command, port)
+        try:
+            entries = client.list_files(path, depth=1).get("entries") or []
+        except SandboxError as exc:
+            raise NotFound("No such folder in the workspace", field="path") from exc
+        names = {PurePosixPath(str(e.get("path", ""))).name for e in entries[:10_000]}
+        if "package.json" in names:
+            manifest = client.read_file(f"{path}/package.json", max_bytes=1 << 20)
+            return node_plan(str(manifest.get("content", "")), names, port, "node_modules" in names)
+        wanted = ""
+        for name in ("requirements.txt", "pyproject.toml"):
+            if name in names:
+                wanted += str(client.read_file(f"{path}/{name}", max_bytes=65536).get("content"))
+        return python_plan(names, wanted, port)
+
+    def start(
+        self,
+        identity: Identity,
+        session_id: str,
+        path: str | None,
+        command: str | None,
+        port: int | None,
+    ) -> DevServer:
+        """Detect (or take ``command``), install, launch detached, wait until it listens."""
+        return self._guarded(
+            identity, session_id, lambda: self._start(identity, session_id, path, command, port)
+        )
+
+    def _guarded(
+        self, identity: Identity, session_id: str, call: Callable[[], DevServer]
+    ) -> DevServer:
+        try:
+            return call()
+        except SandboxError as exc:
+            session, _ = self._previews.running(identity.user_id, session_id)
+            raise self._previews.unavailable(session, exc) from exc
+
+    def _start(
+        self,
+        identity: Identity,
+        session_id: str,
+        path: str | None,
+        command: str | None,
+        port: int | None,
+    ) -> DevServer:
+        if port is not None:
+            check_port(port)
+        cwd = (path or ".").strip() or "."
+        session, client = self._previews.running(identity.user_id, session_id)
+        try:
+            plan = self._plan(client, cwd, command, port)
+        except NoDevServer as exc:
+            raise NoDevServerFound(str(exc), field="command") from exc
+        if plan.port in {p.port for p in client.ports()}:
+            raise PortInUse(f"Port {plan.port} is already taken in the sandbox", field="port")
+        if plan.install:
+            done = self._exec(
+                client,
+                f"{plan.install} 2>&1 | tail -c {TAIL_CHARS}; exit ${{PIPESTATUS[0]}}",
+                cwd=cwd,
+                timeout_seconds=INSTALL_SECONDS,
+            )
+            if done.get("exitCode") != 0:
+                raise InstallFailed(f"{plan.install} failed:\n{_tail(done.get('stdout'))}")
+        self._exec(client, launch_script(plan, cwd, STATE_DIR), cwd=".", timeout_seconds=30)
+        self._wait_listening(client, plan)
+        link = self._previews.create(identity, session.id, plan.port, "/")
+        return DevServer(plan.port, plan.command, LOG_PATH, True, plan.framework, link.url)
+
+    def _wait_listening(self, client: Sandboxd, plan: DevServerPlan) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        alive = f"kill -0 $(cat {STATE_DIR}/dev-server.pid) 2>/dev/null"
+        checks = 0
+        while time.monotonic() < deadline:
+            if plan.port in {p.port for p in client.ports()}:
+                return
+            checks += 1
+            if checks % 8 == 0 and self._exec(client, alive).get("exitCode") != 0:
+                break
+            self._sleep(POLL_SECONDS)
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {LOG_PATH}").get("stdout")
+        raise DevServerFailed(
+            f"`{plan.command}` did not listen on port {plan.port}:\n{_tail(log)}", field="port"
+        )
+
+    def status(self, identity: Identity, session_id: str) -> DevServer:
+        """What was started, and whether its port listens now (404 when nothing was)."""
+        return self._guarded(identity, session_id, lambda: self._status(identity, session_id))
+
+    def _status(self, identity: Identity, session_id: str) -> DevServer:
+        _, client = self._previews.running(identity.user_id, session_id)
+        said = self._exec(client, f"head -c 8192 {STATE_DIR}/dev-server.json").get("stdout")
+        try:
+            record = json.loads(str(said))
+            port, command = int(record["port"]), str(record["command"])[:4096]
+            check_port(port)
+        except (ValueError, KeyError, TypeError, InvalidInput):
+            raise NotFound("No dev server was started in this sandbox") from None
+        running = port in {p.port for p in client.ports()}
+        return DevServer(port, command, LOG_PATH, running)
+
+    def stop(self, identity: Identity, session_id: str) -> DevServer:
+        """Stop its process group (TERM, then KILL after a bound); 404 when nothing was started."""
+        return self._guarded(identity, session_id, lambda: self._stop(identity, session_id))
+
+    def _stop(self, identity: Identity, session_id: str) -> DevServer:
+        current = self._status(identity, session_id)
+        _, client = self._previews.running(identity.user_id, session_id)
+        group = f"-$(cat {STATE_DIR}/dev-server.pid)"
+        self._exec(client, f"kill -TERM -- {group} 2>/dev/null; true")
+        deadline = time.monotonic() + STOP_SECONDS
+        while current.port in {p.port for p in client.ports()}:
+            if time.monotonic() > deadline:
+                self._exec(client, f"kill -KILL -- {group} 2>/dev/null; true")
+                break
+            self._sleep(POLL_SECONDS)
+        self._exec(client, f"rm -f {STATE_DIR}/dev-server.json")
+        return DevServer(current.port, current.command, LOG_PATH, False)
