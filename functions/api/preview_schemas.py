@@ -63,6 +63,7 @@ class DevServerOut(Out):
     running: bool
     framework: str | None = None
     url: str | None = Field(default=None, description="A private preview link (on start)")
+    log_tail: str | None = Field(default=None, description="The end of its log (on GET)")
 
     @classmethod
     def of(cls, found: DevServer) -> "DevServerOut":
@@ -73,4 +74,5 @@ class DevServerOut(Out):
             running=found.running,
             framework=found.framework,
             url=found.url,
+            log_tail=found.log_tail,
         )

@@ -23,6 +23,7 @@ export type CreateSessionBody = RequestBody<"/api/sessions", "post">;
 export type Preferences = S["PreferencesBody"];
 export type PrStatus = S["PrStatus"];
 export type ListeningPort = S["PortOut"];
+export type DevServer = S["DevServerOut"];
 
 /** A UI message as stored (the API keeps the whole object). */
 export type UIMessage = {
@@ -117,6 +118,11 @@ export function createApi(call: Call) {
     cachedDiff: (id: string) =>
       call("get", "/api/sessions/{session_id}/sandbox/diff/cached", { params: session(id) }),
     ports: (id: string) => call("get", "/api/sessions/{session_id}/ports", { params: session(id) }),
+    startDevServer: (id: string) =>
+      call("post", "/api/sessions/{session_id}/dev-server", { params: session(id), body: {} }),
+    devServer: (id: string) => call("get", "/api/sessions/{session_id}/dev-server", { params: session(id) }),
+    stopDevServer: (id: string) =>
+      call("delete", "/api/sessions/{session_id}/dev-server", { params: session(id) }),
     createPreview: (id: string, port: number) =>
       call("post", "/api/sessions/{session_id}/ports/{port}/preview", {
         params: { session_id: id, port: String(port) },

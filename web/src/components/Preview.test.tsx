@@ -39,6 +39,34 @@ describe("Preview", () => {
     expect(screen.queryByTitle("Preview")).toBeNull();
   });
 
+  it("starts the dev server and shows it, then stops it", async () => {
+    const user = userEvent.setup();
+    const startDevServer = vi.fn(async () => ({
+      port: 5173,
+      command: "npm run dev",
+      logPath: "/tmp/openagents/dev-server.log",
+      running: true,
+      framework: "vite",
+      url: URL,
+    }));
+    const stopDevServer = vi.fn(async () => ({
+      port: 5173,
+      command: "npm run dev",
+      logPath: "/tmp/openagents/dev-server.log",
+      running: false,
+    }));
+    renderWithApi(
+      <Preview sessionId="s1" running />,
+      fakeApi({ ports: vi.fn(async () => ({ ports: [] })), startDevServer, stopDevServer }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Start dev server" }));
+    expect(startDevServer).toHaveBeenCalledWith("s1");
+    expect(await screen.findByTitle("Preview")).toHaveAttribute("src", URL);
+    await user.click(screen.getByRole("button", { name: "Stop dev server" }));
+    expect(stopDevServer).toHaveBeenCalledWith("s1");
+    expect(screen.queryByTitle("Preview")).toBeNull();
+  });
+
   it("does not call the sandbox when it is not running", () => {
     renderWithApi(<Preview sessionId="s1" running={false} />, fakeApi());
     expect(screen.getByText(/resume it to preview/)).toBeInTheDocument();

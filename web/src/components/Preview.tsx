@@ -4,7 +4,8 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
 
-/** The ports listening in the sandbox, each opened through a private preview link. */
+/** The ports listening in the sandbox, each opened through a private preview link, and the
+ * project's dev server (start, stop, the end of its log). */
 export function Preview({ sessionId, running }: { sessionId: string; running: boolean }) {
   if (!running) return <p className="muted">The sandbox is not running; resume it to preview its servers.</p>;
   return <Ports sessionId={sessionId} />;
@@ -16,26 +17,69 @@ function Ports({ sessionId }: { sessionId: string }) {
   const { data, error, reload } = useLoader(load);
   const [shown, setShown] = useState<string | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
-  const open = async (port: ListeningPort, inTab: boolean) => {
+  const [busy, setBusy] = useState<string | null>(null);
+  const [log, setLog] = useState<string | null>(null);
+  const act = async (what: string, action: () => Promise<void>) => {
     setFailure(null);
-    // the tab opens now, in the click's gesture; it goes to the link once the link is made
-    const tab = inTab ? window.open("about:blank", "_blank") : null;
+    setBusy(what);
     try {
-      const { url } = await api.createPreview(sessionId, port.port);
-      if (tab) tab.location.href = url;
-      else setShown(url);
+      await action();
     } catch (reason) {
-      tab?.close();
       setFailure(errorMessage(reason));
+    } finally {
+      setBusy(null);
     }
   };
+  const open = (port: ListeningPort, inTab: boolean) => {
+    // the tab opens now, in the click's gesture; it goes to the link once the link is made
+    const tab = inTab ? window.open("about:blank", "_blank") : null;
+    return act(`port ${port.port}`, async () => {
+      try {
+        const { url } = await api.createPreview(sessionId, port.port);
+        if (tab) tab.location.href = url;
+        else setShown(url);
+      } catch (reason) {
+        tab?.close();
+        throw reason;
+      }
+    });
+  };
+  const start = () =>
+    act("Starting the dev server…", async () => {
+      const started = await api.startDevServer(sessionId);
+      setShown(started.url ?? null);
+      reload();
+    });
+  const stop = () =>
+    act("Stopping the dev server…", async () => {
+      await api.stopDevServer(sessionId);
+      setShown(null);
+      setLog(null);
+      reload();
+    });
+  const showLog = () =>
+    act("Reading the log…", async () => {
+      setLog((await api.devServer(sessionId)).logTail ?? "");
+    });
   if (error !== undefined) return <p role="alert">{errorMessage(error)}</p>;
   if (!data) return <p className="muted">Loading…</p>;
   return (
     <div className="preview">
-      <button type="button" onClick={reload}>
-        Refresh
-      </button>
+      <div className="preview-actions">
+        <button type="button" onClick={() => void start()} disabled={busy !== null}>
+          Start dev server
+        </button>{" "}
+        <button type="button" onClick={() => void stop()} disabled={busy !== null}>
+          Stop dev server
+        </button>{" "}
+        <button type="button" onClick={() => void showLog()} disabled={busy !== null}>
+          Log
+        </button>{" "}
+        <button type="button" onClick={reload}>
+          Refresh
+        </button>
+      </div>
+      {busy?.endsWith("…") && <p className="muted">{busy}</p>}
       {data.length === 0 ? (
         <p className="muted">Nothing listens in the sandbox yet: start a dev server.</p>
       ) : (
@@ -53,8 +97,22 @@ function Ports({ sessionId }: { sessionId: string }) {
           ))}
         </ul>
       )}
-      {failure && <p role="alert">{failure}</p>}
-      {shown && <iframe title="Preview" src={shown} className="preview-frame" />}
+      {failure && (
+        <p role="alert" className="preview-failure">
+          {failure}
+        </p>
+      )}
+      {log !== null && <pre aria-label="Dev server log">{log || "(empty)"}</pre>}
+      {shown && (
+        <>
+          <p>
+            <a href={shown} target="_blank" rel="noreferrer">
+              Open in a new tab
+            </a>
+          </p>
+          <iframe title="Preview" src={shown} className="preview-frame" />
+        </>
+      )}
     </div>
   );
 }

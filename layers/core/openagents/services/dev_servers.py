@@ -58,6 +58,7 @@ class DevServer:
     running: bool
     framework: str | None = None
     url: str | None = None
+    log_tail: str | None = None
 
 
 def _tail(text: object) -> str:
@@ -181,7 +182,8 @@ class DevServers:
         except (ValueError, KeyError, TypeError, InvalidInput):
             raise NotFound("No dev server was started in this sandbox") from None
         running = port in {p.port for p in client.ports()}
-        return DevServer(port, command, LOG_PATH, running)
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {LOG_PATH} 2>/dev/null").get("stdout")
+        return DevServer(port, command, LOG_PATH, running, log_tail=_tail(log or ""))
 
     def stop(self, identity: Identity, session_id: str) -> DevServer:
         """Stop its process group (TERM, then KILL after a bound); 404 when nothing was started."""
