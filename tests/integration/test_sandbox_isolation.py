@@ -508,3 +508,63 @@ def test_a_link_planted_in_place_of_the_socket_is_refused(
         host.shutdown()
         host.server_close()
     assert served == []  # the host socket saw nothing: no relay, no bearer token
+
+
+def mounted_under(path: Path) -> list[str]:
+    """Mount points at or below ``path`` in this (the host's) mount namespace."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point == str(path) or point.startswith(f"{path}/"):
+            found.append(point)
+    return found
+
+
+def test_the_socket_folder_cannot_fill_the_host_disk(driver: LocalDriver, tmp_path: Path) -> None:
+    """``/run/sandboxd`` is a 1 MiB tmpfs of its own, not a folder of the host's disk: a 200 MB
+    write stops at ENOSPC, and the stop takes the mount and what was written with it."""
+    handle = driver.start("fill-run", 1)
+    run_folder = tmp_path / "home" / "sandboxes" / "fill-run" / "1" / "run"
+    assert mounted_under(run_folder) == [str(run_folder)]
+    filled = run(
+        driver,
+        handle,
+        "dd if=/dev/zero of=/run/sandboxd/fill bs=1M count=200; echo rc=$?; "
+        "for i in $(seq 100); do : > /run/sandboxd/f$i || break; done; echo files=$i",
+    )
+    assert "No space left on device" in filled["stderr"], filled
+    assert "rc=0" not in filled["stdout"], filled
+    held = sum(f.stat().st_size for f in run_folder.iterdir() if f.is_file())
+    assert held <= 1 << 20, held  # the host holds at most the cap, in memory
+    assert int(filled["stdout"].split("files=")[1]) < 100  # and a few inodes
+    # the control plane still reaches its socket there (owned by the sandbox, no link)
+    assert run(driver, handle, "echo alive")["stdout"] == "alive\n"
+    driver.stop(handle)
+    assert mounted_under(run_folder) == []
+    assert list(run_folder.iterdir()) == []  # nothing of it on the host's disk
+
+
+def test_the_restart_sweep_unmounts_a_dead_generations_socket_folder(
+    driver: LocalDriver, machine: Machine, tmp_path: Path
+) -> None:
+    """A generation that died without a stop (killed by hand, a crash) keeps no mount: the next
+    server's sweep (``running``) takes it, as ``reboot`` does for the generation it replaces."""
+    handle = driver.start("dead-run", 1)
+    run_folder = tmp_path / "home" / "sandboxes" / "dead-run" / "1" / "run"
+    assert mounted_under(run_folder) == [str(run_folder)]
+    os.kill(int(handle.ref), signal.SIGKILL)  # the keeper: the whole sandbox goes
+    deadline = time.monotonic() + 30
+    while driver.probe(handle).state is not SandboxState.STOPPED:
+        assert time.monotonic() < deadline, "the killed sandbox still runs"
+        time.sleep(0.1)
+    later = LocalDriver(tmp_path / "home", SANDBOXD, KEY, SandboxClient, limits=SMALL)
+    try:
+        assert later.running() == []
+        assert mounted_under(run_folder) == []
+        rebooted = later.reboot(handle, 2)
+        assert rebooted is not None
+        assert mounted_under(run_folder.parent.parent / "2" / "run") != []
+        later.stop(rebooted)
+        assert mounted_under(tmp_path / "home") == []
+    finally:
+        later.close()

@@ -346,6 +346,44 @@ def workspace_folder(root: Path, uid: int, owned: bool) -> Path:
     return workspace
 
 
+# sandboxd's socket folder: a tmpfs of its own on the host (the control plane connects there),
+# bound at /run/sandboxd. Only a socket lives in it: a sandbox that writes there fills 1 MiB
+# (and 64 inodes) of memory, never the host's disk, and the mount goes when the generation stops.
+RUN_TMPFS_BYTES = 1 << 20
+RUN_TMPFS_INODES = 64
+
+
+def mount_run(run: Path, uid: int) -> None:
+    """Mount the generation's ``run`` folder as a tiny tmpfs (0700, owned by the sandbox's host
+    uid, as the plain folder was), in the host's mount namespace: the control plane reaches the
+    socket there, and a re-adopted sandbox keeps its mount. Root only."""
+    if run.is_symlink() or not run.is_dir():
+        raise SubprocessFailed(f"{run} is not the driver's own folder")
+    unmount_run(run)  # a launch that never stopped (a server killed mid-launch)
+    options = (
+        f"size={RUN_TMPFS_BYTES},nr_inodes={RUN_TMPFS_INODES},mode=0700,uid={uid},gid={uid},"
+        "nosuid,nodev,noexec"
+    )
+    _run([_tool("mount"), "-t", "tmpfs", "-o", options, "openagents-run", str(run)])
+
+
+def unmount_run(run: Path) -> None:
+    """Unmount the ``run`` tmpfs (every one stacked there), if mounted; what the sandbox wrote
+    there goes with it. A no-op where nothing is mounted (a machine without root)."""
+    for _ in range(8):
+        if run.is_symlink() or not os.path.ismount(run):
+            return
+        try:
+            _run([_tool("umount"), "--lazy", str(run)])
+        except (SubprocessFailed, OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not unmount %s: %s", run, exc)
+            return
+
+
+def _tool(name: str) -> str:
+    return shutil.which(name) or _sbin(name) or f"/bin/{name}"
+
+
 def reset_workspace(root: Path) -> None:
     """Drop a half-restored workspace (the image and the folder)."""
     (root / "workspace.img").unlink(missing_ok=True)

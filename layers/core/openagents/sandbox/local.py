@@ -471,7 +471,27 @@ class LocalDriver:
         run.mkdir(exist_ok=True)
         if dedicated:
             os.chown(run, uid, uid)
+        if self._bwrap is not None and machine.root:
+            confine.mount_run(run, uid)  # what the sandbox writes there stays in memory, capped
         (run / SOCKET_NAME).unlink(missing_ok=True)
+        try:
+            return self._run_launch(root, session_id, generation, shared_paths, workspace, uid)
+        except BaseException:
+            confine.unmount_run(run)
+            raise
+
+    def _run_launch(
+        self,
+        root: Path,
+        session_id: str,
+        generation: int,
+        shared_paths: tuple[str, ...],
+        workspace: Path,
+        uid: int,
+    ) -> _Child:
+        machine = self._machine
+        dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
+        run = root / "run"
         cgroup = (
             Cgroup(machine, f"{session_id}-{generation}", self._limits)
             if self._bwrap is not None
@@ -719,6 +739,7 @@ class LocalDriver:
         if child is not None:
             log.info("stopping %s: a launch no server finished (pid %s)", root, record.pid)
             _kill(child.process, child.network, child.cgroup)
+            confine.unmount_run(root / "run")
             (root / PROCESS_RECORD).unlink(missing_ok=True)
 
     def has_volume(self, handle: SandboxHandle) -> bool:
@@ -755,6 +776,7 @@ class LocalDriver:
         the cgroups removed, and its process record dropped."""
         if self._bwrap is not None:
             Cgroup.named(self._machine, f"{root.parent.name}-{root.name}").remove()
+        confine.unmount_run(root / "run")
         (root / PROCESS_RECORD).unlink(missing_ok=True)
 
     def stop(self, handle: SandboxHandle) -> None:
@@ -767,6 +789,8 @@ class LocalDriver:
             _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
             self._started.discard(child.process.pid)
             (root / PROCESS_RECORD).unlink(missing_ok=True)
+        if root.exists() and not _launched_alive(root):
+            confine.unmount_run(root / "run")  # its socket folder's tmpfs, with what it held
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
     def close(self) -> None:
@@ -777,6 +801,7 @@ class LocalDriver:
             child = _children.pop(pid)
             if child is not None:
                 _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+                confine.unmount_run(child.root / "run")
                 (child.root / PROCESS_RECORD).unlink(missing_ok=True)
         self._started.clear()
         self._spawner.shutdown(wait=False)
