@@ -130,6 +130,8 @@ def repository(tmp_path: Path) -> Path:
     (work / "README.md").write_text("# e2e\n\nHello from the e2e repository.\n")
     (work / "src").mkdir()
     (work / "src" / "app.py").write_text('print("hello")\n')
+    # a static site: the Preview tab's dev server (python3 -m http.server)
+    (work / "index.html").write_text("<!doctype html><h1>Hello from the e2e preview</h1>\n")
     identity = ["-c", "user.name=E2E", "-c", "user.email=e2e@example.com"]
     _git("add", ".", cwd=work)
     _git(*identity, "commit", "--quiet", "-m", "initial", cwd=work)

@@ -173,6 +173,19 @@ async function run(page) {
   await accessible(page, "changes");
   await screenshot(page, "changes", { pane: "Sandbox" });
 
+  // Preview: the repository's static site started from the tab, served from the sandbox through
+  // the preview proxy, in a tab of its own (the app runs at 127.0.0.1, so no iframe)
+  await page.getByRole("tab", { name: "Preview" }).click();
+  await page.getByRole("button", { name: "Start dev server" }).click();
+  const opened = page.waitForEvent("popup");
+  await page.getByRole("button", { name: "Open 8000 in a new tab" }).click({ timeout: 30_000 });
+  const preview = await opened;
+  await preview.getByRole("heading", { name: "Hello from the e2e preview" }).waitFor({ timeout: 30_000 });
+  if (!/^http:\/\/8000-[a-z2-7]+\.localhost:\d+\/$/.test(preview.url())) throw new Error(`preview at ${preview.url()}`);
+  await preview.screenshot({ path: `${ARTIFACTS}/preview.png` });
+  await preview.close();
+  log("Preview: the sandbox's page through the preview proxy");
+
   await waitForChip(page, "Paused", 40_000);
   await page.getByRole("tab", { name: "Activity" }).click();
   await page.getByText("Sandbox hibernated").waitFor();

@@ -3,7 +3,7 @@ import userEvent from "@testing-library/user-event";
 import { describe, expect, it, vi } from "vitest";
 import { ApiError } from "../api/http";
 import { fakeApi, renderWithApi } from "../test/fakes";
-import { Preview } from "./Preview";
+import { Preview, embeddable } from "./Preview";
 
 const listening = {
   ports: [{ port: 8765, address: "127.0.0.1", pid: 7, command: "python3 -m http.server", previewHost: "h" }],
@@ -11,6 +11,12 @@ const listening = {
 const URL = "http://8765-abc.localhost:8000/__preview/auth?token=t&path=%2F";
 
 describe("Preview", () => {
+  it("embeds a preview only on a page of its own site", () => {
+    expect(embeddable(URL, "localhost")).toBe(true);
+    expect(embeddable(URL, "127.0.0.1")).toBe(false);
+    expect(embeddable(URL, "example.com")).toBe(false);
+  });
+
   it("lists the ports and shows one through its preview link", async () => {
     const user = userEvent.setup();
     const createPreview = vi.fn(async () => ({ url: URL, expiresAt: "2026-12-03T12:00:00Z" }));

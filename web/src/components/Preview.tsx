@@ -4,6 +4,13 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
 
+/** A preview embeds only on a page of its own site (the app at `localhost`, previews on
+ * `*.localhost`): elsewhere (the app at 127.0.0.1) the browser keeps the preview's SameSite
+ * cookie out of the frame, so the preview opens in a tab of its own instead. */
+export function embeddable(url: string, page: string = window.location.hostname): boolean {
+  return new URL(url).hostname.endsWith(`.${page}`);
+}
+
 /** The ports listening in the sandbox, each opened through a private preview link, and the
  * project's dev server (start, stop, the end of its log). */
 export function Preview({ sessionId, running }: { sessionId: string; running: boolean }) {
@@ -110,7 +117,11 @@ function Ports({ sessionId }: { sessionId: string }) {
               Open in a new tab
             </a>
           </p>
-          <iframe title="Preview" src={shown} className="preview-frame" />
+          {embeddable(shown) ? (
+            <iframe title="Preview" src={shown} className="preview-frame" />
+          ) : (
+            <p className="muted">Open the app at localhost to see previews here.</p>
+          )}
         </>
       )}
     </div>
