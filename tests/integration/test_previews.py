@@ -391,3 +391,9 @@ def test_a_dev_server_is_detected_launched_previewed_and_stopped(live: Live) -> 
     ports = live.api.get(f"/api/sessions/{live.session_id}/ports").body["ports"]
     assert 3000 not in [p["port"] for p in ports]
     assert live.api.get(route).status == 404
+
+    # the editor: code-server is not installed here, and the answer says how to get it
+    editor = live.api.post(f"/api/sessions/{live.session_id}/code-editor", {})
+    assert (editor.status, editor.body["code"]) == (400, "code_server_missing")
+    assert "npm install -g code-server" in editor.body["error"]
+    assert live.api.get(f"/api/sessions/{live.session_id}/code-editor").status == 404

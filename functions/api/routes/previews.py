@@ -65,3 +65,25 @@ def dev_server_status(session_id: str, app: App, caller: Caller) -> DevServerOut
 def stop_dev_server(session_id: str, app: App, caller: Caller) -> DevServerOut:
     """Stop it (its whole process group); 404 when nothing was started."""
     return DevServerOut.of(app.dev_servers.stop(caller, session_id))
+
+
+CODE_EDITOR = "/sessions/{session_id}/code-editor"
+
+
+@router.post(CODE_EDITOR, responses=error_responses(409))
+def start_code_editor(session_id: str, app: App, caller: Caller) -> DevServerOut:
+    """Start code-server in the sandbox (or find it running) and answer a private preview link
+    to it; 400 `code_server_missing` says how to get it."""
+    return DevServerOut.of(app.code_editor.start(caller, session_id))
+
+
+@router.get(CODE_EDITOR, responses=ERRORS)
+def code_editor_status(session_id: str, app: App, caller: Caller) -> DevServerOut:
+    """Whether the editor was started and listens now; 404 when it was not started."""
+    return DevServerOut.of(app.code_editor.status(caller, session_id))
+
+
+@router.delete(CODE_EDITOR, responses=ERRORS)
+def stop_code_editor(session_id: str, app: App, caller: Caller) -> DevServerOut:
+    """Stop the editor; 404 when it was not started."""
+    return DevServerOut.of(app.code_editor.stop(caller, session_id))

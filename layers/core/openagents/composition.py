@@ -30,6 +30,7 @@ from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
+from openagents.services.code_editor import CodeEditor
 from openagents.services.dev_servers import DevServers
 from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
@@ -79,6 +80,7 @@ class Container:
     checkpoints: Checkpoints  # reverting the workspace to before a turn
     previews: Previews  # the sandbox's listening ports and private links to them
     dev_servers: DevServers  # a project's dev server, detected and launched in the sandbox
+    code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -467,6 +469,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         checkpoints=checkpoints,
         previews=previews,
         dev_servers=DevServers(previews),
+        code_editor=CodeEditor(previews),
     )
 
 

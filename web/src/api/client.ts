@@ -123,6 +123,8 @@ export function createApi(call: Call) {
     devServer: (id: string) => call("get", "/api/sessions/{session_id}/dev-server", { params: session(id) }),
     stopDevServer: (id: string) =>
       call("delete", "/api/sessions/{session_id}/dev-server", { params: session(id) }),
+    startCodeEditor: (id: string) =>
+      call("post", "/api/sessions/{session_id}/code-editor", { params: session(id) }),
     createPreview: (id: string, port: number) =>
       call("post", "/api/sessions/{session_id}/ports/{port}/preview", {
         params: { session_id: id, port: String(port) },

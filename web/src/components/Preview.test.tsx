@@ -73,6 +73,26 @@ describe("Preview", () => {
     expect(screen.queryByTitle("Preview")).toBeNull();
   });
 
+  it("opens the editor in a tab of its own, or says why it cannot", async () => {
+    const user = userEvent.setup();
+    const tab = { location: { href: "" }, close: vi.fn() };
+    vi.spyOn(window, "open").mockReturnValue(tab as unknown as Window);
+    const missing = new ApiError(400, "code_server_missing", "code-server is not installed in the sandbox.");
+    const startCodeEditor = vi
+      .fn()
+      .mockResolvedValueOnce({ port: 13337, command: "code-server", logPath: "l", running: true, url: URL })
+      .mockRejectedValueOnce(missing);
+    renderWithApi(
+      <Preview sessionId="s1" running />,
+      fakeApi({ ports: vi.fn(async () => ({ ports: [] })), startCodeEditor }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Open editor" }));
+    await vi.waitFor(() => expect(tab.location.href).toBe(URL));
+    await user.click(screen.getByRole("button", { name: "Open editor" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent("code-server is not installed");
+    expect(tab.close).toHaveBeenCalled();
+  });
+
   it("does not call the sandbox when it is not running", () => {
     renderWithApi(<Preview sessionId="s1" running={false} />, fakeApi());
     expect(screen.getByText(/resume it to preview/)).toBeInTheDocument();

@@ -64,6 +64,19 @@ function Ports({ sessionId }: { sessionId: string }) {
       setLog(null);
       reload();
     });
+  const editor = () => {
+    const tab = window.open("about:blank", "_blank"); // in the click's gesture
+    return act("Starting the editor…", async () => {
+      try {
+        const { url } = await api.startCodeEditor(sessionId);
+        if (url && tab) tab.location.href = url;
+        reload();
+      } catch (reason) {
+        tab?.close();
+        throw reason;
+      }
+    });
+  };
   const showLog = () =>
     act("Reading the log…", async () => {
       setLog((await api.devServer(sessionId)).logTail ?? "");
@@ -81,6 +94,9 @@ function Ports({ sessionId }: { sessionId: string }) {
         </button>{" "}
         <button type="button" onClick={() => void showLog()} disabled={busy !== null}>
           Log
+        </button>{" "}
+        <button type="button" onClick={() => void editor()} disabled={busy !== null}>
+          Open editor
         </button>{" "}
         <button type="button" onClick={reload}>
           Refresh

@@ -109,7 +109,7 @@ def custom_plan(command: str, port: int | None) -> DevServerPlan:
     return DevServerPlan(command, chosen, "custom")
 
 
-def launch_script(plan: DevServerPlan, cwd: str, state_dir: str) -> str:
+def launch_script(plan: DevServerPlan, cwd: str, state_dir: str, name: str = "dev-server") -> str:
     """The shell that starts the plan detached (its own session and process group) and
     records it: the log, and a state file the GET reads back (as untrusted as the rest)."""
     record = json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd})
@@ -118,7 +118,7 @@ def launch_script(plan: DevServerPlan, cwd: str, state_dir: str) -> str:
     )
     return (
         f"mkdir -p {state_dir} && cd {shlex.quote(cwd)} && "
-        f"printf '%s' {shlex.quote(record)} > {state_dir}/dev-server.json && "
-        f"(setsid nohup sh -c {shlex.quote(inner)} > {state_dir}/dev-server.log 2>&1 < /dev/null & "
-        f"echo $! > {state_dir}/dev-server.pid)"
+        f"printf '%s' {shlex.quote(record)} > {state_dir}/{name}.json && "
+        f"(setsid nohup sh -c {shlex.quote(inner)} > {state_dir}/{name}.log 2>&1 < /dev/null & "
+        f"echo $! > {state_dir}/{name}.pid)"
     )

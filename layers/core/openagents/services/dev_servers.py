@@ -26,7 +26,6 @@ from openagents.sandbox.port import Sandboxd, SandboxError
 from openagents.services.previews import Previews, check_port
 
 STATE_DIR = "/tmp/openagents"  # noqa: S108 - the sandbox's own /tmp
-LOG_PATH = f"{STATE_DIR}/dev-server.log"
 INSTALL_SECONDS = 600
 START_SECONDS = 120
 STOP_SECONDS = 10
@@ -67,9 +66,16 @@ def _tail(text: object) -> str:
 
 
 class DevServers:
-    def __init__(self, previews: Previews, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        previews: Previews,
+        sleep: Callable[[float], None] = time.sleep,
+        name: str = "dev-server",
+    ) -> None:
         self._previews = previews
         self._sleep = sleep
+        self._name = name  # its files: /tmp/openagents/<name>.{json,log,pid}
+        self.log_path = f"{STATE_DIR}/{name}.log"
 
     def _exec(self, client: Sandboxd, command: str, **options: Any) -> dict[str, Any]:
         try:
@@ -147,14 +153,16 @@ class DevServers:
             )
             if done.get("exitCode") != 0:
                 raise InstallFailed(f"{plan.install} failed:\n{_tail(done.get('stdout'))}")
-        self._exec(client, launch_script(plan, cwd, STATE_DIR), cwd=".", timeout_seconds=30)
+        self._exec(
+            client, launch_script(plan, cwd, STATE_DIR, self._name), cwd=".", timeout_seconds=30
+        )
         self._wait_listening(client, plan)
         link = self._previews.create(identity, session.id, plan.port, "/")
-        return DevServer(plan.port, plan.command, LOG_PATH, True, plan.framework, link.url)
+        return DevServer(plan.port, plan.command, self.log_path, True, plan.framework, link.url)
 
     def _wait_listening(self, client: Sandboxd, plan: DevServerPlan) -> None:
         deadline = time.monotonic() + START_SECONDS
-        alive = f"kill -0 $(cat {STATE_DIR}/dev-server.pid) 2>/dev/null"
+        alive = f"kill -0 $(cat {STATE_DIR}/{self._name}.pid) 2>/dev/null"
         checks = 0
         while time.monotonic() < deadline:
             if plan.port in {p.port for p in client.ports()}:
@@ -163,7 +171,7 @@ class DevServers:
             if checks % 8 == 0 and self._exec(client, alive).get("exitCode") != 0:
                 break
             self._sleep(POLL_SECONDS)
-        log = self._exec(client, f"tail -c {TAIL_CHARS} {LOG_PATH}").get("stdout")
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path}").get("stdout")
         raise DevServerFailed(
             f"`{plan.command}` did not listen on port {plan.port}:\n{_tail(log)}", field="port"
         )
@@ -174,7 +182,7 @@ class DevServers:
 
     def _status(self, identity: Identity, session_id: str) -> DevServer:
         _, client = self._previews.running(identity.user_id, session_id)
-        said = self._exec(client, f"head -c 8192 {STATE_DIR}/dev-server.json").get("stdout")
+        said = self._exec(client, f"head -c 8192 {STATE_DIR}/{self._name}.json").get("stdout")
         try:
             record = json.loads(str(said))
             port, command = int(record["port"]), str(record["command"])[:4096]
@@ -182,8 +190,8 @@ class DevServers:
         except (ValueError, KeyError, TypeError, InvalidInput):
             raise NotFound("No dev server was started in this sandbox") from None
         running = port in {p.port for p in client.ports()}
-        log = self._exec(client, f"tail -c {TAIL_CHARS} {LOG_PATH} 2>/dev/null").get("stdout")
-        return DevServer(port, command, LOG_PATH, running, log_tail=_tail(log or ""))
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path} 2>/dev/null").get("stdout")
+        return DevServer(port, command, self.log_path, running, log_tail=_tail(log or ""))
 
     def stop(self, identity: Identity, session_id: str) -> DevServer:
         """Stop its process group (TERM, then KILL after a bound); 404 when nothing was started."""
@@ -192,7 +200,7 @@ class DevServers:
     def _stop(self, identity: Identity, session_id: str) -> DevServer:
         current = self._status(identity, session_id)
         _, client = self._previews.running(identity.user_id, session_id)
-        group = f"-$(cat {STATE_DIR}/dev-server.pid)"
+        group = f"-$(cat {STATE_DIR}/{self._name}.pid)"
         self._exec(client, f"kill -TERM -- {group} 2>/dev/null; true")
         deadline = time.monotonic() + STOP_SECONDS
         while current.port in {p.port for p in client.ports()}:
@@ -200,5 +208,5 @@ class DevServers:
                 self._exec(client, f"kill -KILL -- {group} 2>/dev/null; true")
                 break
             self._sleep(POLL_SECONDS)
-        self._exec(client, f"rm -f {STATE_DIR}/dev-server.json")
-        return DevServer(current.port, current.command, LOG_PATH, False)
+        self._exec(client, f"rm -f {STATE_DIR}/{self._name}.json")
+        return DevServer(current.port, current.command, self.log_path, False)
