@@ -378,6 +378,15 @@ def test_a_dev_server_is_detected_launched_previewed_and_stopped(live: Live) -> 
     page = live.client.get("/", headers={"host": host, "cookie": cookie})
     assert page.text == "from node 3000"
 
+    # pause and resume: the dev server comes back by itself, on the same preview URL
+    assert live.api.post("/api/sandbox/snapshot", {"sessionId": live.session_id}).status < 300
+    wait_state(live, LifecycleState.HIBERNATED)
+    assert live.api.put("/api/sandbox/snapshot", {"sessionId": live.session_id}).status < 300
+    wait_state(live, LifecycleState.ACTIVE)
+    wait_listed(live, 3000)
+    page = live.client.get("/", headers={"host": host, "cookie": cookie})
+    assert page.text == "from node 3000"
+
     again = live.api.post(route, {"path": "app"})
     assert (again.status, again.body["code"]) == (409, "port_in_use")
     nothing = live.api.post(route, {"path": "empty"})

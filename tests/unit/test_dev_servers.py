@@ -10,6 +10,7 @@ from openagents.domain.dev_servers import (
     DevServerPlan,
     NoDevServer,
     custom_plan,
+    kept_plan,
     launch_script,
     node_plan,
     python_plan,
@@ -69,3 +70,14 @@ def test_the_launch_script_quotes_the_command_and_folder() -> None:
     assert "cd 'my dir'" in script
     assert "setsid nohup sh -c" in script
     assert "$(x)" in script  # inside single quotes, never expanded by our shell
+
+
+def test_a_kept_record_is_read_back_as_the_sandboxs_word() -> None:
+    record = json.dumps({"command": "npm run dev", "port": 3000, "cwd": "app"})
+    assert kept_plan(record) == (custom_plan("npm run dev", 3000), "app")
+    for bad in ("", "{", json.dumps({"command": "x", "port": True, "cwd": "."}),
+                json.dumps({"command": "a\nb", "port": 3000, "cwd": "."}),
+                json.dumps({"command": "x", "port": 70000, "cwd": "."})):  # fmt: skip
+        assert kept_plan(bad) is None
+    script = launch_script(custom_plan("x", 3000), ".", "/tmp/openagents")
+    assert ".git/openagents/dev-server.json" in script

@@ -362,6 +362,22 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         after_turn=handoffs.after_turn,
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
+    previews = Previews(
+        store,
+        sandboxd,
+        utc_now,
+        _preview_key(settings),
+        _preview_site(settings),
+        on_unreachable=lifecycle.verify_running,
+    )
+    dev_servers = DevServers(previews)
+    code_editor = CodeEditor(previews)
+
+    def sandbox_active(session: Session) -> bool:
+        dev_servers.restart(session)  # a resumed sandbox's dev server and editor, started again
+        code_editor.restart(session)
+        return handoffs.sandbox_active(session)
+
     provisioning = ProvisioningService(
         store,
         driver,
@@ -371,7 +387,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        on_active=handoffs.sandbox_active,
+        on_active=sandbox_active,
         journal=journal,
         from_bundle=handoffs.restore_workspace,
         clone=partial(_clone, git_host),
@@ -430,14 +446,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
-    previews = Previews(
-        store,
-        sandboxd,
-        utc_now,
-        _preview_key(settings),
-        _preview_site(settings),
-        on_unreachable=lifecycle.verify_running,
-    )
     return Container(
         settings=settings,
         sessions=SessionService(
@@ -468,8 +476,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         agent_loop=agent_loop,
         checkpoints=checkpoints,
         previews=previews,
-        dev_servers=DevServers(previews),
-        code_editor=CodeEditor(previews),
+        dev_servers=dev_servers,
+        code_editor=code_editor,
     )
 
 

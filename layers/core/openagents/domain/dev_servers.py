@@ -109,16 +109,38 @@ def custom_plan(command: str, port: int | None) -> DevServerPlan:
     return DevServerPlan(command, chosen, "custom")
 
 
+KEPT_DIR = ".git/openagents"  # in the workspace: kept by a snapshot, out of git status
+
+
 def launch_script(plan: DevServerPlan, cwd: str, state_dir: str, name: str = "dev-server") -> str:
     """The shell that starts the plan detached (its own session and process group) and
-    records it: the log, and a state file the GET reads back (as untrusted as the rest)."""
-    record = json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd})
+    records it: the log, a state file the GET reads back (as untrusted as the rest), and a copy
+    kept in the workspace's ``.git`` (a snapshot keeps it: a resume starts it again)."""
+    record = shlex.quote(json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd}))
     inner = (
         f"exec env PORT={plan.port} HOST=127.0.0.1 BROWSER=none sh -c {shlex.quote(plan.command)}"
     )
     return (
-        f"mkdir -p {state_dir} && cd {shlex.quote(cwd)} && "
-        f"printf '%s' {shlex.quote(record)} > {state_dir}/{name}.json && "
+        f"mkdir -p {state_dir} && "
+        f"{{ [ ! -d .git ] || {{ mkdir -p {KEPT_DIR} && "
+        f"printf '%s' {record} > {KEPT_DIR}/{name}.json; }}; }} && "
+        f"cd {shlex.quote(cwd)} && printf '%s' {record} > {state_dir}/{name}.json && "
         f"(setsid nohup sh -c {shlex.quote(inner)} > {state_dir}/{name}.log 2>&1 < /dev/null & "
         f"echo $! > {state_dir}/{name}.pid)"
     )
+
+
+def kept_plan(said: str) -> tuple[DevServerPlan, str] | None:
+    """The plan and folder a workspace's kept record names; None when it is not one."""
+    try:
+        record = json.loads(said[:16384])
+        command, port, cwd = record["command"], record["port"], record["cwd"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    valid = isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+    if not (valid and isinstance(command, str) and isinstance(cwd, str)) or len(cwd) > 4096:
+        return None
+    try:
+        return custom_plan(command, port), cwd
+    except NoDevServer:
+        return None

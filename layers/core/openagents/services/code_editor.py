@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from openagents.domain.errors import InvalidInput
 from openagents.domain.identity import Identity
+from openagents.domain.models import Session
 from openagents.sandbox.port import SandboxError
 from openagents.services.dev_servers import DevServer, DevServers
 from openagents.services.previews import Previews
@@ -47,6 +48,9 @@ class CodeEditor:
         if found.get("exitCode") != 0:
             raise CodeServerMissing(HOW_TO_GET_IT)
         return self._servers.start(identity, session_id, None, COMMAND, EDITOR_PORT)
+
+    def restart(self, session: Session) -> None:
+        self._servers.restart(session)
 
     def status(self, identity: Identity, session_id: str) -> DevServer:
         return self._servers.status(identity, session_id)

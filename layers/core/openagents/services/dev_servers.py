@@ -6,6 +6,7 @@ sandbox's ``/tmp/openagents`` (the sandbox's word, read back as such)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,18 +14,22 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from openagents.domain.dev_servers import (
+    KEPT_DIR,
     DevServerPlan,
     NoDevServer,
     custom_plan,
+    kept_plan,
     launch_script,
     node_plan,
     python_plan,
 )
 from openagents.domain.errors import Conflict, InvalidInput, NotFound
 from openagents.domain.identity import Identity
+from openagents.domain.models import Session
 from openagents.sandbox.port import Sandboxd, SandboxError
 from openagents.services.previews import Previews, check_port
 
+log = logging.getLogger(__name__)
 STATE_DIR = "/tmp/openagents"  # noqa: S108 - the sandbox's own /tmp
 INSTALL_SECONDS = 600
 START_SECONDS = 120
@@ -208,5 +213,25 @@ class DevServers:
                 self._exec(client, f"kill -KILL -- {group} 2>/dev/null; true")
                 break
             self._sleep(POLL_SECONDS)
-        self._exec(client, f"rm -f {STATE_DIR}/{self._name}.json")
+        self._exec(client, f"rm -f {STATE_DIR}/{self._name}.json {KEPT_DIR}/{self._name}.json")
         return DevServer(current.port, current.command, self.log_path, False)
+
+    def restart(self, session: Session) -> None:
+        """A resumed sandbox starts again what its workspace's kept record names (no install,
+        no wait: the sandbox's own record, run in the sandbox). Never fails the caller."""
+        handle = session.sandbox
+        if handle is None or handle.endpoint is None:
+            return
+        try:
+            client = self._previews.client(handle)
+            said = client.exec(f"cat {KEPT_DIR}/{self._name}.json", timeout_seconds=10)
+            kept = kept_plan(str(said.get("stdout") or "")) if said.get("exitCode") == 0 else None
+            if kept is None:
+                return
+            plan, cwd = kept
+            if plan.port in {p.port for p in client.ports()}:
+                return
+            client.exec(launch_script(plan, cwd, STATE_DIR, self._name), timeout_seconds=30)
+            log.info("restarted %s of %s on port %d", self._name, session.id, plan.port)
+        except SandboxError as exc:
+            log.warning("could not restart %s of %s: %s", self._name, session.id, exc)

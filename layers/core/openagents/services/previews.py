@@ -18,7 +18,7 @@ from openagents.auth.previews import Grant, Kind, host_label, sign, verify
 from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning, Unauthenticated
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
+from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError, SandboxHandle
 from openagents.services import Clock
 from openagents.services.sessions import owned
 from openagents.store.port import Store
@@ -103,6 +103,9 @@ class Previews:
         self._key = key
         self.site = site
         self._on_unreachable = on_unreachable
+
+    def client(self, handle: SandboxHandle) -> Sandboxd:
+        return self._clients(handle)
 
     def running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
         session = owned(self._store.get_session(session_id), Identity(user_id=user_id))
