@@ -8,6 +8,7 @@ skipping: an isolation test that does not run proves nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from openagents.sandbox.client import SandboxClient
-from openagents.sandbox.confine import Limits, Machine
+from openagents.sandbox.confine import Cgroup, Limits, Machine
 from openagents.sandbox.local import LocalDriver
 from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
 
@@ -568,3 +569,91 @@ def test_the_restart_sweep_unmounts_a_dead_generations_socket_folder(
         assert mounted_under(tmp_path / "home") == []
     finally:
         later.close()
+
+
+# A fork bomb that left the command's process group: every process ignores SIGTERM, moves to a
+# session of its own and keeps forking; at the pids limit each retries as soon as a slot frees.
+BOMB = """setsid python3 - bomb-marker >/dev/null 2>&1 </dev/null <<'BOMB' &
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while True:
+    try:
+        if os.fork() == 0:
+            os.setsid()
+    except OSError:
+        time.sleep(0.01)
+BOMB
+echo started"""
+
+
+def pids_folder(machine: Machine, name: str) -> Path:
+    folders = [f for f in Cgroup.named(machine, name).folders if (f / "pids.current").exists()]
+    assert folders, f"no pids cgroup for {name}"
+    return folders[0]
+
+
+def wait_until(check: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def bombs_on_host() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if b"bomb-marker" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def set_off_a_bomb(driver: LocalDriver, machine: Machine, handle: SandboxHandle) -> Path:
+    """The bomb, started detached; returns once it holds every pid the sandbox may have."""
+    with contextlib.suppress(SandboxError):  # the answer may itself be starved of a thread
+        run(driver, handle, BOMB, timeout=20)
+    folder = pids_folder(machine, f"{handle.session_id}-{handle.generation}")
+    limit = int((folder / "pids.max").read_text())
+    wait_until(
+        lambda: int((folder / "pids.current").read_text()) >= limit,
+        "the bomb never reached the pids limit",
+    )
+    return folder
+
+
+def test_kill_commands_brings_a_fork_bombed_sandbox_back(
+    driver: LocalDriver, machine: Machine
+) -> None:
+    """A detached fork bomb at the pids limit wedges the sandbox (no command can start); the
+    driver's kill_commands (the cgroup frozen, every process but the keeper, bubblewrap, the
+    namespace's init and sandboxd killed, thawed) brings it back with its workspace: exec
+    works, and a snapshot verifies."""
+    handle = driver.start("bomb", 1)
+    assert run(driver, handle, "echo keep me > kept.txt")["exitCode"] == 0
+    machinery = set(Cgroup.named(machine, "bomb-1").procs())  # keeper, bwrap, init, sandboxd
+    folder = set_off_a_bomb(driver, machine, handle)
+    try:
+        wedged = run(driver, handle, "echo alive", timeout=5)
+    except SandboxError as exc:  # no thread, no fork: it cannot even answer
+        wedged = {"error": str(exc)}
+    assert wedged.get("stdout") != "alive\n", wedged
+    killed = driver.kill_commands(handle)
+    assert killed >= SMALL.pids // 2, killed
+    assert bombs_on_host() == []
+    assert machinery <= set(Cgroup.named(machine, "bomb-1").procs())  # the machinery kept
+    assert run(driver, handle, "cat kept.txt")["stdout"] == "keep me\n"
+    assert int((folder / "pids.current").read_text()) < SMALL.pids // 2
+    snapshot = driver.snapshot(handle)  # verified against sandboxd's manifest
+    assert snapshot.sha256
+    assert snapshot.manifest["fileCount"] >= 1
+    assert driver.kill_commands(handle) == 0  # nothing left to kill
+
+
+def test_stop_kills_a_fork_bomb_and_leaves_no_cgroup(driver: LocalDriver, machine: Machine) -> None:
+    handle = driver.start("bomb-stop", 1)
+    set_off_a_bomb(driver, machine, handle)
+    driver.stop(handle)
+    assert bombs_on_host() == []
+    assert Cgroup.named(machine, "bomb-stop-1").folders == []  # killed to the last, removed

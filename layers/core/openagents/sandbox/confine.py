@@ -14,8 +14,10 @@ import itertools
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,8 @@ HOST_UID_COUNT = 60_000
 UID_COUNTER = Path("/var/lib/openagents/sandbox-uids")  # machine-wide: homes never share a uid
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver (it forwards to the host's)
 SUBPROCESS_TIMEOUT_SECONDS = 30
+FREEZE_SECONDS = 5  # a cgroup that does not freeze in this long is killed thawed, round by round
+KILL_SECONDS = 30  # how long killing a sandbox's processes may take, all rounds together
 
 # Outbound traffic leaves through the user-mode stack, never to the host, its on-link subnets
 # or a private range. DNS is UDP only: slirp relays TCP to 10.0.2.3:53 to the host's resolver
@@ -146,7 +150,7 @@ def _own_cgroups() -> dict[str, str]:
 def _cgroup_v1() -> dict[str, Path]:
     own = _own_cgroups()
     folders: dict[str, Path] = {}
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", "freezer"):  # the freezer where the machine has it
         mount = Path("/sys/fs/cgroup") / controller
         if controller in own and (mount / "cgroup.procs").exists():
             folders[controller] = mount / own[controller].lstrip("/")
@@ -259,13 +263,15 @@ class Cgroup:
         elif machine.cgroups == "cgroup-v1":
             memory = machine.cgroup_v1["memory"] / "openagents" / name
             pids = machine.cgroup_v1["pids"] / "openagents" / name
-            for folder in (memory, pids):
+            freezer = machine.cgroup_v1.get("freezer")
+            frozen = [freezer / "openagents" / name] if freezer is not None else []
+            for folder in (memory, pids, *frozen):
                 folder.mkdir(parents=True, exist_ok=True)
             (memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
             with contextlib.suppress(OSError):  # only with swap accounting
                 (memory / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
             (pids / "pids.max").write_text(str(limits.pids))
-            self.folders = [memory, pids]
+            self.folders = [memory, pids, *frozen]
 
     @classmethod
     def named(cls, machine: Machine, name: str) -> Cgroup:
@@ -273,7 +279,11 @@ class Cgroup:
         if machine.cgroup_v2 is not None:
             candidates = [machine.cgroup_v2 / name]
         elif machine.cgroups == "cgroup-v1":
-            candidates = [machine.cgroup_v1[c] / "openagents" / name for c in ("memory", "pids")]
+            candidates = [
+                machine.cgroup_v1[c] / "openagents" / name
+                for c in ("memory", "pids", "freezer")
+                if c in machine.cgroup_v1
+            ]
         else:
             candidates = []
         return cls.existing(tuple(str(folder) for folder in candidates if folder.is_dir()))
@@ -290,13 +300,67 @@ class Cgroup:
         for folder in self.folders:
             (folder / "cgroup.procs").write_text(str(os.getpid()))
 
+    def procs(self) -> dict[int, int]:
+        """Every living process in its folders: pid -> start time (a reused pid has another)."""
+        found: dict[int, int] = {}
+        for folder in self.folders:
+            with contextlib.suppress(OSError, ValueError):
+                for pid in map(int, (folder / "cgroup.procs").read_text().split()):
+                    started = living_start_time(pid)
+                    if started is not None:
+                        found[pid] = started
+        return found
+
+    def _freezer(self) -> tuple[Path, str, str] | None:
+        """Its freezer control, the frozen and the thawed word: v2's ``cgroup.freeze``, or the
+        v1 freezer hierarchy's ``freezer.state`` (none in a record made before it was used)."""
+        for folder in self.folders:
+            if (folder / "cgroup.freeze").exists():
+                return folder / "cgroup.freeze", "1", "0"
+            if (folder / "freezer.state").exists():
+                return folder / "freezer.state", "FROZEN", "THAWED"
+        return None
+
+    def freeze(self) -> bool:
+        """Freeze every process in it (none runs, none forks) and wait until the kernel says
+        so; False without a freezer, or when it did not freeze within FREEZE_SECONDS."""
+        freezer = self._freezer()
+        if freezer is None:
+            return False
+        control, frozen, _ = freezer
+        deadline = time.monotonic() + FREEZE_SECONDS
+        try:
+            control.write_text(frozen)
+            while not self._frozen(control):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+        except OSError:
+            return False
+        return True
+
+    @staticmethod
+    def _frozen(control: Path) -> bool:
+        if control.name == "cgroup.freeze":
+            return "frozen 1" in (control.parent / "cgroup.events").read_text().splitlines()
+        return control.read_text().strip() == "FROZEN"
+
+    def thaw(self) -> None:
+        freezer = self._freezer()
+        if freezer is not None:
+            control, _, thawed = freezer
+            with contextlib.suppress(OSError):
+                control.write_text(thawed)
+
     def remove(self) -> None:
-        """Kill what is left in it, then remove it (best effort: a busy cgroup stays)."""
+        """Kill everything left in it (v2's ``cgroup.kill``; else frozen, killed, thawed, in
+        rounds until it is empty), then remove it (best effort: a busy cgroup stays)."""
         for folder in self.folders:
             with contextlib.suppress(OSError):
-                for pid in (folder / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError, ValueError):
-                        os.kill(int(pid), 9)
+                if (folder / "cgroup.kill").exists():
+                    (folder / "cgroup.kill").write_text("1")
+        kill_all(self.procs, lambda _: set(), self)
+        for folder in self.folders:
             for _ in range(50):
                 try:
                     folder.rmdir()
@@ -305,6 +369,69 @@ class Cgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def living_start_time(pid: int) -> int | None:
+    """A process's start time (/proc/<pid>/stat field 22), None once it exited (a zombie too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] in ("Z", "X"):
+            return None
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_all(
+    members: Callable[[], dict[int, int]],
+    spared: Callable[[dict[int, int]], set[int]],
+    cgroup: Cgroup | None,
+) -> int:
+    """SIGKILL every process ``members`` lists (pid -> start time) but those ``spared`` keeps,
+    until none is left: the cgroup frozen meanwhile when it has a freezer (a fork bomb cannot
+    fork while it is killed), else round after round (each kill also stops that process's
+    forks). Each signal goes through a pidfd to the very process listed (its start time
+    checked), never to a pid reused meanwhile. Returns how many were killed."""
+    killed: set[tuple[int, int]] = set()
+    deadline = time.monotonic() + KILL_SECONDS
+    while True:
+        if cgroup is not None:
+            cgroup.freeze()  # best effort: without a freezer, the rounds below
+        try:
+            found = members()
+            keep = spared(found)
+            victims = {(pid, started) for pid, started in found.items() if pid not in keep}
+            for pid, started in victims:
+                _kill_exactly(pid, started)
+            killed |= victims
+        finally:
+            if cgroup is not None:
+                cgroup.thaw()
+        if not victims:
+            return len(killed)
+        while any(living_start_time(pid) == started for pid, started in victims):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if time.monotonic() > deadline:
+            log.warning("processes still alive after %ss of killing", KILL_SECONDS)
+            return len(killed)
+        # one more look: empty (frozen, nothing could fork meanwhile), or those born meanwhile
+
+
+def _kill_exactly(pid: int, started: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if living_start_time(pid) == started:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------- workspace volume

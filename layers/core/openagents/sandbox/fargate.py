@@ -231,6 +231,14 @@ class FargateDriver:
     def delete_snapshot(self, ref: SnapshotRef) -> None:
         self._storages[snapshot_kind(ref)].delete_snapshot(ref)
 
+    def kill_commands(self, handle: SandboxHandle) -> int:
+        """A no-op: ECS cannot reach into a running task's processes (no exec into the task is
+        configured, and ECS Exec would run as another process of the same task, not above it).
+        A wedged task is stopped (``stop``: the micro-VM goes with everything in it), and its
+        work is recovered from the last snapshot."""
+        del handle
+        return 0
+
     # -- stop -------------------------------------------------------------------------------
 
     def stop(self, handle: SandboxHandle) -> None:

@@ -793,6 +793,31 @@ class LocalDriver:
             confine.unmount_run(root / "run")  # its socket folder's tmpfs, with what it held
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
+    def kill_commands(self, handle: SandboxHandle) -> int:
+        """Kill every process of the sandbox but its own machinery — the keeper and bubblewrap
+        (the host's pid namespace), the namespace's init and sandboxd (pid 1 and its first
+        child, pid 2, in the sandbox's namespace) — its cgroups frozen meanwhile: what a fork
+        bomb, a runaway build or a command that left its group holds. sandboxd answers again,
+        the workspace stays. Returns how many were killed; 0 for a sandbox this process
+        neither started nor re-adopted (nothing is signalled then)."""
+        root = self._dir(handle.session_id, handle.generation)
+        child = self._child(root, handle) if root.exists() else None
+        if child is None or child.exited():
+            return 0
+        keeper = child.process.pid
+        cgroup = child.cgroup if child.cgroup is not None and child.cgroup.folders else None
+        isolated = self._bwrap is not None
+
+        def members() -> dict[int, int]:
+            return cgroup.procs() if cgroup is not None else _descendants(keeper)
+
+        killed = confine.kill_all(
+            members, lambda found: _machinery(found, keeper, isolated), cgroup
+        )
+        log.info("sandbox %s/%s: %d processes killed", handle.session_id, handle.generation,
+                 killed)  # fmt: skip
+        return killed
+
     def close(self) -> None:
         """Stop every sandbox this driver instance started (tests and tools). The server never
         calls it: its sandboxes outlive it, the next server re-adopts them, and
@@ -1068,6 +1093,63 @@ def _kill(
     for held in (process, network):
         if isinstance(held, _Adopted):
             held.close()
+
+
+def _status_field(pid: int, name: str) -> list[int]:
+    """A numeric field of /proc/<pid>/status (the kernel's, never the sandbox's word)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{name}:"):
+                return [int(value) for value in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def _machinery(found: dict[int, int], keeper: int, isolated: bool) -> set[int]:
+    """Which of a sandbox's processes are its own machinery, never killed by ``kill_commands``:
+    those in the host's pid namespace (only the driver's launch chain — the keeper, bubblewrap —
+    runs there: nothing of the sandbox can leave its namespace), the namespace's init (its pid
+    1) and sandboxd (its pid 2, the init's child: bubblewrap's init forks it first). Without
+    isolation, sandboxd is the launched process itself."""
+    if not isolated:
+        return {keeper}
+    depth = len(_status_field(os.getpid(), "NSpid"))
+    namespaced = {pid: _status_field(pid, "NSpid") for pid in found}
+    spared = {pid for pid, ns in namespaced.items() if len(ns) == depth}
+    inits = {pid for pid, ns in namespaced.items() if len(ns) == depth + 1 and ns[-1] == 1}
+    daemons = {
+        pid
+        for pid, ns in namespaced.items()
+        if len(ns) == depth + 1 and ns[-1] == 2 and set(_status_field(pid, "PPid")) <= inits
+    }
+    return spared | inits | daemons
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """The processes below ``pid`` (pid -> start time), from one reading of /proc: a sandbox
+    without cgroups (no root). Inside a pid namespace an orphan goes to the namespace's init,
+    still below the keeper."""
+    parents: dict[int, list[tuple[int, int]]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+        except (OSError, ValueError):
+            continue
+        if fields[0] in ("Z", "X"):
+            continue
+        parents.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
+    found: dict[int, int] = {}
+    todo = [pid]
+    while todo:
+        for child, started in parents.get(todo.pop(), []):
+            if child not in found:
+                found[child] = started
+                todo.append(child)
+    return found
 
 
 def _compile(sandboxd: Path) -> None:

@@ -358,7 +358,7 @@ class ArchiveService:
         handle = session.sandbox
         if handle is None:  # the temporary sandbox's transition always records it
             raise SandboxError("no sandbox to bundle the workspace from")
-        saved = save_bundle(self._workspaces(handle), session)
+        saved = self._bundle(handle, session)
         if saved is None:  # a session without a repository keeps only its chats
             return session
         data, place, remote = saved
@@ -382,6 +382,22 @@ class ArchiveService:
         if previous and previous.key != key:
             self._artifacts.delete(previous.key)
         return session
+
+    def _bundle(
+        self, handle: SandboxHandle, session: Session
+    ) -> tuple[bytes, GitPlace, GitRemote] | None:
+        """The bundle of a sandbox whose commands were killed first (the archive stops it
+        anyway), so that a fork bomb or a runaway command cannot wedge it; a failed bundle is
+        tried once more, after another kill."""
+        _kill_commands(self._driver, handle)
+        try:
+            return save_bundle(self._workspaces(handle), session)
+        except SandboxError as exc:
+            log.warning(
+                "bundle of %s failed (%s): killing its commands, once more", session.id, exc
+            )
+            _kill_commands(self._driver, handle)
+            return save_bundle(self._workspaces(handle), session)
 
     def _temporary_sandbox(self, session: Session) -> Session:
         """A hibernated session's workspace lives only in its snapshot: restore it into a
@@ -577,3 +593,15 @@ class ArchiveService:
             type=kind,
             detail={"generation": session.sandbox_generation, **detail},
         )
+
+
+def _kill_commands(driver: SandboxDriver, handle: SandboxHandle) -> None:
+    """Kill a sandbox's commands (sandboxd kept) before its bundle; a failure is logged, never
+    raised: the bundle that follows says whether the sandbox answers."""
+    try:
+        killed = driver.kill_commands(handle)
+    except SandboxError as exc:
+        log.warning("could not kill the commands of %s: %s", handle.session_id, exc)
+        return
+    if killed:
+        log.info("killed %d processes of %s before its bundle", killed, handle.session_id)

@@ -233,7 +233,7 @@ class LifecycleService:
         if handle is None:
             raise SandboxError("the hibernating session has no sandbox")
         try:
-            snapshot = self._driver.snapshot(handle)
+            snapshot = self._quiet_snapshot(handle)
         except SandboxError as exc:
             message = f"Snapshot failed: {exc}"
             self._move(
@@ -283,6 +283,22 @@ class LifecycleService:
             self._move(session, HIBERNATING, hibernated, "sandbox.hibernated", None, detail=detail)
         self._metrics.count("SandboxHibernated")
         return Decision(Action.EXIT, reason="hibernated")
+
+    def _quiet_snapshot(self, handle: SandboxHandle) -> SnapshotRef:
+        """The hibernation's snapshot of a sandbox whose commands were killed first (the stop
+        ends them anyway: no memory state is kept), so that a fork bomb or a runaway command
+        cannot wedge it; a failed snapshot is tried once more, after another kill."""
+        kill_commands(self._driver, handle)
+        try:
+            return self._driver.snapshot(handle)
+        except SandboxError as exc:
+            log.warning(
+                "snapshot of %s failed (%s): killing its commands, once more",
+                handle.session_id,
+                exc,
+            )
+            kill_commands(self._driver, handle)
+            return self._driver.snapshot(handle)
 
     def _hibernated(self, snapshot: SnapshotRef) -> dict[str, Any]:
         return {
@@ -822,6 +838,19 @@ class LifecycleService:
                 self._driver.delete_snapshot(previous)
             except SandboxError as exc:  # an orphan costs storage, never data
                 log.warning("could not delete the previous snapshot: %s", exc)
+
+
+def kill_commands(driver: SandboxDriver, handle: SandboxHandle) -> int:
+    """Kill a sandbox's commands (sandboxd kept) before its work is saved; a failure is logged,
+    never raised: the save that follows says whether the sandbox answers."""
+    try:
+        killed = driver.kill_commands(handle)
+    except SandboxError as exc:
+        log.warning("could not kill the commands of %s: %s", handle.session_id, exc)
+        return 0
+    if killed:
+        log.info("killed %d processes of %s before saving it", killed, handle.session_id)
+    return killed
 
 
 def _names(session: Session, handle: SandboxHandle) -> bool:
