@@ -136,10 +136,18 @@ def test_repeated_kick_is_a_no_op(runtime: Container, tmp_path: Path, moto_endpo
     # When provisioning is kicked again while the first run is going on, and after it ended
     assert container.provisioning.kick(session).generation == 1
     active = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
-    assert container.provisioning.kick(session).started is False
-    # Then one execution ran and one sandbox generation was used
+    # the session is active a moment before its execution ends (a kick of a running execution
+    # with the same input is Step Functions' idempotent success): wait for the end
     sfn = boto3.client("stepfunctions", endpoint_url=moto_endpoint, region_name="us-east-1")
     machine = container.settings.state_machines["provisioning"]
+    deadline = time.monotonic() + 30
+    while any(
+        r["status"] == "RUNNING" for r in sfn.list_executions(stateMachineArn=machine)["executions"]
+    ):
+        assert time.monotonic() < deadline, "the provisioning execution never ended"
+        time.sleep(0.05)
+    assert container.provisioning.kick(session).started is False
+    # Then one execution ran and one sandbox generation was used
     runs = sfn.list_executions(stateMachineArn=machine)["executions"]
     assert [r["name"] for r in runs].count(f"provision-{session.id}-g1") == 1
     assert active.sandbox_generation == 1

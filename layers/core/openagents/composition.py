@@ -373,10 +373,17 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     dev_servers = DevServers(previews)
     code_editor = CodeEditor(previews)
 
-    def sandbox_active(session: Session) -> bool:
+    def restart_servers(session: Session) -> None:
         dev_servers.restart(session)  # a resumed sandbox's dev server and editor, started again
         code_editor.restart(session)
-        return handoffs.sandbox_active(session)
+
+    def sandbox_active(session: Session) -> bool:
+        kicked = handoffs.sandbox_active(session)
+        if settings.mode is Mode.LOCAL:  # off the provisioning task's path (it returns at once)
+            threading.Thread(target=restart_servers, args=(session,), daemon=True).start()
+        else:  # a Lambda task's thread would freeze when it returns
+            restart_servers(session)
+        return kicked
 
     provisioning = ProvisioningService(
         store,

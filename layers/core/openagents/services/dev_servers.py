@@ -233,5 +233,5 @@ class DevServers:
                 return
             client.exec(launch_script(plan, cwd, STATE_DIR, self._name), timeout_seconds=30)
             log.info("restarted %s of %s on port %d", self._name, session.id, plan.port)
-        except SandboxError as exc:
+        except Exception as exc:  # a resume never fails for a dev server
             log.warning("could not restart %s of %s: %s", self._name, session.id, exc)
