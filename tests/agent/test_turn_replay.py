@@ -4,6 +4,7 @@ again, and the run, its message and its stream end as an uninterrupted run's wou
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -84,6 +85,73 @@ def test_a_turn_killed_mid_model_step_carries_on(
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert chunks(events) == expected_chunks
     assert parts(_assistant(agent_api, session_id, chat_id)) == expected_parts
+    ended = loop._runs.get(run_id)
+    assert ended is not None
+    assert ended.status.value == "completed"
+
+
+GATED = "echo started > started; read line < gate; echo once >> log.txt; git add log.txt"
+GATED += " && git commit -qm 'once' && echo committed"
+COMMIT_SCRIPT: list[dict[str, Any]] = [
+    {"toolCalls": [{"name": "bash", "input": {"command": "rm -f gate started; mkfifo gate"}}]},
+    {"text": "Committing.", "toolCalls": [{"name": "bash", "input": {"command": GATED}}]},
+    {"text": "Committed once."},
+]
+
+
+def _sh(api: AgentApi, session_id: str, command: str) -> str:
+    done = api.post(f"/api/sessions/{session_id}/sandbox/exec", {"command": command})
+    assert done.status == 200, done.body
+    return str(done.body["stdout"])
+
+
+def _wait_started(api: AgentApi, session_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while _sh(api, session_id, "test -e started && echo yes").strip() != "yes":
+        assert time.monotonic() < deadline, "the command never started"
+
+
+def _commits(api: AgentApi, session_id: str) -> int:
+    return int(_sh(api, session_id, "git log --format=%s | grep -cx once || true").strip())
+
+
+def test_a_turn_killed_mid_bash_step_collects_the_command_it_left_running(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set(COMMIT_SCRIPT)
+    baseline = _chat(agent_api, session_id)
+    assert agent_api.turn(session_id, baseline, "Commit").status == 202
+    _wait_started(agent_api, session_id)
+    _sh(agent_api, session_id, "echo go > gate")
+    expected_chunks = chunks(agent_api.events(baseline))
+    expected_parts = parts(_assistant(agent_api, session_id, baseline))
+    assert _commits(agent_api, session_id) == 1
+    _sh(agent_api, session_id, "rm -f started")  # what the next wait waits for is this turn's
+
+    container = agent_api.container
+    home, loop = agent_api.settings.home, container.agent_loop
+    kill = Kill()
+    first = killable_runtime(home, loop, kill)
+    monkeypatch.setattr(container.agent, "_engine", lambda: first)
+    started = agent_api.turn(session_id, chat_id, "Commit")
+    assert started.status == 202, started.body
+    run_id = str(started.body["runId"])
+    _wait_started(agent_api, session_id)  # the command waits on the gate
+    before = agent_api.get(f"/api/chat/{chat_id}/stream", query={"after": "0"}).body
+    kill()
+
+    second = LocalAgentRuntime(home, loop._runs, lambda: loop_like(loop))
+    monkeypatch.setattr(container.agent, "_engine", lambda: second)
+    assert second.recover() == 1
+    _sh(agent_api, session_id, "echo go > gate")  # the command the dead runtime started ends
+    second.wait(run_id)
+
+    events = before["events"] + agent_api.events(chat_id, after=before["next"])
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert chunks(events) == expected_chunks
+    assert parts(_assistant(agent_api, session_id, chat_id)) == expected_parts
+    assert _commits(agent_api, session_id) == 2  # the baseline's and this turn's: once each
     ended = loop._runs.get(run_id)
     assert ended is not None
     assert ended.status.value == "completed"

@@ -47,7 +47,7 @@ from openagents.agent.models.port import (
 from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.prompt import Project, project_instructions, system_prompt
 from openagents.agent.replay import ReplayWriter
-from openagents.agent.sandbox import SandboxError, Workspace
+from openagents.agent.sandbox import RunWorkspace, SandboxError, Workspace
 from openagents.agent.stream import EventWriter
 from openagents.agent.subagent import Subagent, SubagentProgress
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure, specs
@@ -573,7 +573,7 @@ class AgentLoop:
             return StepResult("waiting")
         self._host.heartbeat(run)
         context = ToolContext(
-            workspace=self._host.workspace(run),
+            workspace=RunWorkspace(self._host.workspace(run), run.id),
             cancelled=self._cancelled(run.id),
             call_id=call_id,
             bash_timeout_seconds=self._config.bash_timeout_seconds,

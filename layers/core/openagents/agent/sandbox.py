@@ -15,7 +15,14 @@ from typing import Protocol
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox.port import Sandboxd, SandboxError
 
-__all__ = ["ExecResult", "FileText", "SandboxError", "Workspace", "WorkspaceClient"]
+__all__ = [
+    "ExecResult",
+    "FileText",
+    "RunWorkspace",
+    "SandboxError",
+    "Workspace",
+    "WorkspaceClient",
+]
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,44 @@ class WorkspaceClient:
 
     def checkpoint(self, ref: str) -> Checkpoint:
         return Checkpoint.from_json(self._client.checkpoint(ref))
+
+
+class RunWorkspace:
+    """A run's ``Workspace``: exec keys made the run's own (a tool call id is unique in its
+    run only: a scripted or local model may number its calls the same in every turn)."""
+
+    def __init__(self, workspace: Workspace, run_id: str) -> None:
+        self._workspace, self._run_id = workspace, run_id
+
+    def exec(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> ExecResult:
+        return self._workspace.exec(
+            command=command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            key=f"{self._run_id}/{key}" if key is not None else None,
+        )
+
+    def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:
+        return self._workspace.read_text(path, max_bytes)
+
+    def write_text(self, path: str, content: str) -> None:
+        self._workspace.write_text(path, content)
+
+    def checkpoint(self, ref: str) -> Checkpoint:
+        return self._workspace.checkpoint(ref)
 
 
 def sandbox_error_text(error: SandboxError) -> str:
