@@ -141,8 +141,12 @@ def test_a_sandbox_server_is_previewed_only_with_its_owners_cookie(live: Live) -
     assert (bad.status, bad.body["field"]) == (422, "port")
 
     cookie = live.cookie()
+    before = live.container.sessions.get(ALICE, live.session_id).last_activity_at
     fetched = live.preview("/a.txt", cookie)
     assert fetched.status_code == 200, fetched.text
+    after = live.container.sessions.get(ALICE, live.session_id).last_activity_at
+    assert after is not None
+    assert before is None or after > before  # a preview in use keeps its sandbox awake
     assert fetched.content == b"hello preview"
     assert live.preview("/a.txt", cookie, port=PORT + 1).status_code == 401  # host-bound
     logged = live.access_log()

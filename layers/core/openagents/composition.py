@@ -369,6 +369,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         _preview_key(settings),
         _preview_site(settings),
         on_unreachable=lifecycle.verify_running,
+        on_activity=lambda identity, session_id: lifecycle.activity(identity, session_id, None),
     )
     dev_servers = DevServers(previews)
     code_editor = CodeEditor(previews)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,6 +28,7 @@ from openagents.store.port import Store
 log = logging.getLogger(__name__)
 
 LINK_SECONDS = 300
+ACTIVITY_EVERY_SECONDS = 60.0  # a preview in use keeps its sandbox awake, one write a minute
 COOKIE_SECONDS = 12 * 3600
 MAX_PATH_CHARS = 2048
 NOT_RUNNING = "Sandbox is not running. Resume it first."
@@ -96,7 +99,11 @@ class Previews:
         key: Callable[[], bytes],
         site: PreviewSite,
         on_unreachable: Callable[[Session], object] | None = None,
+        on_activity: Callable[[Identity, str], object] | None = None,
     ) -> None:
+        self._on_activity = on_activity
+        self._active: dict[str, float] = {}
+        self._active_lock = threading.Lock()
         self._store = store
         self._clients = clients
         self._clock = clock
@@ -171,9 +178,29 @@ class Previews:
             raise Unauthenticated("This preview needs a fresh link from the session's owner")
         return grant
 
+    def _touch(self, grant: Grant) -> None:
+        """Record the session's activity, at most once per ``ACTIVITY_EVERY_SECONDS``."""
+        if self._on_activity is None:
+            return
+        now = time.monotonic()
+        with self._active_lock:
+            if (
+                now - self._active.get(grant.session_id, -ACTIVITY_EVERY_SECONDS)
+                < ACTIVITY_EVERY_SECONDS
+            ):
+                return
+            if len(self._active) > 4096:
+                self._active.clear()
+            self._active[grant.session_id] = now
+        try:
+            self._on_activity(Identity(user_id=grant.user_id), grant.session_id)
+        except Exception as exc:  # a preview answers even when the store is slow to
+            log.warning("preview activity of %s not recorded: %s", grant.session_id, exc)
+
     def tunnel(self, grant: Grant) -> socket.socket:
         """A connection to the granted port (the session checked again: owner, running)."""
         session, client = self.running(grant.user_id, grant.session_id)
+        self._touch(grant)
         try:
             return client.open_tunnel(grant.port)
         except SandboxError as exc:
