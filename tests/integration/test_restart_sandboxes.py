@@ -10,6 +10,7 @@ of that home behind."""
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import signal
 import sqlite3
@@ -168,7 +169,8 @@ def processes_of(home: Path) -> list[int]:
 
 def kill_sandboxes(home: Path) -> None:
     for pid in processes_of(home):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may exit with its parent first
+            os.kill(pid, signal.SIGKILL)
     until(lambda: not processes_of(home), 30, "the sandbox processes are gone")
 
 
