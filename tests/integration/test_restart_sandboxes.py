@@ -9,8 +9,8 @@ of that home behind."""
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import os
 import signal
 import sqlite3
