@@ -73,6 +73,7 @@ def path_for(path: str, alice: Alice) -> str:
         "chat_id": alice.chat_id,
         "run_id": "alice-run",
         "message_id": alice.message_id,
+        "port": "8000",  # a preview of alice's session: another user gets 404, not "not listening"
     }
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "unknown-id"), path)
 
@@ -117,7 +118,7 @@ def query_for(path: str, alice: Alice) -> dict[str, str] | None:
 
 def known(method: str, path: str) -> bool:
     return "{" not in path or all(
-        p in ("session_id", "chat_id", "run_id", "message_id")
+        p in ("session_id", "chat_id", "run_id", "message_id", "port")
         for p in re.findall(r"\{(\w+)\}", path)
     )
 
