@@ -88,12 +88,14 @@ def dev(
         threading.Thread(target=autosave, args=(dynamo,), name="autosave", daemon=True).start()
     app = load_app(settings)
     # agent turns run on the durable SDK's local runtime (openagents/local/agent_runtime.py);
-    # turns a previous process left running end `failed`, their partial messages kept
+    # turns a previous process left running carry on from their last durable checkpoint
     if interrupted := app.state.container().agent.recover():
-        typer.echo(f"Agent: {interrupted} turn(s) interrupted by the restart marked failed")
+        typer.echo(f"Agent: {interrupted} turn(s) the restart interrupted carry on")
     web = mount_spa(app)
     try:
-        url = f"http://127.0.0.1:{port or settings.port}"
+        # localhost, not 127.0.0.1: a preview (<port>-<session>.localhost) is same-site with
+        # it, so the web app's embedded preview gets its cookie
+        url = f"http://localhost:{port or settings.port}"
         typer.echo(
             f"Open Agents: {url}  (API docs at {url}/docs{'' if web else '; web app not built'})"
         )
