@@ -1,0 +1,103 @@
+"""A turn outlives the control plane (issue 21), end to end: ``openagents dev`` in a child
+process with a real confined sandbox and the scripted model; the agent's ``bash`` step runs
+``git commit`` behind a fifo the test holds, and the server is killed (kill -9 of its process
+group, as a crash) while the command waits. The next start carries the run on from its last
+durable checkpoint: the re-run step collects the command that kept running in the surviving
+sandbox instead of running it again, the turn reaches ``completed``, the commit exists exactly
+once and the stream's seqs run from 1 with no gap or repeat."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_restart_sandboxes import Server, until
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+GATED_COMMIT = (
+    "touch started && cat gate >/dev/null && echo work > work.txt && git add work.txt && "
+    "git -c user.name=Agent -c user.email=agent@example.com commit -qm agent-commit && "
+    "echo committed"
+)
+SCRIPT = {
+    "responses": [
+        {
+            "text": "Committing.",
+            "toolCalls": [{"name": "bash", "input": {"command": GATED_COMMIT}}],
+        },
+        {"text": "Done: the work is committed."},
+    ]
+}
+
+
+def stream(server: Server, chat_id: str) -> list[dict[str, Any]]:
+    """Every event of the chat's latest run, read page by page from ``after=0``."""
+    events: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = server.api.get(
+            f"/api/chat/{chat_id}/stream", query={"after": str(after), "wait": "0"}
+        )
+        if page.status == 204:
+            return events
+        assert page.status == 200, page.body
+        events += page.body["events"]
+        if page.body["next"] == after:
+            return events
+        after = page.body["next"]
+
+
+def test_a_turn_killed_mid_bash_step_carries_on_and_commits_once(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    server = Server(tmp_path)
+    server.env["OPENAGENTS_SCRIPTED_MODEL_FILE"] = str(script)
+    server.start()
+    try:
+        created = server.api.post("/api/sessions", {})
+        assert created.status == 201, created.body
+        sid, chat = created.body["session"]["id"], created.body["chat"]["id"]
+        server.settled(sid, "active")
+        client = server.sandbox(sid)[1]
+        assert client.exec("mkfifo gate")["exitCode"] == 0
+        message = {"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "commit"}]}
+        started = server.api.post(
+            "/api/chat", {"sessionId": sid, "chatId": chat, "message": message}
+        )
+        assert started.status == 202, started.body
+        run_id = started.body["runId"]
+        until(lambda: client.exec("test -e started")["exitCode"] == 0, 60, "the command runs")
+
+        server.stop(signal.SIGKILL)  # a crash, mid bash step
+        server.start()
+        assert "1 turn(s) the restart interrupted carry on" in server.log.read_text()
+
+        # the command the dead server started is still waiting in the surviving sandbox
+        assert client.exec("test -e started && test ! -e work.txt")["exitCode"] == 0
+        assert client.exec("echo go > gate")["exitCode"] == 0
+
+        def ended() -> dict[str, Any] | None:
+            runs = server.api.get(f"/api/sessions/{sid}/runs").body["runs"]
+            run = next(r for r in runs if r["runId"] == run_id)
+            return run if run["status"] != "running" else None
+
+        run = until(ended, 120, "the run ends")
+        assert (run["status"], run["error"]) == ("completed", None), run
+        log = client.exec("git log --format=%s")["stdout"].split()
+        assert log.count("agent-commit") == 1, log
+        events = stream(server, chat)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        text = "".join(e["chunk"].get("delta", "") for e in events)
+        assert "Done: the work is committed." in text
+        outputs = [e["chunk"] for e in events if e["chunk"]["type"] == "tool-output-available"]
+        assert len(outputs) == 1, outputs  # the command's one result, collected once
+        assert "committed" in json.dumps(outputs[0]["output"])
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+        server.down()
