@@ -4,7 +4,9 @@ process with a real confined sandbox and the scripted model; the agent's ``bash`
 group, as a crash) while the command waits. The next start carries the run on from its last
 durable checkpoint: the re-run step collects the command that kept running in the surviving
 sandbox instead of running it again, the turn reaches ``completed``, the commit exists exactly
-once and the stream's seqs run from 1 with no gap or repeat."""
+once and the stream's seqs run from 1 with no gap or repeat. The same for Ctrl-C and SIGTERM, and
+for a crash in the middle of a model step's stream: the message is the one an uninterrupted
+run writes."""
 
 from __future__ import annotations
 
@@ -52,7 +54,10 @@ def stream(server: Server, chat_id: str) -> list[dict[str, Any]]:
         after = page.body["next"]
 
 
-def test_a_turn_killed_mid_bash_step_carries_on_and_commits_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_turn_stopped_mid_bash_step_carries_on_and_commits_once(
+    tmp_path: Path, how: signal.Signals
+) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     server = Server(tmp_path)
@@ -73,7 +78,7 @@ def test_a_turn_killed_mid_bash_step_carries_on_and_commits_once(tmp_path: Path)
         run_id = started.body["runId"]
         until(lambda: client.exec("test -e started")["exitCode"] == 0, 60, "the command runs")
 
-        server.stop(signal.SIGKILL)  # a crash, mid bash step
+        server.stop(how)  # Ctrl-C, a stop, or a crash, mid bash step
         server.start()
         assert "1 turn(s) the restart interrupted carry on" in server.log.read_text()
 
@@ -97,6 +102,58 @@ def test_a_turn_killed_mid_bash_step_carries_on_and_commits_once(tmp_path: Path)
         outputs = [e["chunk"] for e in events if e["chunk"]["type"] == "tool-output-available"]
         assert len(outputs) == 1, outputs  # the command's one result, collected once
         assert "committed" in json.dumps(outputs[0]["output"])
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+        server.down()
+
+
+LONG_TEXT = " ".join(f"word{i}" for i in range(60))
+
+
+def test_a_turn_killed_mid_model_step_finishes_with_the_uninterrupted_message(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responses": [{"text": LONG_TEXT, "chunkDelayMs": 100}]}))
+    server = Server(tmp_path)
+    server.env["OPENAGENTS_SCRIPTED_MODEL_FILE"] = str(script)
+    server.start()
+    try:
+        created = server.api.post("/api/sessions", {})
+        assert created.status == 201, created.body
+        sid, chat = created.body["session"]["id"], created.body["chat"]["id"]
+        server.settled(sid, "active")
+        message = {"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "talk"}]}
+        started = server.api.post(
+            "/api/chat", {"sessionId": sid, "chatId": chat, "message": message}
+        )
+        assert started.status == 202, started.body
+        run_id = started.body["runId"]
+
+        def streaming() -> bool:
+            return any(e["chunk"]["type"] == "text-delta" for e in stream(server, chat))
+
+        until(streaming, 60, "the model step streams")
+        server.stop(signal.SIGKILL)  # a crash, mid model step
+        server.start()
+
+        def ended() -> dict[str, Any] | None:
+            runs = server.api.get(f"/api/sessions/{sid}/runs").body["runs"]
+            run = next(r for r in runs if r["runId"] == run_id)
+            return run if run["status"] != "running" else None
+
+        run = until(ended, 120, "the run ends")
+        assert (run["status"], run["error"]) == ("completed", None), run
+        events = stream(server, chat)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        streamed = "".join(e["chunk"].get("delta", "") for e in events)
+        assert streamed == LONG_TEXT  # no repeated or lost words across the crash
+        page = server.api.get(f"/api/sessions/{sid}/chats/{chat}/messages")
+        assert page.status == 200, page.body
+        (assistant,) = [m for m in page.body["messages"] if m["role"] == "assistant"]
+        texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
+        assert texts == [LONG_TEXT], assistant["parts"]
     finally:
         if server.process is not None and server.process.poll() is None:
             server.stop(signal.SIGTERM)

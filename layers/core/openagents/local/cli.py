@@ -6,6 +6,7 @@ import importlib
 import json
 import logging
 import os
+import sys
 import threading
 import warnings
 from typing import Annotated, Any
@@ -114,6 +115,16 @@ def dev(
             drainer.stop()
         moto.stop()
         lock.release()
+    # what is in flight (a turn's step waiting on its command, a task) is durable and carries
+    # on at the next start: the process ends now instead of joining the threads that run it
+    _exit_now()
+
+
+def _exit_now() -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @cli.command()
