@@ -19,10 +19,10 @@ from urllib.parse import quote, urlencode
 from openagents.auth.previews import Grant, Kind, host_label, sign, verify
 from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning, Unauthenticated
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, Session
+from openagents.domain.models import Session
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError, SandboxHandle
 from openagents.services import Clock
-from openagents.services.sessions import owned
+from openagents.services.sandbox_tools import running_sandbox
 from openagents.store.port import Store
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,6 @@ LINK_SECONDS = 300
 ACTIVITY_EVERY_SECONDS = 60.0  # a preview in use keeps its sandbox awake, one write a minute
 COOKIE_SECONDS = 12 * 3600
 MAX_PATH_CHARS = 2048
-NOT_RUNNING = "Sandbox is not running. Resume it first."
 
 
 class PortNotListening(NotFound):
@@ -115,13 +114,7 @@ class Previews:
         return self._clients(handle)
 
     def running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
-        session = owned(self._store.get_session(session_id), Identity(user_id=user_id))
-        handle = session.sandbox
-        if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
-            raise SandboxNotRunning(NOT_RUNNING)
-        if handle.endpoint is None:
-            raise SandboxNotRunning(NOT_RUNNING)
-        return session, self._clients(handle)
+        return running_sandbox(self._store, self._clients, Identity(user_id=user_id), session_id)
 
     def unavailable(self, session: Session, exc: SandboxError) -> SandboxNotRunning:
         log.info("preview call for %s failed: %s", session.id, exc)

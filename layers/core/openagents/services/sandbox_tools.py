@@ -30,6 +30,18 @@ NOT_RUNNING = "Sandbox is not running. Resume it first."
 CHECKPOINT_GONE = frozenset({"checkpoint_not_found", "not_a_checkpoint", "not_a_repository"})
 
 
+def running_sandbox(
+    store: Store, clients: SandboxdClients, identity: Identity, session_id: str
+) -> tuple[Session, Sandboxd]:
+    """The caller's session and its running sandbox's client (404 for another user's, 409
+    ``sandbox_not_running`` unless it is active with an endpoint)."""
+    session = owned(store.get_session(session_id), identity)
+    handle = session.sandbox
+    if session.lifecycle_state is not LifecycleState.ACTIVE or not handle or not handle.endpoint:
+        raise SandboxNotRunning(NOT_RUNNING)
+    return session, clients(handle)
+
+
 def diff_key(session_id: str) -> str:
     return f"diffs/{session_id}.json"
 
@@ -101,13 +113,7 @@ class SandboxTools:
         self._artifacts = artifacts
 
     def _running(self, identity: Identity, session_id: str) -> tuple[Session, Sandboxd]:
-        session = owned(self._store.get_session(session_id), identity)
-        handle = session.sandbox
-        if session.lifecycle_state is not LifecycleState.ACTIVE or not handle:
-            raise SandboxNotRunning(NOT_RUNNING)
-        if handle.endpoint is None:
-            raise SandboxNotRunning(NOT_RUNNING)
-        return session, self._clients(handle)
+        return running_sandbox(self._store, self._clients, identity, session_id)
 
     def _call(self, identity: Identity, session_id: str, op: Callable[[Sandboxd], Any]) -> Any:
         session, client = self._running(identity, session_id)
