@@ -5,8 +5,8 @@ group, as a crash) while the command waits. The next start carries the run on fr
 durable checkpoint: the re-run step collects the command that kept running in the surviving
 sandbox instead of running it again, the turn reaches ``completed``, the commit exists exactly
 once and the stream's seqs run from 1 with no gap or repeat. The same for Ctrl-C and SIGTERM, and
-for a crash in the middle of a model step's stream: the message is the one an uninterrupted
-run writes."""
+for each of them in the middle of a model step's stream: the message is the one an
+uninterrupted run writes."""
 
 from __future__ import annotations
 
@@ -111,8 +111,9 @@ def test_a_turn_stopped_mid_bash_step_carries_on_and_commits_once(
 LONG_TEXT = " ".join(f"word{i}" for i in range(60))
 
 
-def test_a_turn_killed_mid_model_step_finishes_with_the_uninterrupted_message(
-    tmp_path: Path,
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_turn_stopped_mid_model_step_finishes_with_the_uninterrupted_message(
+    tmp_path: Path, how: signal.Signals
 ) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"responses": [{"text": LONG_TEXT, "chunkDelayMs": 100}]}))
@@ -135,7 +136,7 @@ def test_a_turn_killed_mid_model_step_finishes_with_the_uninterrupted_message(
             return any(e["chunk"]["type"] == "text-delta" for e in stream(server, chat))
 
         until(streaming, 60, "the model step streams")
-        server.stop(signal.SIGKILL)  # a crash, mid model step
+        server.stop(how)  # Ctrl-C, a stop, or a crash, mid model step
         server.start()
 
         def ended() -> dict[str, Any] | None:
