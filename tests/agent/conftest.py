@@ -116,3 +116,13 @@ def live_session(agent_api: AgentApi, tmp_path: Path) -> tuple[str, str]:
     session = wait_state(agent_api, created.body["session"]["id"], "active", "failed")
     assert session["lifecycleState"] == "active", session["lifecycleError"]
     return str(session["id"]), str(created.body["chat"]["id"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _killed_runtimes_unwind_at_the_end() -> Iterator[None]:
+    """A killed runtime's threads (tests/agent/restarts.py) block until the session ends, then
+    unwind: left blocked, they kept pytest from exiting after its summary."""
+    yield
+    from tests.agent.restarts import TESTS_OVER
+
+    TESTS_OVER.set()

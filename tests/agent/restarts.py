@@ -18,7 +18,18 @@ from openagents.local.agent_runtime import LocalAgentRuntime
 from openagents.store.runs import RunStore
 
 RUN_WRITES = frozenset({"append", "finish", "record_checkpoint", "start", "request_cancel"})
-NEVER = threading.Event()  # never set: what a dead process's threads wait on
+# what a killed runtime's threads wait on: set only when the test session ends, and then they
+# unwind by raising (never writing), so the interpreter can join them and exit
+TESTS_OVER = threading.Event()
+
+
+class Killed(BaseException):
+    """Raised in a killed runtime's thread once the tests are over."""
+
+
+def dead_forever() -> None:
+    TESTS_OVER.wait()
+    raise Killed
 
 
 class Kill:
@@ -31,7 +42,7 @@ class Kill:
     def gate(self) -> None:
         """A write: never returns once killed."""
         if self.dead.is_set():
-            NEVER.wait()
+            dead_forever()
 
 
 class KillableRuns:
@@ -75,7 +86,7 @@ class HeldModels:
                 for i, event in enumerate(inner.stream(request, **kw)):
                     if request.step == held._step and i == held._after:
                         held.reached.set()
-                        NEVER.wait()
+                        dead_forever()
                     yield event
 
         return Held()
