@@ -32,8 +32,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from functions.api.errors import STATUS
 from functions.api.hosts import host_name
-from functions.api.preview_http import forward
-from functions.api.preview_ws import relay
 
 COOKIE = "openagents_preview"
 AUTH_PATH = "/__preview/auth"
@@ -153,9 +151,15 @@ class PreviewProxy:
             await _plain(send, _status(error), f"{error.code}: {error.message}", [])
             return
         host = f"localhost:{port}"
+        # imported at the first preview (one machine only): wsproto is in the local extra, and
+        # the API's cold start on Lambda neither needs nor has it
         if websocket:
+            from functions.api.preview_ws import relay
+
             await relay(scope, receive, send, sock, host, COOKIE.encode())
             return
+        from functions.api.preview_http import forward
+
         await forward(scope, receive, send, sock, host.encode(), COOKIE.encode())
 
     async def _redeem(
