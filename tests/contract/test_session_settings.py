@@ -16,6 +16,7 @@ def test_the_own_branch_is_kept_and_no_lifecycle_write_may_change_it(store: Stor
     stored = store.get_session(session.id)
     assert stored is not None
     assert (stored.own_branch, stored.checkout_branch) == ("agent/mine", "agent/mine")
+    assert stored.lifecycle_state is not None
     with pytest.raises(ValueError, match="not lifecycle fields"):
         store.transition(
             session.id,
