@@ -13,5 +13,7 @@ export default defineConfig({
     globals: true,
     setupFiles: ["src/test/setup.ts"],
     include: ["src/**/*.test.{ts,tsx}"],
+    // a whole test may wait on several conditions (see src/test/setup.ts) on a busy machine
+    testTimeout: 30_000,
   },
 });
