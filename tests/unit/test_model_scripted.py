@@ -193,7 +193,7 @@ def test_the_example_turn_writes_tests_and_commits(tmp_path: Path) -> None:
         ("write", "multiply.py"),
         ("write", "test_multiply.py"),
     ]
-    assert calls[2].input == {"command": "python3 -m pytest -q || true"}
+    assert calls[2].input == {"command": "python3 -m unittest -v test_multiply"}
     command = calls[3].input["command"]
     assert isinstance(command, str)
     assert command.startswith("git add -A && git commit -m ")
