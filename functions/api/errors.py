@@ -19,6 +19,7 @@ from openagents.domain.errors import (
     RateLimited,
     Unauthenticated,
     Unavailable,
+    UpstreamFailed,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -30,6 +31,7 @@ STATUS: dict[type[DomainError], int] = {
     Conflict: 409,
     PayloadTooLarge: 413,
     RateLimited: 429,
+    UpstreamFailed: 502,
     Unavailable: 503,
 }
 log = logging.getLogger(__name__)

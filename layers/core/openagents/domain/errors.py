@@ -64,6 +64,13 @@ class AccessDenied(DomainError):
     code = "access_denied"
 
 
+class UpstreamFailed(DomainError):
+    """A dependency answered, but not usefully (a model call that produced nothing usable, a git
+    host that refused): the API answers 502 with the dependency's reason."""
+
+    code = "upstream_failed"
+
+
 class Unavailable(DomainError):
     """A dependency (the store, the artifact store) failed or throttled; safe to retry."""
 

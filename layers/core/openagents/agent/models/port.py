@@ -179,15 +179,15 @@ class ToolSpec:
 class ModelRequest:
     """One model step. ``step`` is the index of this model call within the run (0 for the first,
     i.e. the number of model calls the run made before it) and ``purpose`` says whether it is
-    a step of the turn or the call that names a new chat (``title``); only the scripted model
-    reads them."""
+    a step of the turn, the call that names a new chat (``title``) or a generation the git
+    routes ask for (``commit_message``, ``pull_request``); only the scripted model reads them."""
 
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 8192
     step: int = 0
-    purpose: Literal["turn", "title"] = "turn"
+    purpose: Literal["turn", "title", "commit_message", "pull_request"] = "turn"
 
 
 def estimate_tokens(request: ModelRequest) -> int:

@@ -12,7 +12,11 @@ and demos. Local mode only. The contract:
 - past the last response: ``ModelError`` "scripted model has no response for step k";
 - the call that names a new chat (``purpose`` ``title``) answers the file's optional
   ``"title": str`` (streamed as text), so the turn's own steps keep their indices; without it,
-  ``ModelError`` (the automatic title stays).
+  ``ModelError`` (the automatic title stays);
+- the git routes' generations answer the file's optional keys the same way, never a response
+  of ``responses``: ``commit_message`` the ``"commitMessage": str`` (subject line, then the
+  body), ``pull_request`` the ``"pullRequest": {"title": str, "body": str}`` as the JSON object
+  the prompt asks for; without the key, ``ModelError`` (the route answers 502).
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class ScriptedModel:
     ) -> Iterator[ModelEvent]:
         if request.purpose == "title":
             return self._play(request, self.title(), cancelled)
+        if request.purpose == "commit_message":
+            return self._play(request, self.commit_message(), cancelled)
+        if request.purpose == "pull_request":
+            return self._play(request, self.pull_request(), cancelled)
         response = self.response(request.step)  # read before anything streams
         return self._play(request, response, cancelled)
 
@@ -78,6 +86,26 @@ class ScriptedModel:
         if not isinstance(title, str):
             raise ModelError(ModelErrorKind.SCRIPT, "scripted model has no title response")
         return ScriptedResponse(text=title)
+
+    def commit_message(self) -> ScriptedResponse:
+        """The script's commit message (its ``"commitMessage"``), read from the file now."""
+        message = _read(self._path).get("commitMessage")
+        if not isinstance(message, str):
+            raise ModelError(ModelErrorKind.SCRIPT, "scripted model has no commitMessage response")
+        return ScriptedResponse(text=message)
+
+    def pull_request(self) -> ScriptedResponse:
+        """The script's pull request (its ``"pullRequest": {"title", "body"}``) as JSON text."""
+        pull = _read(self._path).get("pullRequest")
+        if not isinstance(pull, Mapping) or not all(
+            isinstance(pull.get(key), str) for key in ("title", "body")
+        ):
+            raise ModelError(
+                ModelErrorKind.SCRIPT,
+                'scripted model has no pullRequest response ({"title": str, "body": str})',
+            )
+        text = json.dumps({"title": pull["title"], "body": pull["body"]})
+        return ScriptedResponse(text=text)
 
     def response(self, step: int) -> ScriptedResponse:
         """The script's answer to model call ``step`` of a run, read from the file now."""
