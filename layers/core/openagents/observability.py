@@ -1,4 +1,5 @@
-"""Powertools adapters: the metrics sink (EMF on AWS; the same JSON on one machine) and the
+"""Powertools adapters: the metrics sink (EMF on AWS, where Lambda's log stream carries it to
+CloudWatch; nothing with ``POWERTOOLS_METRICS_DISABLED``, which ``openagents dev`` sets) and the
 handler tracer, which loads the X-Ray SDK only when tracing is on."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
 from aws_lambda_powertools import Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 NAMESPACE = "OpenAgents"
 Handler = Callable[..., Any]  # as Powertools types a decorated handler
@@ -19,6 +21,9 @@ class PowertoolsMetricsSink:
         self._metrics = metrics
 
     def count(self, name: str, value: int = 1) -> None:
+        # disabled: Powertools would still collect (and print each 100th value), not flush
+        if is_metrics_disabled():
+            return
         self._metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 

@@ -72,6 +72,8 @@ def dev(
             **({"OPENAGENTS_DYNAMODB_ENDPOINT": moto.endpoint} if dynamo else {}),
         }
     )
+    # EMF metrics belong to Lambda's log stream; printed here they are JSON noise every minute
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     settings = Settings()
     drainer = start_drainer(settings) if dynamo is None else None
     # every run of a previous process died with it, its sandboxes did not: re-adopt, reboot
@@ -106,6 +108,7 @@ def dev(
             host="127.0.0.1",
             port=port or settings.port,
             timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+            access_log=False,  # the API logs each request itself (one line, its correlation id)
         )
         typer.echo(KEPT_RUNNING)
     finally:
