@@ -677,13 +677,19 @@ class DynamoStore:
         return found
 
     @guard
-    def append_entry(self, entry: AuditEntry) -> None:
+    def append_entry(self, entry: AuditEntry) -> bool:
         """An audit entry that records an outcome, not a state change (and its event: one
-        TransactWriteItems of the two)."""
+        TransactWriteItems of the two, refused when the entry is already there)."""
         owner = self._owner(entry.session_id)
-        with self._transaction() as tx:
-            tx.save(audit_item(entry))
-            tx.save(outbox_item(entry, owner))
+        try:
+            with self._transaction() as tx:
+                tx.save(audit_item(entry), condition=AuditItem.pk.does_not_exist(), name="entry")
+                tx.save(outbox_item(entry, owner))
+        except TransactWriteError as exc:
+            if tx.failed(exc, "entry"):
+                return False  # the same entry again: recorded once
+            raise
+        return True
 
     @guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:

@@ -478,13 +478,17 @@ class SqliteStore:
         return [row[0] for row in rows]
 
     @guard
-    def append_entry(self, entry: AuditEntry) -> None:
+    def append_entry(self, entry: AuditEntry) -> bool:
         with self.db.transaction() as db:
+            key = (entry.session_id, event_sk(entry))
+            if db.execute("SELECT 1 FROM audit WHERE session_id = ? AND sk = ?", key).fetchone():
+                return False  # the same entry again: recorded once
             owner = db.execute(
                 "SELECT user_id FROM sessions WHERE id = ?", (entry.session_id,)
             ).fetchone()
             insert_entry(db, entry, owner[0] if owner else "")
         self._drain()
+        return True
 
     @guard
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
