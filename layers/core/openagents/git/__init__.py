@@ -15,14 +15,18 @@ from typing import Literal, Protocol, runtime_checkable
 from openagents.domain.models import PrStatus, Repo
 
 __all__ = [
+    "CheckReport",
+    "CheckRun",
     "ClonedRepository",
     "GitHost",
     "GitHostError",
     "MergeMethod",
     "PrStatus",
     "PullRequest",
+    "PullRequestState",
     "ReceivesPushes",
     "Repo",
+    "ReportsChecks",
     "ServesClones",
     "pr_status",
 ]
@@ -73,10 +77,17 @@ class GitHost(Protocol):
         ...
 
     def create_pull_request(
-        self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
+        self,
+        repo: Repo,
+        *,
+        head_branch: str,
+        base_branch: str,
+        title: str,
+        body: str,
+        draft: bool = False,
     ) -> PullRequest:
-        """Open a pull request; when an open one for the same head and base already exists
-        (a lost race), return that one."""
+        """Open a pull request (a draft when ``draft``); when an open one for the same head and
+        base already exists (a lost race), return that one."""
         ...
 
     def default_branch(self, repo: Repo) -> str | None:
@@ -136,6 +147,55 @@ class ServesClones(Protocol):
         """The repository as a bundle for a sandbox; None when the host has no credentials for
         it (the sandbox clones anonymously). A new ``branch`` that exists on the remote is a
         409, a missing existing one a 422, a repository past the size limit a 413."""
+        ...
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """One check of a commit: a GitHub check run, or a commit status context (``id`` 0)."""
+
+    id: int
+    name: str
+    status: str  # queued | in_progress | completed (a status context: pending | completed)
+    conclusion: str | None  # success, failure, neutral, skipped, cancelled, timed_out, ...
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class PullRequestState:
+    """What merge readiness reads: the pull request, its head's checks, the merge methods the
+    repository allows."""
+
+    pull: PullRequest
+    head_sha: str
+    draft: bool
+    mergeable: bool | None  # None: the host has not computed it (yet)
+    mergeable_state: str | None  # GitHub's: clean, dirty, blocked, behind, unstable, ...
+    checks: tuple[CheckRun, ...]
+    allowed_methods: tuple[MergeMethod, ...]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """A failing check's own words: its output, its annotations and (the end of) its log."""
+
+    run: CheckRun
+    summary: str
+    annotations: tuple[str, ...]  # "path:line: message" each
+    log: str  # the log's tail, capped by the host; "" when the host keeps none
+
+
+@runtime_checkable
+class ReportsChecks(Protocol):
+    """An optional capability: a git host that reports a pull request's checks."""
+
+    def pull_request_state(self, repo: Repo, number: int) -> PullRequestState | None:
+        """Pull request ``number`` with its head's checks; None when the host does not know it."""
+        ...
+
+    def check_report(self, repo: Repo, check_id: int, *, max_log_bytes: int) -> CheckReport:
+        """Check run ``check_id``'s output, annotations and the last ``max_log_bytes`` of its
+        log; a ``GitHostError`` (404) when unknown."""
         ...
 
 

@@ -30,11 +30,14 @@ import httpx
 import jwt
 
 from openagents.git import (
+    CheckReport,
+    CheckRun,
     ClonedRepository,
     GitHostError,
     MergeMethod,
     PrStatus,
     PullRequest,
+    PullRequestState,
     Repo,
     pr_status,
 )
@@ -62,6 +65,8 @@ MAX_RETRY_AFTER_SECONDS = 2.0  # one short wait and retry on a rate limit; longe
 APP_PERMISSIONS = {"contents": "write", "pull_requests": "write"}
 ALREADY_EXISTS = "a pull request already exists"
 REDACTED = "***"
+CHECKS_PAGE = 100  # check runs and statuses of one commit read (GitHub's page size cap)
+ANNOTATIONS_PAGE = 50
 
 
 @dataclass(frozen=True)
@@ -297,11 +302,25 @@ class GitHubHost:
         return _pull_request(found[0]) if found else None
 
     def create_pull_request(
-        self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
+        self,
+        repo: Repo,
+        *,
+        head_branch: str,
+        base_branch: str,
+        title: str,
+        body: str,
+        draft: bool = False,
     ) -> PullRequest:
         owner, name = _owner_and_name(repo)
         path = f"/repos/{owner}/{name}/pulls"
-        request = {"title": title, "head": head_branch, "base": base_branch, "body": body}
+        request: dict[str, Any] = {
+            "title": title,
+            "head": head_branch,
+            "base": base_branch,
+            "body": body,
+        }
+        if draft:
+            request["draft"] = True
         response, token = self._call("POST", owner, name, path, body=request)
         what = f"creating a pull request from {head_branch} into {base_branch}"
         if response.status_code == 422 and ALREADY_EXISTS in _error_text(response):
@@ -340,6 +359,83 @@ class GitHubHost:
         response, token = self._call("PATCH", owner, name, path, body={"state": "closed"})
         what = f"closing pull request #{number} of {owner}/{name}"
         return _pull_request(self._api.ok_json(response, what, [token]))
+
+    # ------------------------------------------------------------------ checks (ReportsChecks)
+
+    def pull_request_state(self, repo: Repo, number: int) -> PullRequestState | None:
+        """The pull request, its head's combined status and check runs (one page of each), and
+        the merge methods the repository allows (all three when GitHub does not say)."""
+        owner, name = _owner_and_name(repo)
+        base = f"/repos/{owner}/{name}"
+        data = self._read(owner, name, f"{base}/pulls/{number}", f"pull request #{number}")
+        if data is None:
+            return None
+        sha = str(data["head"]["sha"])
+        settings = self._read(owner, name, base, f"repository {owner}/{name}") or {}
+        status = self._read(
+            owner, name, f"{base}/commits/{sha}/status", f"the status of {sha[:12]}",
+            {"per_page": CHECKS_PAGE},
+        ) or {}  # fmt: skip
+        runs = self._read(
+            owner, name, f"{base}/commits/{sha}/check-runs", f"the check runs of {sha[:12]}",
+            {"per_page": CHECKS_PAGE},
+        ) or {}  # fmt: skip
+        checks = [_status_check(item) for item in status.get("statuses") or []]
+        checks += [_check_run(item) for item in runs.get("check_runs") or []]
+        mergeable = data.get("mergeable")
+        return PullRequestState(
+            pull=_pull_request(data),
+            head_sha=sha,
+            draft=bool(data.get("draft")),
+            mergeable=mergeable if isinstance(mergeable, bool) else None,
+            mergeable_state=_text(data.get("mergeable_state")),
+            checks=tuple(checks),
+            allowed_methods=_allowed_methods(settings),
+        )
+
+    def check_report(self, repo: Repo, check_id: int, *, max_log_bytes: int) -> CheckReport:
+        """The check run's output and annotations, and the tail of its Actions job log (a
+        check run of GitHub Actions is its job; GitHub answers the log with a redirect to
+        storage, followed here without our token). A check with no log keeps ``log`` empty."""
+        owner, name = _owner_and_name(repo)
+        base = f"/repos/{owner}/{name}"
+        data = self._read(owner, name, f"{base}/check-runs/{check_id}", f"check run {check_id}")
+        if data is None:
+            raise GitHostError(f"Check run {check_id} of {owner}/{name} not found", status=404)
+        output = data.get("output") or {}
+        summary = "\n".join(
+            _text(output.get(key)) or "" for key in ("title", "summary", "text")
+        ).strip()
+        found = self._read(
+            owner, name, f"{base}/check-runs/{check_id}/annotations", "its annotations",
+            {"per_page": ANNOTATIONS_PAGE},
+        ) or []  # fmt: skip
+        annotations = tuple(_annotation(item) for item in found if isinstance(item, dict))
+        log_text = self._job_log(owner, name, check_id, max_log_bytes)
+        return CheckReport(_check_run(data), summary, annotations, log_text)
+
+    def _job_log(self, owner: str, name: str, job_id: int, max_bytes: int) -> str:
+        path = f"/repos/{owner}/{name}/actions/jobs/{job_id}/logs"
+        response, token = self._call("GET", owner, name, path)
+        if response.status_code in (404, 410):  # not an Actions job, or its log expired
+            return ""
+        if response.status_code in (301, 302, 303, 307, 308):
+            location = response.headers.get("location")
+            if not location:
+                return ""
+            try:  # a pre-signed storage URL: never our token
+                with self._api.client.stream(
+                    "GET", location, headers={"Authorization": ""}
+                ) as stored:
+                    if not stored.is_success:
+                        return ""
+                    return _tail(stored.iter_bytes(), max_bytes)
+            except httpx.HTTPError as exc:
+                log.warning("the log of job %s could not be read: %s", job_id, type(exc).__name__)
+                return ""
+        if not response.is_success:
+            raise _error(response, f"the log of job {job_id}", [token], time.time())
+        return _tail(iter([response.content]), max_bytes)
 
     # ------------------------------------------------------------------ git over smart HTTP
 
@@ -471,6 +567,60 @@ def _pull_request(data: Mapping[str, Any]) -> PullRequest:
         base_branch=str(data["base"]["ref"]),
         title=str(data["title"]),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _check_run(data: Mapping[str, Any]) -> CheckRun:
+    return CheckRun(
+        id=int(data.get("id") or 0),
+        name=str(data.get("name") or "check"),
+        status=str(data.get("status") or "queued"),
+        conclusion=_text(data.get("conclusion")),
+        url=_text(data.get("html_url")) or _text(data.get("details_url")),
+    )
+
+
+def _status_check(data: Mapping[str, Any]) -> CheckRun:
+    """A commit status context as a check: pending, else completed with its state."""
+    state = str(data.get("state") or "pending")
+    done = state != "pending"
+    return CheckRun(
+        id=0,
+        name=str(data.get("context") or "status"),
+        status="completed" if done else "pending",
+        conclusion=("success" if state == "success" else "failure") if done else None,
+        url=_text(data.get("target_url")),
+    )
+
+
+def _annotation(data: Mapping[str, Any]) -> str:
+    where = f"{data.get('path') or '?'}:{data.get('start_line') or '?'}"
+    level = _text(data.get("annotation_level")) or "failure"
+    return f"{where}: {level}: {_text(data.get('message')) or ''}".strip()
+
+
+def _allowed_methods(settings: Mapping[str, Any]) -> tuple[MergeMethod, ...]:
+    flags: tuple[tuple[MergeMethod, str], ...] = (
+        ("merge", "allow_merge_commit"),
+        ("squash", "allow_squash_merge"),
+        ("rebase", "allow_rebase_merge"),
+    )
+    return tuple(method for method, key in flags if settings.get(key, True) is not False)
+
+
+def _tail(chunks: Iterable[bytes], max_bytes: int) -> str:
+    """The last ``max_bytes`` of a stream, as text (a cut line at the start dropped)."""
+    kept = b""
+    cut = False
+    for chunk in chunks:
+        kept += chunk
+        if len(kept) > max_bytes:
+            kept, cut = kept[-max_bytes:], True
+    text = kept.decode("utf-8", errors="replace")
+    return text.split("\n", 1)[-1] if cut else text
 
 
 def _error(

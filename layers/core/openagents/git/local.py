@@ -28,7 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from openagents.git import GitHostError, MergeMethod, PrStatus, PullRequest, Repo
+from openagents.git import (
+    CheckReport,
+    GitHostError,
+    MergeMethod,
+    PrStatus,
+    PullRequest,
+    PullRequestState,
+    Repo,
+)
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots
 
 REGISTRY_FILE = "pull-requests.json"
@@ -106,7 +114,14 @@ class LocalGitHost:
         return _pull_request(bare, latest)
 
     def create_pull_request(
-        self, repo: Repo, *, head_branch: str, base_branch: str, title: str, body: str
+        self,
+        repo: Repo,
+        *,
+        head_branch: str,
+        base_branch: str,
+        title: str,
+        body: str,
+        draft: bool = False,
     ) -> PullRequest:
         bare = self._existing(repo)
         _require_commits_between(bare, base_branch, head_branch)
@@ -116,8 +131,31 @@ class LocalGitHost:
             if existing is not None:  # what GitHub's 422 race resolves to
                 return _pull_request(bare, existing)
             record = self._new_record(entry, head_branch, base_branch, title, body)
+            record["draft"] = draft
             entry["pullRequests"][str(record["number"])] = record
             return _pull_request(bare, record)
+
+    def pull_request_state(self, repo: Repo, number: int) -> PullRequestState | None:
+        """A local pull request runs no checks; merging is a plain merge (``ReportsChecks``)."""
+        bare = self._bare(repo)
+        record = self._records(bare).get(str(number))
+        if record is None:
+            return None
+        head = _git(bare, "rev-parse", "--verify", "--quiet", f"refs/heads/{record['headBranch']}")
+        return PullRequestState(
+            pull=_pull_request(bare, record),
+            head_sha=head,
+            draft=bool(record.get("draft")),
+            mergeable=None,
+            mergeable_state=None,
+            checks=(),
+            allowed_methods=("merge",),
+        )
+
+    def check_report(self, repo: Repo, check_id: int, *, max_log_bytes: int) -> CheckReport:
+        raise GitHostError(
+            f"Check run {check_id} not found (local repositories run none)", status=404
+        )
 
     def default_branch(self, repo: Repo) -> str | None:
         bare = self._bare(repo)
