@@ -39,15 +39,16 @@ SUFFIX = ".localhost"
 log = logging.getLogger(__name__)
 
 
-def preview_target(scope: Scope) -> tuple[str, int] | None:
-    """(session id, port) when the request's one Host is a preview host; else None."""
+def preview_target(scope: Scope, domain: str = SUFFIX) -> tuple[str, int] | None:
+    """(session id, port) when the request's one Host is a preview host (``<label><domain>``);
+    else None."""
     values = [v for k, v in scope.get("headers") or [] if k == b"host"]
     if len(values) != 1:
         return None
     name = host_name(values[0].decode("latin-1"))
-    if name is None or not name.endswith(SUFFIX):
+    if name is None or not name.endswith(domain):
         return None
-    label = name[: -len(SUFFIX)]
+    label = name[: -len(domain)]
     return parse_label(label) if "." not in label else None
 
 
@@ -79,11 +80,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return values[0].decode("latin-1") if len(values) == 1 else None
 
 
-def foreign(scope: Scope) -> bool:
+def foreign(scope: Scope, scheme: str = "http") -> bool:
     """A request some other page made: another origin's (a WebSocket always names its page's),
     or a same-site or cross-site fetch that is no navigation."""
     origin = _header(scope, b"origin")
-    own = f"http://{_header(scope, b'host') or ''}".lower()
+    own = f"{scheme}://{_header(scope, b'host') or ''}".lower()
     if origin is not None and origin.lower() != own:
         return True
     if scope["type"] == "websocket" and origin is None:
@@ -121,12 +122,18 @@ def _status(error: DomainError) -> int:
 
 
 class PreviewProxy:
-    def __init__(self, app: ASGIApp, container: Callable[[], Any]) -> None:
+    """``domain``: what preview hosts end with (``.localhost``; the preview gateway on AWS:
+    ``.<previewDomain>``), read without building the container (the API's cold start)."""
+
+    def __init__(self, app: ASGIApp, container: Callable[[], Any], domain: str = SUFFIX) -> None:
         self._app = app
         self._container = container
+        self._domain = domain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = preview_target(scope) if scope["type"] in ("http", "websocket") else None
+        target = (
+            preview_target(scope, self._domain) if scope["type"] in ("http", "websocket") else None
+        )
         if target is None:
             await self._app(scope, receive, send)
             return
@@ -137,7 +144,7 @@ class PreviewProxy:
             if scope["path"] == AUTH_PATH and not websocket:
                 await self._redeem(scope, send, previews, session_id, port)
                 return
-            if foreign(scope):
+            if foreign(scope, previews.site.scheme):
                 raise AccessDenied("A preview answers its own pages only")
             grant = previews.admit(session_id, port, _cookie(scope))
             sock = await run_in_threadpool(previews.tunnel, grant)
@@ -172,6 +179,8 @@ class PreviewProxy:
         path = (query.get("path") or ["/"])[-1]
         cookie = previews.redeem(session_id, port, token, path)
         value = f"{COOKIE}={cookie.value}; Max-Age={cookie.max_age}; Path=/; HttpOnly; SameSite=Lax"
+        if previews.site.scheme == "https":
+            value += "; Secure"
         headers = [
             (b"location", cookie.path.encode()),
             (b"set-cookie", value.encode()),

@@ -126,7 +126,9 @@ def _preview_key(settings: Settings) -> Callable[[], bytes]:
 
 def _preview_site(settings: Settings) -> PreviewSite:
     """One machine: ``*.localhost`` on the server's own port (browsers resolve it to
-    loopback). AWS has no preview gateway yet: the same names, which it does not serve."""
+    loopback). AWS: ``https://<port>-<session>.<preview_domain>``, the preview gateway's."""
+    if settings.mode is Mode.AWS and settings.preview_domain:
+        return PreviewSite("https", settings.preview_domain, settings.preview_app_url)
     return PreviewSite("http", f"localhost:{settings.port}")
 
 

@@ -204,6 +204,12 @@ class Settings(BaseSettings):
     sandbox_ready_attempts: int = Field(default=60, ge=1)  # probes, one per Wait (1 s)
     sandbox_token_secret_arn: str | None = None  # AWS: key that derives sandbox tokens
     state_machines: dict[str, str] = {}  # AWS: state machine ARNs by name (JSON)
+    # AWS: previews at https://<port>-<session>.<preview_domain> (the preview gateway); None: off
+    preview_domain: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$",
+    )
+    preview_app_url: str | None = None  # AWS: the web app's URL, where a paused preview's Resume is
     # Fargate driver (AWS)
     fargate_cluster: str | None = None
     fargate_task_definition: str | None = None

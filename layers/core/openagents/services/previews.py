@@ -7,6 +7,7 @@ session is looked up each time, so a preview ends with its session's sandbox."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 import threading
@@ -64,14 +65,21 @@ class PreviewSite:
     """Where previews are served: ``<label>.<suffix>`` over ``scheme``."""
 
     scheme: str
-    suffix: str  # "localhost:8000" on one machine
+    suffix: str  # "localhost:8000" on one machine, the preview domain on AWS
+    app_url: str | None = None  # the web app's (None: the suffix serves it, as on one machine)
 
     def host(self, session_id: str, port: int) -> str:
         return f"{host_label(session_id, port)}.{self.suffix}"
 
+    @property
+    def domain(self) -> str:
+        """The name every preview host ends with (``.localhost``, ``.<preview domain>``)."""
+        return "." + self.suffix.rsplit(":", 1)[0].lower()
+
     def session_page(self, session_id: str) -> str:
         """The web app's page of the session (where Resume is)."""
-        return f"{self.scheme}://{self.suffix}/sessions/{quote(session_id, safe='')}"
+        app = (self.app_url or f"{self.scheme}://{self.suffix}").rstrip("/")
+        return f"{app}/sessions/{quote(session_id, safe='')}"
 
 
 def check_port(port: int) -> int:
@@ -112,6 +120,14 @@ class Previews:
 
     def client(self, handle: SandboxHandle) -> Sandboxd:
         return self._clients(handle)
+
+    def reaching(self, clients: SandboxdClients) -> Previews:
+        """The same previews, reaching each sandbox through ``clients`` (the preview gateway
+        asks ECS where each task is: ``sandbox/fargate_address.py``)."""
+        twin = copy.copy(self)
+        twin._clients = clients
+        twin._active, twin._active_lock = {}, threading.Lock()
+        return twin
 
     def running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
         return running_sandbox(self._store, self._clients, Identity(user_id=user_id), session_id)
