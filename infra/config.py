@@ -30,6 +30,12 @@
 | ``depsLayerDir`` | ``<buildDir>/layers/deps`` | the deps layer (tests: a tiny placeholder) |
 | ``agentDepsLayerDir`` | ``<buildDir>/layers/deps-py313`` (with ``depsLayerDir``: that one) |
   the agent function's Python 3.13 deps layer |
+| ``previewDomain`` | - | previews at ``https://<port>-<session>.<previewDomain>``: a wildcard
+  certificate, DNS, an ALB and the preview gateway (``constructs/previews.py``); unset: off |
+| ``previewHostedZoneId`` | - | the Route 53 public hosted zone the preview records go in (with
+  ``previewDomain``) |
+| ``previewHostedZoneName`` | ``previewDomain`` less its first label | that zone's name |
+| ``previewMaxTasks`` | ``4`` | the preview gateway's most tasks (autoscaling on CPU; at least 1) |
 | ``account`` / ``region`` | ``CDK_DEFAULT_*`` | the target; unset: env-agnostic |
 """
 
@@ -57,6 +63,8 @@ IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 BEDROCK_MODEL_ID = re.compile(r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$")
 INFERENCE_PROFILE_PREFIXES = ("us", "eu", "apac", "us-gov", "jp", "au", "ca", "global")
 MAX_TURN_TIMEOUT = 31_622_400  # a durable execution's longest timeout (366 days)
+DOMAIN = re.compile(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+HOSTED_ZONE_ID = re.compile(r"^Z[A-Z0-9]{1,32}$")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
 
 
@@ -108,6 +116,10 @@ class StageConfig:
     build_dir: Path = ROOT / ".build"
     deps_layer_dir: Path | None = None
     agent_deps_layer_dir: Path | None = None
+    preview_domain: str | None = None
+    preview_hosted_zone_id: str | None = None
+    preview_hosted_zone_name: str | None = None
+    preview_max_tasks: int = 4
     account: str | None = None
     region: str | None = None
 
@@ -129,6 +141,7 @@ class StageConfig:
         self._check_sandbox()
         self._check_agent()
         self._check_github()
+        self._check_previews()
         for origin in self.spa_origins:
             if not re.match(r"^https?://[^/\s*]+$", origin):
                 raise ValueError(f"spaOrigins: {origin!r} is not a scheme://host[:port] origin")
@@ -145,6 +158,37 @@ class StageConfig:
             raise ValueError("githubAppId and githubAppPrivateKeySecretArn go together")
         if self.github_app_id and not self.github_app_id.isdigit():
             raise ValueError(f"githubAppId: {self.github_app_id!r} is not a GitHub App id")
+
+    def _check_previews(self) -> None:
+        if bool(self.preview_domain) != bool(self.preview_hosted_zone_id):
+            raise ValueError("previewDomain and previewHostedZoneId go together")
+        if self.preview_domain and not DOMAIN.match(self.preview_domain):
+            raise ValueError(f"previewDomain {self.preview_domain!r}: a lower-case DNS name")
+        if self.preview_hosted_zone_id and not HOSTED_ZONE_ID.match(self.preview_hosted_zone_id):
+            raise ValueError(
+                f"previewHostedZoneId {self.preview_hosted_zone_id!r}: a Route 53 zone id (Z...)"
+            )
+        zone = self.preview_zone_name
+        if (
+            zone
+            and self.preview_domain
+            and not (self.preview_domain == zone or self.preview_domain.endswith(f".{zone}"))
+        ):
+            raise ValueError(f"previewDomain {self.preview_domain!r} is not in zone {zone!r}")
+        if not 1 <= self.preview_max_tasks <= 100:
+            raise ValueError(f"previewMaxTasks {self.preview_max_tasks}: 1-100")
+
+    @property
+    def previews(self) -> bool:
+        return self.preview_domain is not None
+
+    @property
+    def preview_zone_name(self) -> str | None:
+        if self.preview_hosted_zone_name:
+            return self.preview_hosted_zone_name.rstrip(".").lower()
+        if self.preview_domain and "." in self.preview_domain:
+            return self.preview_domain.split(".", 1)[1]
+        return None
 
     def _check_sandbox(self) -> None:
         if self.sandbox_storage not in ("ebs", "efs"):
@@ -298,6 +342,10 @@ class StageConfig:
             )
             if agent_deps
             else None,
+            preview_domain=_optional(get("previewDomain")),
+            preview_hosted_zone_id=_optional(get("previewHostedZoneId")),
+            preview_hosted_zone_name=_optional(get("previewHostedZoneName")),
+            preview_max_tasks=_int(get("previewMaxTasks"), 4),
             account=_optional(get("account")) or os.environ.get("CDK_DEFAULT_ACCOUNT"),
             region=_optional(get("region")) or os.environ.get("CDK_DEFAULT_REGION"),
         )
