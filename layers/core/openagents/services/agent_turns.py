@@ -117,23 +117,32 @@ def _entry(
     clock: Clock,
     run: Run,
     kind: Literal["agent.turn_started", "agent.turn_finished"],
-) -> None:
-    """The audit entry (and event) of a turn's start or end; a failure is logged, never the
-    turn's."""
+) -> bool:
+    """The audit entry (and event) of a turn's start or end; whether this call recorded it. A
+    failure is logged, never the turn's. The end's entry is keyed by the run (its id from the
+    run's, its time the run's end), so a follow-up run again records nothing the second time."""
     detail: dict[str, Any] = {"runId": run.id, "chatId": run.chat_id, "modelId": run.model_id}
+    entry_id, at = ids(), clock()
     if kind == "agent.turn_finished":
         detail.update(status=run.status.value, steps=run.steps, usage=run.usage.to_json())
         if run.error:
             detail["error"] = run.error
+        entry_id, at = finished_entry_id(run.id), run.finished_at or at
     try:
-        entry = AuditEntry(
-            id=ids(), session_id=run.session_id, at=clock(), type=kind, detail=detail
-        )
-        store.append_entry(entry)
+        entry = AuditEntry(id=entry_id, session_id=run.session_id, at=at, type=kind, detail=detail)
+        if not store.append_entry(entry):
+            return False  # recorded by an earlier attempt of the same follow-up
         if journal is not None:
             journal.publish(run.user_id, entry)
     except Exception:
         log.exception("recording %s of run %s", kind, run.id)
+        return False
+    return True
+
+
+def finished_entry_id(run_id: str) -> str:
+    """The id of the run's ``agent.turn_finished`` entry (one per run)."""
+    return f"{run_id}.finished"
 
 
 def measure(metrics: Metrics, run: Run, kind: Literal["started", "ended"]) -> None:
@@ -554,10 +563,15 @@ class AgentHost(TurnHost):
                 self._beats.pop(run.id, None)
 
     def ended(self, run: Run) -> None:
+        """The turn-end follow-ups, each idempotent (a crash may run them again, and a stop
+        that was not honoured runs them beside the turn's own step): the audit entry and event
+        are keyed by the run and recorded once, the metrics counted only by the call that
+        recorded them; the session's activity, auto-commit, diff and PR refresh find nothing
+        left to do the second time."""
         with self._lock:
             self._beats.pop(run.id, None)
-        _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished")
-        measure(self._metrics, run, "ended")
+        if _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished"):
+            measure(self._metrics, run, "ended")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
             self._lifecycle.activity(self._identity(run), run.session_id, "end")
             if self._refresh_diff is not None:  # the cached diff (and the session's line counts)
