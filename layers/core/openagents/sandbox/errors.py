@@ -20,3 +20,8 @@ class SandboxError(Exception):
         self.status = status
         self.code = code
         self.detail = detail  # sandboxd's own error text (no route, no status), when it answered
+
+
+# ``SandboxError.code`` of a start refused for want of capacity (a rate, a quota, no free
+# address), not for a fault: the same start succeeds later, so provisioning waits and retries.
+CAPACITY = "capacity"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from openagents.sandbox.errors import CAPACITY
 from openagents.sandbox.fargate_ebs import EbsStorage
 from openagents.sandbox.fargate_efs import EfsStorage
 from openagents.sandbox.fargate_storage import (
@@ -53,6 +54,12 @@ STARTED_BY = "openagents"
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _STOPPED_STATUSES = frozenset({"DEACTIVATING", "STOPPING", "DEPROVISIONING", "STOPPED", "DELETED"})
+# Refusals for want of capacity (``errors.CAPACITY``), not for a fault: the RunTask rate
+# (ThrottlingException), the account's Fargate vCPU quota ("You've reached the limit on the
+# number of vCPUs you can run concurrently": a failure of a 200 answer), no Fargate capacity in
+# the AZs, no free ENI or address. The same start succeeds later: provisioning waits.
+_THROTTLED = frozenset({"ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"})
+_CAPACITY_REASONS = ("limit on the number of vcpus", "capacity is unavailable", "resource:")
 
 
 def _utc_now() -> datetime:
@@ -158,11 +165,14 @@ class FargateDriver:
             response = self._ecs.run_task(**request)
         except ClientError as error:
             message = f"ECS RunTask failed: {error_message(error)}"
-            raise SandboxError(_redact(message, token)) from None
+            code = CAPACITY if error_code(error) in _THROTTLED else None
+            raise SandboxError(_redact(message, token), code=code) from None
         failures = response.get("failures") or []
         if failures:
             reasons = "; ".join(_failure_text(failure) for failure in failures)
-            raise SandboxError(_redact(f"ECS could not start the sandbox: {reasons}", token))
+            code = CAPACITY if all(_is_capacity(failure) for failure in failures) else None
+            message = _redact(f"ECS could not start the sandbox: {reasons}", token)
+            raise SandboxError(message, code=code)
         tasks = response.get("tasks") or []
         if not tasks:
             raise SandboxError("ECS RunTask returned no task")
@@ -291,6 +301,11 @@ def _failure_text(failure: Mapping[str, Any]) -> str:
     if failure.get("detail"):
         text += f" ({failure['detail']})"
     return text
+
+
+def _is_capacity(failure: Mapping[str, Any]) -> bool:
+    text = f"{failure.get('reason') or ''} {failure.get('detail') or ''}".lower()
+    return any(reason in text for reason in _CAPACITY_REASONS)
 
 
 def _redact(text: str, token: str) -> str:

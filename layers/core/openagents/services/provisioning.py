@@ -19,6 +19,7 @@ from openagents.domain.lifecycle import Failure, failure, with_due
 from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
 from openagents.git import ClonedRepository
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
+from openagents.sandbox.errors import CAPACITY
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import (
     SandboxdClients,
@@ -40,8 +41,21 @@ PROVISIONING = frozenset({LifecycleState.PROVISIONING, LifecycleState.RESTORING}
 MACHINE = "provisioning"
 
 
+# What the user reads while the start waits for AWS (the session stays ``provisioning``).
+WAITING_FOR_CAPACITY = (
+    "Waiting for capacity: AWS has no room for another sandbox right now (this account's "
+    "Fargate limit or launch rate); it starts as soon as there is"
+)
+
+
 class SandboxNotReady(Exception):
     """The sandbox did not become healthy within the allowed probes."""
+
+
+class WaitingForCapacity(Exception):
+    """The start was refused for want of capacity (``sandbox.errors.CAPACITY``). The workflow
+    retries the start step on this error name (``provisioning.asl.json``), with backoff and
+    jitter, until its attempts run out; the session says it is waiting meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -176,18 +190,23 @@ class ProvisioningService:
         if not claimed and session.sandbox and session.sandbox.generation == generation:
             return Started(started=True, retry=True)
         restoring = session.lifecycle_state is LifecycleState.RESTORING
-        handle = self._driver.start(
-            session_id,
-            generation,
-            from_snapshot=session.snapshot if restoring else None,
-            shared_paths=_local_repo_paths(session, self._local_roots),
-        )
+        try:
+            handle = self._driver.start(
+                session_id,
+                generation,
+                from_snapshot=session.snapshot if restoring else None,
+                shared_paths=_local_repo_paths(session, self._local_roots),
+            )
+        except SandboxError as exc:
+            if exc.code != CAPACITY:
+                raise
+            return self._wait_for_capacity(session, generation, str(exc))
         try:
             self._transition(
                 session.user_id,
                 session_id,
                 expect=PROVISIONING,
-                changes={"sandbox": handle},
+                changes={"sandbox": handle, "lifecycle_error": None},
                 generation=generation,
                 entry=self._entry(session_id, "sandbox.starting", {"generation": generation}),
             )
@@ -195,6 +214,29 @@ class ProvisioningService:
             self._driver.stop(handle)  # the session moved on (archived, deleted, newer run)
             raise
         return Started(started=True)
+
+    def _wait_for_capacity(self, session: Session, generation: int, reason: str) -> Started:
+        """Tell the user the start waits (once: a retried refusal writes nothing), then raise
+        for the workflow to retry. The refused RunTask started nothing, and its retry carries
+        the same client token: a start that did land is found, never doubled."""
+        self._metrics.count("SandboxCapacityWait")
+        if session.lifecycle_error != WAITING_FOR_CAPACITY:
+            try:
+                self._transition(
+                    session.user_id,
+                    session.id,
+                    expect=PROVISIONING,
+                    changes={"lifecycle_error": WAITING_FOR_CAPACITY},
+                    generation=generation,
+                    entry=self._entry(
+                        session.id,
+                        "sandbox.waiting",
+                        {"generation": generation, "reason": reason[:500]},
+                    ),
+                )
+            except StaleState:  # the session moved on while AWS said no: nothing to wait for
+                return Started(started=False, reason="session moved on")
+        raise WaitingForCapacity(reason)
 
     def probe(self, session_id: str, generation: int, attempts: int) -> Probed:
         handle = self._handle(self._session(session_id), generation)
