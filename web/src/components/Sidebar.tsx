@@ -5,7 +5,7 @@ import { useSessionList } from "../hooks/useSessionList";
 import { stateBadge } from "../lifecycle/status";
 import { sessionPath } from "../router";
 import { Link } from "./Link";
-import { PrBadge, prLabel } from "./PrBadge";
+import { PrBadge } from "./PrBadge";
 import { StatusChip } from "./StatusChip";
 import { TabList, panelId, tabId } from "./TabList";
 import { UnreadDot } from "./UnreadDot";
@@ -45,33 +45,26 @@ function SessionLink({
   working: boolean;
 }) {
   const badge = stateBadge(session.lifecycleState, session.status === "archived");
-  const name = [
-    session.title,
-    working && "working",
-    session.hasUnread && "unread",
-    repoLabel(session),
-    prLabel(session.prNumber, session.prStatus),
-    badge,
-  ]
-    .filter(Boolean)
-    .join(", ");
+  // named by its visible text (axe: label-content-name-mismatch), what only shows as a mark
+  // (the dot, the spinner) said in hidden words where it shows
+  const marks = [working && "working", session.hasUnread && "unread"].filter(Boolean);
   return (
     <li>
       <Link
         href={sessionPath(session.id, session.latestChatId)}
         className="session-link"
         aria-current={selected ? "page" : undefined}
-        aria-label={name}
       >
         <span className="session-title">
           {session.hasUnread && <UnreadDot />}
           {session.title}
+          <span className="visually-hidden">{marks.map((mark) => `, ${mark}`).join("")},</span>{" "}
           {working && <WorkingBadge />}
         </span>
         <span className="session-meta">
           {repoLabel(session)} <PrBadge number={session.prNumber} status={session.prStatus} />
         </span>
-        <StatusChip label={badge} />
+        <span className="visually-hidden">,</span> <StatusChip label={badge} />
       </Link>
     </li>
   );

@@ -78,6 +78,7 @@ export function Workspace({ user, local, onSignOut }: Props) {
           />
         ) : (
           <div className="empty">
+            <h1>Sessions</h1>
             <p>Pick a session, or start a new one.</p>
             <button type="button" className="primary" onClick={() => setCreating(true)}>
               New session

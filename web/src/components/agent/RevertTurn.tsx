@@ -19,7 +19,7 @@ function Paths({ label, paths }: { label: string; paths: string[] }) {
   if (paths.length === 0) return null;
   return (
     <>
-      <h4>{label}</h4>
+      <h3>{label}</h3>
       <ul className="revert-paths">
         {paths.map((path) => (
           <li key={path}>

@@ -12,6 +12,8 @@ export interface ToolPart {
   output?: unknown;
   errorText?: string;
   approval?: { id: string; approved?: boolean; reason?: string };
+  /** The output so far of a call still running (the AI SDK's preliminary tool output). */
+  preliminary?: boolean;
 }
 
 export function toolName(part: ToolPart): string {
@@ -68,7 +70,17 @@ const STATE_LABELS: Record<string, string> = {
   "output-denied": "Denied",
 };
 
+/** The loop's error text of a call the user stopped (agent/loop.py STOPPED). */
+export const STOPPED = "Stopped by the user.";
+
+/** A call ended by Stop: not an error of the tool's. */
+export function stopped(part: ToolPart): boolean {
+  return part.state === "output-error" && part.errorText === STOPPED;
+}
+
 function stateLabel(part: ToolPart, live: boolean): string {
+  if (stopped(part)) return "Stopped";
+  if (part.state === "output-available" && part.preliminary) return "Running";
   if (part.state === "input-available" && !live)
     return toolName(part) === "ask_user_question" ? "Waiting for you" : "Not finished";
   if (part.state === "approval-responded" && part.approval?.approved === false) return "Denied";
@@ -79,7 +91,7 @@ function stateLabel(part: ToolPart, live: boolean): string {
 function DiffView({ before, after, label }: { before: string; after: string; label: string }) {
   const lines = (text: string) => (text === "" ? [] : text.replace(/\n$/, "").split("\n"));
   return (
-    <pre className="tool-diff" aria-label={label}>
+    <pre className="tool-diff" aria-label={label} tabIndex={0}>
       {lines(before).map((line, i) => (
         <span key={`-${i}`} className="diff-line diff-removed">
           {`- ${line}\n`}
@@ -99,14 +111,35 @@ function outputText(output: unknown): string {
   return JSON.stringify(output, null, 2);
 }
 
+/** A scrollable block of output: reachable with the keyboard (axe: scrollable-region-focusable). */
+function Output({
+  text,
+  label,
+  className = "tool-output",
+}: {
+  text: string;
+  label: string;
+  className?: string;
+}) {
+  return (
+    <pre className={className} tabIndex={0} aria-label={label}>
+      {text}
+    </pre>
+  );
+}
+
+/** stdout and stderr of a command (or its output so far), or the output as it came. */
 function BashOutput({ output }: { output: unknown }) {
   const result = asRecord(output);
-  if (typeof result.exitCode !== "number") return <pre className="tool-output">{outputText(output)}</pre>;
+  const stdout = str(result.stdout) || str(result.output);
+  const stderr = str(result.stderr);
+  if (typeof result.exitCode !== "number" && !stdout && !stderr)
+    return <Output text={outputText(output)} label="Output" />;
   return (
     <>
-      {str(result.stdout) && <pre className="tool-output">{str(result.stdout)}</pre>}
-      {str(result.stderr) && <pre className="tool-output tool-stderr">{str(result.stderr)}</pre>}
-      {!str(result.stdout) && !str(result.stderr) && <p className="muted">No output.</p>}
+      {stdout && <Output text={stdout} label="Standard output" />}
+      {stderr && <Output text={stderr} label="Standard error" className="tool-output tool-stderr" />}
+      {!stdout && !stderr && <p className="muted">No output.</p>}
     </>
   );
 }
@@ -279,9 +312,15 @@ export function ToolCard({ part, live, onRespond }: Props) {
   const exitCode = name === "bash" && typeof output.exitCode === "number" ? output.exitCode : null;
   const state = stateLabel(part, live);
   const waitsApproval = part.state === "approval-requested" && onRespond;
+  // a command's output shows plainly while it runs (if the stream carries it) and when it failed
+  const running = part.state === "output-available" && part.preliminary === true;
+  const failed = exitCode !== null && exitCode !== 0 && !running;
   const waitsAnswer = name === "ask_user_question" && part.state === "input-available" && onRespond;
   return (
-    <article className={`tool-card tool-state-${part.state}`} aria-label={`Tool ${name}`}>
+    <article
+      className={`tool-card tool-state-${stopped(part) ? "stopped" : part.state}`}
+      aria-label={`Tool ${name}`}
+    >
       <header className="tool-head">
         <span className="tool-name">{name}</span>
         <code className="tool-summary" title={inputSummary(name, part.input)}>
@@ -305,28 +344,33 @@ export function ToolCard({ part, live, onRespond }: Props) {
       {name === "todo_write" && <TodoList input={part.input} />}
       {waitsApproval && <ApprovalPrompt part={part} onRespond={onRespond} />}
       {waitsAnswer && <QuestionPrompt part={part} onRespond={onRespond} />}
-      {part.state === "output-error" && (
-        <p className="tool-error" role="note">
-          {part.errorText}
-        </p>
-      )}
+      {part.state === "output-error" &&
+        (stopped(part) ? (
+          <p className="muted">Stopped before it finished.</p>
+        ) : (
+          <p className="tool-error" role="note">
+            {part.errorText}
+          </p>
+        ))}
       {part.state === "output-denied" && (
         <p className="muted">Denied{part.approval?.reason ? `: ${part.approval.reason}` : ""}.</p>
       )}
-      {part.state === "output-available" && (
+      {running && name === "bash" && <BashOutput output={part.output} />}
+      {failed && <BashOutput output={part.output} />}
+      {part.state === "output-available" && !running && !failed && (
         <details className="tool-details">
           <summary>Output</summary>
           {name === "bash" ? (
             <BashOutput output={part.output} />
           ) : (
-            <pre className="tool-output">{outputText(part.output)}</pre>
+            <Output text={outputText(part.output)} label="Output" />
           )}
         </details>
       )}
       {name !== "edit" && name !== "write" && name !== "todo_write" && name !== "ask_user_question" && (
         <details className="tool-details">
           <summary>Input</summary>
-          <pre className="tool-output">{JSON.stringify(part.input ?? null, null, 2)}</pre>
+          <Output text={JSON.stringify(part.input ?? null, null, 2)} label="Input" />
         </details>
       )}
     </article>
