@@ -1,10 +1,19 @@
 """``POST /exec``: one command (bash or an argv) in its own process group, with a time limit and
-capped output; with a ``key``, run once per key (``exec_keys.py``)."""
+capped output; with a ``key``, run once per key (``exec_keys.py``).
+
+Each command runs under its own keeper (``reaper.py``, a child subreaper in a session of its
+own): at the timeout sandboxd tells the keeper to stop, and the keeper kills every descendant of
+the command, those that left its process group (``setsid``, a double fork, ``nohup``) included.
+A command that ends within its time leaves what it started in the background running (a dev
+server launched detached on purpose)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -27,6 +36,9 @@ DEFAULT_EXEC_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 MAX_OUTPUT_BYTES_LIMIT = 16 << 20
 OUTPUT_GRACE_SECONDS = 2.0
+REAPER = Path(__file__).resolve().with_name("reaper.py")
+# The keeper kills in rounds for up to 20 s (a fork bomb at the pids limit); then it is killed.
+REAPER_STOP_SECONDS = 30.0
 
 
 class OutputCollector(threading.Thread):
@@ -130,7 +142,7 @@ def run_exec(spec: ExecSpec) -> JsonObject:
     started = time.monotonic()
     try:
         process = spawn(
-            spec.argv,
+            [sys.executable, "-I", "-S", str(REAPER), *spec.argv],
             cwd=spec.cwd,
             env=spec.env,
             stdin=subprocess.DEVNULL,
@@ -162,9 +174,21 @@ def wait_or_kill(process: subprocess.Popen[bytes], timeout: float) -> bool:
         process.wait(timeout=timeout)
         return False
     except subprocess.TimeoutExpired:
+        stop_tree(process)
+        return True
+
+
+def stop_tree(process: subprocess.Popen[bytes]) -> None:
+    """The keeper kills every descendant and exits; one that does not (stopped, killed or
+    wedged by the command itself) is killed with its process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGCONT)  # a keeper the command stopped hears the stop too
+        os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=REAPER_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
         kill_group(process)
         process.wait()
-        return True
 
 
 def shell_exit_code(returncode: int) -> int:

@@ -79,6 +79,35 @@ def test_stop_during_bash_ends_the_run_within_2s_and_kills_the_command(
     assert again.body["status"] == "aborted"
 
 
+def test_stop_during_bash_kills_what_left_the_commands_process_group(
+    agent_api: AgentApi, live_session: tuple[str, str]
+) -> None:
+    """A hostile command's setsid and double-forked children outlive a kill of its group; the
+    stop goes through the exec's keeper, which kills every descendant (issue 22)."""
+    session_id, chat_id = live_session
+    command = (
+        "setsid sh -c 'exec sleep 60' > /dev/null 2>&1 & "
+        "( setsid sh -c 'exec sleep 60' > /dev/null 2>&1 & ) ; sleep 60"
+    )
+    agent_api.script.set(
+        [
+            {"text": "Hiding.", "toolCalls": [{"name": "bash", "input": {"command": command}}]},
+            {"text": "never reached"},
+        ]
+    )
+    assert agent_api.turn(session_id, chat_id, "hide").status == 202
+    deadline = time.monotonic() + 10
+    while len(sleeps(agent_api, session_id).splitlines()) < 3:
+        assert time.monotonic() < deadline, "the sleeps never started"
+        time.sleep(0.1)
+    assert agent_api.post(f"/api/chat/{chat_id}/stop").status == 200
+    assert wait_run(agent_api, session_id, "aborted", "completed", "failed")["status"] == "aborted"
+    deadline = time.monotonic() + 10
+    while left := sleeps(agent_api, session_id):
+        assert time.monotonic() < deadline, f"left running after the stop: {left}"
+        time.sleep(0.1)
+
+
 def test_stop_during_the_model_stream(agent_api: AgentApi, live_session: tuple[str, str]) -> None:
     session_id, chat_id = live_session
     words = " ".join(f"word{i}" for i in range(400))

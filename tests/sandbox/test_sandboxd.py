@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
 import os
+import signal
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.request
 from http.client import IncompleteRead
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
@@ -154,8 +158,66 @@ def test_exec_timeout_kills_the_process_group(
     assert wait_until_gone(background)
 
 
-def wait_until_gone(pid: int) -> bool:
-    for _ in range(40):
+ESCAPES = (
+    "setsid sh -c 'echo $$ > a.pid; exec sleep 1000' > /dev/null 2>&1 & "
+    "( setsid sh -c 'echo $$ > b.pid; exec sleep 1000' > /dev/null 2>&1 & ) ; "
+    "nohup sh -c 'echo $$ > c.pid; exec sleep 1000' > /dev/null 2>&1 & "
+    "while [ ! -s a.pid ] || [ ! -s b.pid ] || [ ! -s c.pid ]; do sleep 0.01; done; "
+)
+
+
+def test_exec_timeout_kills_descendants_that_left_the_group(
+    sandbox: RunningSandbox, client: SandboxClient
+) -> None:
+    """setsid, a double fork and nohup each leave the command's process group: the timeout
+    kills them all the same (the exec's keeper is their subreaper)."""
+    result = client.exec(ESCAPES + "sleep 30", timeout_seconds=1)
+    assert result["timedOut"] is True
+    for name in ("a.pid", "b.pid", "c.pid"):
+        assert wait_until_gone(int((sandbox.workspace / name).read_text())), name
+
+
+def test_a_command_that_ends_in_time_leaves_its_background_server_running(
+    sandbox: RunningSandbox, client: SandboxClient
+) -> None:
+    """What a command starts detached on purpose (a dev server) outlives the command."""
+    result = client.exec(ESCAPES + "echo launched", timeout_seconds=30)
+    assert (result["exitCode"], result["stdout"]) == (0, "launched\n")
+    pids = [int((sandbox.workspace / name).read_text()) for name in ("a.pid", "b.pid", "c.pid")]
+    try:
+        assert not any(wait_until_gone(pid, attempts=1) for pid in pids)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_keeper_kills_every_descendant(
+    sandbox: RunningSandbox, client: SandboxClient
+) -> None:
+    """The agent's stop: SIGTERM to the keeper the command names in SANDBOXD_EXEC_REAPER."""
+    answers: list[dict[str, Any]] = []
+    script = 'echo "$SANDBOXD_EXEC_REAPER" > keeper.pid; ' + ESCAPES + "touch ready; sleep 60"
+    worker = threading.Thread(
+        target=lambda: answers.append(client.exec(script, timeout_seconds=60))
+    )
+    worker.start()
+    ready = sandbox.workspace / "ready"
+    deadline = time.monotonic() + 10
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the command never got ready"
+        time.sleep(0.02)
+    keeper = int((sandbox.workspace / "keeper.pid").read_text())
+    assert client.exec(f"kill -TERM {keeper}")["exitCode"] == 0
+    worker.join(10)
+    assert len(answers) == 1
+    assert answers[0]["exitCode"] == 137, answers
+    for name in ("a.pid", "b.pid", "c.pid"):
+        assert wait_until_gone(int((sandbox.workspace / name).read_text())), name
+
+
+def wait_until_gone(pid: int, attempts: int = 40) -> bool:
+    for _ in range(attempts):
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except FileNotFoundError:

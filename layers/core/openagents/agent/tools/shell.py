@@ -1,8 +1,11 @@
 """bash, grep, glob: commands in the sandbox through sandboxd's exec.
 
-A running command is stoppable: it records its process group in ``/tmp`` and, when stop is
-requested, a second exec kills that whole group (sandboxd runs each command in its own session),
-so the tool returns within about a second and nothing of the command is left running.
+A running command is stoppable: it records its process group and its keeper (sandboxd runs each
+command under a subreaper of its own, named in ``SANDBOXD_EXEC_REAPER``) in ``/tmp`` and, when
+stop is requested, a second exec tells the keeper to stop — it kills every descendant of the
+command, those that left its group (``setsid``, a double fork) included — and then kills the
+group (all there is under a sandboxd without keepers), so the tool returns within about a
+second and nothing of the command is left running.
 
 A ``bash`` command runs once per tool call: its exec carries the call's id as its key, so the
 step run again after a restart collects the first run's result (or waits for it) instead of
@@ -71,7 +74,10 @@ def run_stoppable(
     (the command's process group killed first); ``ToolFailure`` when sandboxd refuses it or
     the keyed command was interrupted."""
     marker = _marker(context.call_id)
-    script = f"trap 'rm -f {marker}' EXIT; echo $$ > {marker}; eval \"$OPENAGENTS_COMMAND\""
+    script = (
+        f"trap 'rm -f {marker}' EXIT; echo \"$$ ${{SANDBOXD_EXEC_REAPER:-}}\" > {marker}; "
+        'eval "$OPENAGENTS_COMMAND"'
+    )
     outcome: list[ExecResult | SandboxError] = []
 
     def run() -> None:
@@ -106,10 +112,14 @@ def run_stoppable(
 
 
 def kill(context: ToolContext, marker: str) -> None:
-    """Kill the process group recorded in ``marker`` (retrying while it is not written yet)."""
+    """Stop the command recorded in ``marker`` (retrying while it is not written yet): its
+    keeper first, waited for (up to 5 s) while it kills every descendant, then its group."""
     script = (
         f"for i in 1 2 3 4 5 6 7 8 9 10; do if [ -s {marker} ]; then "
-        f'kill -KILL -- -"$(cat {marker})" 2>/dev/null; rm -f {marker}; exit 0; fi; '
+        f'read -r group keeper < {marker}; if [ -n "$keeper" ]; then '
+        'kill -TERM "$keeper" 2>/dev/null; n=0; '
+        'while kill -0 "$keeper" 2>/dev/null && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done; '
+        f'fi; kill -KILL -- -"$group" 2>/dev/null; rm -f {marker}; exit 0; fi; '
         "sleep 0.1; done"
     )
     with contextlib.suppress(SandboxError):  # the sandbox is gone: so is the command
