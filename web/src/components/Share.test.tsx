@@ -16,6 +16,29 @@ const sharePreview = vi.fn(async () => ({
 }));
 
 describe("ShareButton", () => {
+  it("shows a chat shared before (after a reload) with its link and Stop sharing", async () => {
+    const user = userEvent.setup();
+    const getShare = vi.fn(async () => ({ shareId: "Ab_12-cd" }));
+    const unshare = vi.fn(async () => ({ success: true as const }));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ getShare, unshare }));
+    expect(await screen.findByLabelText("Share link")).toHaveValue(
+      `${window.location.origin}/shared/Ab_12-cd`,
+    );
+    expect(getShare).toHaveBeenCalledWith("s1", "c1");
+    await user.click(screen.getByRole("button", { name: "Stop sharing" }));
+    expect(unshare).toHaveBeenCalledWith("s1", "c1");
+    expect(await screen.findByRole("button", { name: "Share" })).toBeInTheDocument();
+    expect(screen.queryByLabelText("Share link")).toBeNull();
+  });
+
+  it("offers Share for a chat not shared", async () => {
+    const getShare = vi.fn(async () => ({ shareId: null }));
+    renderWithApi(<ShareButton sessionId="s1" chatId="c1" />, fakeApi({ getShare }));
+    await waitFor(() => expect(getShare).toHaveBeenCalled());
+    expect(screen.getByRole("button", { name: "Share" })).toBeInTheDocument();
+    expect(screen.queryByLabelText("Share link")).toBeNull();
+  });
+
   it("shows the preview and shares nothing when cancelled", async () => {
     const user = userEvent.setup();
     const share = vi.fn(async () => ({ shareId: "x" }));

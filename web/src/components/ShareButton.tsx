@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { shareUrl } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
@@ -21,6 +21,17 @@ export function ShareButton({ sessionId, chatId }: Props) {
   const [link, setLink] = useState<string | null>(null);
   const [preview, setPreview] = useState<Preview | null>(null);
   const [state, setState] = useState<{ text: string; alert: boolean } | null>(null);
+  useEffect(() => {
+    // a chat shared before (another visit, a reload) shows its link and Stop sharing at once
+    let live = true;
+    api.getShare(sessionId, chatId).then(
+      ({ shareId }) => live && setLink((current) => current ?? (shareId ? shareUrl(shareId) : null)),
+      () => undefined, // unknown: Share stays, and answers with the existing link if there is one
+    );
+    return () => {
+      live = false;
+    };
+  }, [api, sessionId, chatId]);
   const act = async (action: () => Promise<void>) => {
     setState(null);
     try {
