@@ -32,9 +32,12 @@ from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
 from openagents.services.dev_servers import DevServers
+from openagents.services.git_actions import GitActions
+from openagents.services.git_cards import GitCards
 from openagents.services.handoffs import Handoffs, Services
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
+from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.pull_requests import PullRequestService
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
     from openagents.sandbox.local import LocalDriver
 
 log = logging.getLogger(__name__)
+GITHUB_SETTING = "OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"  # named when no git host is configured
 SANDBOXD_CLIENTS_KEPT = 256  # sandboxes whose client one container keeps (a new token: a new one)
 
 
@@ -81,6 +85,8 @@ class Container:
     previews: Previews  # the sandbox's listening ports and private links to them
     dev_servers: DevServers  # a project's dev server, detected and launched in the sandbox
     code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
+    git_actions: GitActions  # commit, discard, push, open the PR, fix failing checks
+    merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -416,7 +422,11 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         provision=handoffs.provision,
         on_active=handoffs.unarchived,
     )
-    auto_commit = AutoCommitService(store, sandboxd, git_host, utc_now, new_id, metrics, journal)
+    cards = GitCards(store, utc_now, new_id)  # the chat's commit, push and PR cards
+    auto_commit = AutoCommitService(
+        store, sandboxd, git_host, utc_now, new_id, metrics, journal, cards=cards
+    )
+    merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
     runs = _runs(settings, store)
     registry = build_registry(settings)
@@ -430,8 +440,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         metrics,
         journal,
         archive=archive,
-        host_setting="OPENAGENTS_GITHUB_TOKEN_SECRET_ARN",
+        host_setting=GITHUB_SETTING,
         refresh_seconds=settings.pr_refresh_seconds,
+        blockers=merge_readiness.blockers,
     )
     sandbox_tools = SandboxTools(
         store,
@@ -453,6 +464,20 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         pull_requests,
         metrics,
         registry,
+    )
+    git_actions = GitActions(
+        store,
+        sandboxd,
+        git_host,
+        auto_commit,
+        cards,
+        registry,
+        lambda: agent,
+        utc_now,
+        new_id,
+        metrics,
+        journal,
+        host_setting=GITHUB_SETTING,
     )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
@@ -488,6 +513,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         previews=previews,
         dev_servers=dev_servers,
         code_editor=code_editor,
+        git_actions=git_actions,
+        merge_readiness=merge_readiness,
     )
 
 

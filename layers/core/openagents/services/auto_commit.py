@@ -17,6 +17,7 @@ an audit entry (and so an event); nothing here ever fails the agent's call.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from openagents.domain.lifecycle import LOOPED_STATES
@@ -26,16 +27,31 @@ from openagents.sandbox.git_answers import GitPlace
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
+from openagents.services.git_cards import Card, CardValue, GitCards
 from openagents.services.journal import Journal
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
 MAX_BUNDLE_BYTES = 512 << 20
 MAX_SHOWN_CHARS = 255  # a branch name the sandbox sends, as far as it is shown
+NO_PUSH_HOST = "no git host takes pushes to this repository"
 NO_OWN_BRANCH = (
     "the session has no branch of its own to push (it works on the repository's default "
     "branch, or was created before sessions recorded one)"
 )
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """A push of the session's own branch (``AutoCommitService.push``): ``commit`` where it
+    landed, else ``refused`` (a rule said no) or ``failed`` (the git host said no)."""
+
+    branch: str | None
+    base: str | None = None
+    commit: str | None = None
+    refused: str | None = None
+    failed: str | None = None
+    no_host: bool = False
 
 
 def commit_message(status: dict[str, Any]) -> str:
@@ -55,7 +71,9 @@ class AutoCommitService:
         ids: IdFactory,
         metrics: Metrics,
         journal: Journal,
+        cards: GitCards | None = None,
     ) -> None:
+        self._cards = cards
         self._store = store
         self._clients = clients
         self._git_host = git_host
@@ -80,18 +98,36 @@ class AutoCommitService:
             outcome |= self._pull_request(session, outcome["branch"], outcome["base"])
         return self._record(session, outcome)
 
+    def push(self, session: Session, client: Sandboxd) -> PushResult:
+        """Push the session's own branch as it is committed (``POST /api/sessions/{id}/push``):
+        the same rules as a turn's end (own branch, checked out, not the default branch, the
+        host naming its default), the same bundle path."""
+        own = session.own_branch
+        if own is None:
+            return PushResult(None, refused=NO_OWN_BRANCH)
+        off = _off_branch(client.git_status(), own)
+        if off is not None:
+            return PushResult(own, refused=str(off["skipped"]))
+        known = self._host_default_branch(session)
+        if known is None:
+            reason = "the git host did not name the repository's default branch"
+            return PushResult(own, refused=reason, no_host=self._git_host is None)
+        if own == known:
+            return PushResult(own, known, refused=f"{own} is the default branch")
+        failure, commit = self._push_bundle(session, client, session.repo, own)
+        if failure is not None:
+            no_host = failure == NO_PUSH_HOST
+            return PushResult(own, known, failed=failure, no_host=no_host)
+        return PushResult(own, known, commit=commit)
+
     def _commit_and_push(self, session: Session, client: Sandboxd) -> dict[str, Any]:
         own = session.own_branch
         if own is None:
             return {"skipped": NO_OWN_BRANCH}
         status = client.git_status()
-        current = status.get("branch")
-        if status.get("isDetachedHead") or not current:
-            return {"skipped": "detached HEAD", "branch": own}
-        if current != own:  # the sandbox checked another branch out: not this session's to push
-            shown = str(current)[:MAX_SHOWN_CHARS]
-            reason = f"the sandbox is on {shown}, not the session's branch {own}"
-            return {"skipped": reason, "branch": own, "sandboxBranch": shown}
+        off = _off_branch(status, own)
+        if off is not None:
+            return off
         # the git host's word decides where a push may go, never the sandbox's: told "the
         # default is x" while on main, a push would land on main
         known = self._host_default_branch(session)
@@ -100,29 +136,30 @@ class AutoCommitService:
             return {"skipped": f"{own} is the default branch", "branch": own}
         outcome: dict[str, Any] = {"branch": own, "base": known, "committed": False}
         if status.get("hasUncommittedChanges"):
+            subject = commit_message(status)
             try:
-                done = client.git_commit(commit_message(status), *git_identity(session))
+                done = client.git_commit(subject, *git_identity(session))
             except SandboxError as exc:
                 return outcome | {"skipped": f"commit failed: {_tail(exc)}"}
-            outcome |= {"committed": True, "commit": done.head}
+            outcome |= {"committed": True, "commit": done.head, "subject": subject}
         elif not status.get("hasUnpushedCommits"):
             return outcome | {"pushed": False, "skipped": "nothing to commit or push"}
         if known is None:
             reason = "the git host did not name the repository's default branch"
             return outcome | {"pushed": False, "skipped": f"push skipped: {reason}"}
-        failure = self._push_bundle(session, client, session.repo, own)
+        failure, _ = self._push_bundle(session, client, session.repo, own)
         if failure is not None:
             return outcome | {"pushed": False, "skipped": f"push failed: {failure}"}
         return outcome | {"pushed": True}
 
     def _push_bundle(
         self, session: Session, client: Sandboxd, repo: Repo, branch: str
-    ) -> str | None:
+    ) -> tuple[str | None, str | None]:
         """Push through the git host: a thin bundle first, the whole branch when the repository
-        lacks the thin one's prerequisites. None: pushed."""
+        lacks the thin one's prerequisites. (None, the commit): pushed; (why not, None)."""
         host = self._git_host
         if not isinstance(host, ReceivesPushes) or not host.receives(repo):
-            return "no git host takes pushes to this repository"
+            return NO_PUSH_HOST, None
         # force only on the branch the session made for itself; never on a given one
         force = session.is_new_branch
         for full in (False, True):
@@ -130,26 +167,27 @@ class AutoCommitService:
                 head = GitPlace.from_answer(client.git_branch()).head
                 data = client.git_bundle(branch=branch, thin=not full, max_bytes=MAX_BUNDLE_BYTES)
             except SandboxError as exc:
-                return f"bundle failed: {_tail(exc)}"
+                return f"bundle failed: {_tail(exc)}", None
             try:
                 landed = host.receive_bundle(repo, branch=branch, bundle=data, force=force)
             except GitHostError as exc:
                 if exc.status == 412 and not full:
                     continue  # the repository lacks the thin bundle's base: send it all
-                return exc.message
+                return exc.message, None
             commit = landed or head
             try:
                 if commit is not None:
                     client.git_upstream(branch, commit)
             except SandboxError as exc:  # pushed all the same; status just looks ahead
                 log.warning("session %s: upstream not recorded: %s", session.id, _tail(exc))
-            return None
-        return "the repository refused the bundle"  # pragma: no cover - the loop returns
+            return None, commit
+        return "the repository refused the bundle", None  # pragma: no cover - the loop returns
 
     def _pull_request(self, session: Session, branch: str, base: str | None) -> dict[str, Any]:
         if self._git_host is None or base is None:
             return {"pr": "skipped: no git host or default branch"}
         repo = session.repo
+        created = False
         try:
             pr = self._git_host.pull_request_for_branch(repo, branch)
             if pr is None or pr.state is not PrStatus.OPEN:
@@ -158,6 +196,7 @@ class AutoCommitService:
                 pr = self._git_host.create_pull_request(
                     repo, head_branch=branch, base_branch=base, title=title, body=body
                 )
+                created = True
         except GitHostError as exc:
             return {"pr": f"skipped: {exc}"}
         changes = {
@@ -169,7 +208,7 @@ class AutoCommitService:
             self._store.transition(session.id, expect=LOOPED_STATES, changes=changes, entry=None)
         except StaleState:
             log.info("session %s moved on; PR #%s not recorded", session.id, pr.number)
-        return {"prNumber": pr.number, "prUrl": pr.url}
+        return {"prNumber": pr.number, "prUrl": pr.url, "prTitle": pr.title, "prCreated": created}
 
     def _host_default_branch(self, session: Session) -> str | None:
         """The repository's default branch as its git host tells it (None: no host, or it did
@@ -193,7 +232,53 @@ class AutoCommitService:
         self._store.append_entry(entry)
         self._journal.publish(session.user_id, entry)
         self._metrics.count("AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped")
+        if self._cards is not None:
+            self._cards.record(session, *cards_of(outcome))
         return outcome
+
+
+def cards_of(outcome: dict[str, Any]) -> list[Card]:
+    """The chat cards of a turn's auto-commit: its commit, its push (or why not), its PR."""
+    cards: list[Card] = []
+    branch = outcome.get("branch")
+    if outcome.get("committed"):
+        commit: dict[str, CardValue] = {
+            "commit": outcome.get("commit"),
+            "subject": outcome.get("subject"),
+            "branch": branch,
+        }
+        cards.append(Card("commit", commit, "auto"))
+    if "pushed" in outcome and (outcome.get("pushed") or outcome.get("committed")):
+        pushed = bool(outcome.get("pushed"))
+        push: dict[str, CardValue] = {
+            "branch": branch,
+            "commit": outcome.get("commit") if pushed else None,
+            "pushed": pushed,
+            "reason": None if pushed else outcome.get("skipped"),
+        }
+        cards.append(Card("push", push, "auto"))
+    if outcome.get("prNumber") is not None:
+        pr: dict[str, CardValue] = {
+            "number": outcome.get("prNumber"),
+            "title": outcome.get("prTitle"),
+            "state": "open",
+            "url": outcome.get("prUrl"),
+            "created": outcome.get("prCreated"),
+        }
+        cards.append(Card("pr", pr, "auto"))
+    return cards
+
+
+def _off_branch(status: dict[str, Any], own: str) -> dict[str, Any] | None:
+    """Why the sandbox's checkout is not the session's own branch to push; None when it is."""
+    current = status.get("branch")
+    if status.get("isDetachedHead") or not current:
+        return {"skipped": "detached HEAD", "branch": own}
+    if current != own:  # the sandbox checked another branch out: not this session's to push
+        shown = str(current)[:MAX_SHOWN_CHARS]
+        reason = f"the sandbox is on {shown}, not the session's branch {own}"
+        return {"skipped": reason, "branch": own, "sandboxBranch": shown}
+    return None
 
 
 def _choose(override: bool | None, preference: bool) -> bool:

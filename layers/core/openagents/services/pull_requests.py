@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openagents.domain.errors import Conflict, InvalidInput, Unavailable
@@ -55,7 +55,9 @@ class PullRequestService:
         host_setting: str,
         refresh_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
+        blockers: Callable[[Session], Sequence[str]] | None = None,
     ) -> None:
+        self._blockers = blockers  # merge readiness: what stops a merge now
         self._store, self._workspaces, self._git_host = store, workspaces, git_host
         self._clock, self._ids, self._metrics, self._journal = clock, ids, metrics, journal
         self._archive = archive
@@ -129,6 +131,9 @@ class PullRequestService:
         """Merge the session's PR; then ``prStatus: merged``, its event, and the session is
         archived (the reference's client archives after a merge; here the server does)."""
         session, host, number = self._pull_request(identity, session_id)
+        reasons = list(self._blockers(session)) if self._blockers is not None else []
+        if reasons:
+            raise NotMergeable(f"Pull request #{number} cannot be merged: {' '.join(reasons)}")
         try:
             merged = host.merge_pull_request(session.repo, number, method=method)
         except GitHostError as exc:
