@@ -28,6 +28,11 @@ def is_env_file(path: str) -> bool:
     return posixpath.basename(path).lower().startswith(".env")
 
 
+def under_env_file(path: str) -> bool:
+    """``path`` is an ``.env*`` file or lies in an ``.env*`` folder (any component)."""
+    return any(is_env_file(part) for part in path.split("/"))
+
+
 def env_file_approval(arguments: JsonObject, doing: str) -> str | None:
     """Why a call on an ``.env*`` file needs approval: judged on the path the tool will use
     (normalised: ``.env/``, ``.env/.``, ``a/../.env`` are ``.env``), never on its spelling."""

@@ -33,6 +33,7 @@ from openagents.agent.tools.base import (
     string,
     workspace_path,
 )
+from openagents.agent.tools.files import under_env_file
 
 MAX_TIMEOUT_SECONDS = 600
 SEARCH_TIMEOUT_SECONDS = 30
@@ -43,6 +44,8 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own /tmp
 _RM_RF = re.compile(r"\brm\s+(-\w*r\w*f|-\w*f\w*r|-r\s+-f|-f\s+-r|--recursive\s+--force)")
 _DOT_ENV = re.compile(r"(^|[\s/'\"=<>:;|&(])\.env")
 _SAFE = re.compile(r"[^\w-]")
+# grep's globs are case-sensitive: .env, .ENV, .Env.local … all spelled out (fnmatch classes)
+ENV_GLOB = ".[eE][nN][vV]*"
 INTERRUPTED = (
     "The command was interrupted: its sandbox stopped while it ran (a restart). It may have "
     "run in part; check the workspace before running it again."
@@ -211,7 +214,8 @@ class GrepTool(BaseTool):
     name = "grep"
     description = (
         f"Search file contents with a POSIX extended regular expression. At most {MAX_MATCHES} "
-        f"matches ({MATCHES_PER_FILE} per file), as path:line:text."
+        f"matches ({MATCHES_PER_FILE} per file), as path:line:text. .env* files are never "
+        "searched (read one by name: it needs the user's approval)."
     )
     input_schema: ClassVar[JsonObject] = {
         "type": "object",
@@ -227,19 +231,28 @@ class GrepTool(BaseTool):
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         pattern = string(arguments, "pattern")
         path = workspace_path(arguments.get("path"), name="path", default=".")
-        argv = ["grep", "-rnIEs", "--exclude-dir=.git", "--exclude-dir=lost+found"]
+        argv = ["grep", "-rnHIEs", "--exclude-dir=.git", "--exclude-dir=lost+found"]
         argv += ["-m", str(MATCHES_PER_FILE)]
         if arguments.get("caseSensitive") is False:
             argv.append("-i")
         glob = arguments.get("glob")
         if isinstance(glob, str) and glob:
             argv.append(f"--include={glob}")
+        # after --include: the last matching one wins; they hold for the named path too
+        argv += [f"--exclude={ENV_GLOB}", f"--exclude-dir={ENV_GLOB}", "--null"]
         result = _search(context, [*argv, "--", pattern, path])
         if result.exit_code == 1:
             return "No matches"
         if result.exit_code not in (0, None) and not result.stdout:
             raise ToolFailure(result.stderr.strip() or f"grep exited with {result.exit_code}")
-        lines = [line.removeprefix("./") for line in result.stdout.splitlines()]
+        lines = []
+        for line in result.stdout.splitlines():
+            name, nul, rest = line.partition("\0")
+            name = name.removeprefix("./")
+            if nul and not under_env_file(name):  # grep said which file (--null): never .env
+                lines.append(f"{name}:{rest}")
+        if not lines:
+            return "No matches"
         more = len(lines) - MAX_MATCHES
         text = "\n".join(lines[:MAX_MATCHES])
         return cap(text + (f"\n… {more} more matches not shown" if more > 0 else ""))
@@ -249,7 +262,7 @@ class GlobTool(BaseTool):
     name = "glob"
     description = (
         "Find files by name pattern (e.g. **/*.py or src/*.ts), newest first, at most "
-        f"{MAX_MATCHES}."
+        f"{MAX_MATCHES}. .env* files are not listed."
     )
     input_schema: ClassVar[JsonObject] = {
         "type": "object",
@@ -270,10 +283,10 @@ class GlobTool(BaseTool):
         flat = pattern.replace("**/", "")
         test, value = ("-path", f"{start}/{flat}") if "/" in flat else ("-name", flat)
         script = (
-            'find "$1" -type f -not -path "*/.git/*" "$2" "$3" -printf "%T@\\t%p\\n" '
-            '2>/dev/null | sort -rn | head -n "$4"'
+            'find "$1" -type f -not -path "*/.git/*" -not -iname ".env*" -not -ipath "*/.env*/*" '
+            '"$2" "$3" -printf "%T@\\t%p\\n" 2>/dev/null | sort -rn | head -n "$4"'
         )
         result = _search(context, ["bash", "-c", script, "glob", start, test, value, str(limit)])
         paths = [line.partition("\t")[2].removeprefix("./") for line in result.stdout.splitlines()]
-        paths = [path for path in paths if path]
+        paths = [path for path in paths if path and not under_env_file(path)]
         return "\n".join(paths) if paths else "No files found"
