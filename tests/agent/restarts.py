@@ -92,11 +92,30 @@ class HeldModels:
         return Held()
 
 
-def loop_like(loop: AgentLoop, *, runs: Any = None, models: Any = None) -> AgentLoop:
+class KilledAtFollowUps:
+    """The turn's host, killed as the run's follow-ups begin (its end recorded, nothing of its
+    follow-ups done); ``reached`` is set then."""
+
+    def __init__(self, host: Any, kill: Kill) -> None:
+        self._host, self._kill = host, kill
+        self.reached = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._host, name)
+
+    def ended(self, run: Any) -> None:
+        self._kill()
+        self.reached.set()
+        dead_forever()
+
+
+def loop_like(
+    loop: AgentLoop, *, runs: Any = None, models: Any = None, host: Any = None
+) -> AgentLoop:
     """A loop of another process: the same stores and host, nothing kept."""
     return AgentLoop(
         runs or loop._runs,
-        loop._host,
+        host or loop._host,
         models or loop._models,
         loop._clock,
         loop._config,
@@ -104,10 +123,10 @@ def loop_like(loop: AgentLoop, *, runs: Any = None, models: Any = None) -> Agent
 
 
 def killable_runtime(
-    home: Path, loop: AgentLoop, kill: Kill, models: Any = None
+    home: Path, loop: AgentLoop, kill: Kill, models: Any = None, host: Any = None
 ) -> LocalAgentRuntime:
     runs = KillableRuns(loop._runs, kill)
-    doomed = loop_like(loop, runs=runs, models=models)
+    doomed = loop_like(loop, runs=runs, models=models, host=host)
     runtime = LocalAgentRuntime(home, runs, lambda: doomed)
     runtime._started_runner()
     store = runtime._store

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from openagents.agent.engine_lambda import LambdaTurnEngine
 from openagents.store.runs import Run, RunStatus
 from openagents.store.runs_sqlite import SqliteRunStore
@@ -46,6 +47,21 @@ class Finalizer:
         ).status
 
 
+class Clock:
+    """A monotonic clock that moves only when slept on."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_start_invokes_the_durable_function_asynchronously(tmp_path: Path) -> None:
     fake = FakeLambda()
     runs, _, _ = sqlite_runs(tmp_path)
@@ -73,16 +89,20 @@ def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
     )
     runs.start(run)
     fake = FakeLambda()
+    clock = Clock()
     engine = LambdaTurnEngine(
         lambda: fake,
         ARN,
         runs,
         lambda: Finalizer(runs),  # type: ignore[arg-type, return-value]
         grace=0.4,
-        sleep=lambda _: None,
+        sleep=clock.sleep,
+        clock=clock,
     )
     engine.stop("run-2")
     assert [kind for kind, _ in fake.calls] == ["list", "stop"]
+    assert clock.now >= 100.4  # the grace was waited out on the clock
+
     assert fake.calls[0][1]["DurableExecutionName"] == "run-2"
     assert fake.calls[1][1] == {"DurableExecutionArn": "arn:exec:1"}
     ended = runs.get("run-2")
@@ -92,3 +112,66 @@ def test_a_stuck_run_is_stopped_and_ended(tmp_path: Path) -> None:
     fake.calls.clear()
     engine.stop("run-2")  # ended: nothing to stop
     assert fake.calls == []
+
+
+def _running(runs: SqliteRunStore, session_id: str, chat_id: str, run_id: str) -> None:
+    runs.start(
+        Run(
+            id=run_id,
+            session_id=session_id,
+            chat_id=chat_id,
+            user_id="u",
+            message_id=f"m-{run_id}",
+            assistant_message_id=f"a-{run_id}",
+            model_id="scripted/default",
+            started_at=datetime.now(UTC),
+        )
+    )
+
+
+def test_a_run_that_ends_within_the_grace_is_not_stopped(tmp_path: Path) -> None:
+    runs, session_id, chat_id = sqlite_runs(tmp_path)
+    _running(runs, session_id, chat_id, "run-3")
+    fake, clock = FakeLambda(), Clock()
+
+    def sleep(seconds: float) -> None:  # the loop honours the flag during the grace
+        clock.sleep(seconds)
+        Finalizer(runs).finalize("run-3", "aborted")
+
+    engine = LambdaTurnEngine(
+        lambda: fake,
+        ARN,
+        runs,
+        lambda: pytest.fail("the engine ended a run that ended by itself"),
+        grace=3.0,
+        sleep=sleep,
+        clock=clock,
+    )
+    engine.stop("run-3")
+    assert fake.calls == []
+    assert clock.now < 103.0
+
+
+def test_a_failed_stop_of_the_execution_still_ends_the_run(tmp_path: Path) -> None:
+    runs, session_id, chat_id = sqlite_runs(tmp_path)
+    _running(runs, session_id, chat_id, "run-4")
+
+    class Refusing(FakeLambda):
+        def stop_durable_execution(self, **kw: Any) -> dict[str, Any]:
+            raise RuntimeError("throttled")
+
+    clock = Clock()
+    engine = LambdaTurnEngine(
+        lambda: Refusing(),
+        ARN,
+        runs,
+        lambda: Finalizer(runs),  # type: ignore[arg-type, return-value]
+        grace=0.4,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    engine.stop("run-4")
+    ended = runs.get("run-4")
+    assert ended is not None
+    assert ended.status is RunStatus.ABORTED
+    assert runs.active_run_id(session_id, chat_id) is None

@@ -12,7 +12,15 @@ from openagents.agent.stream import EventWriter
 from openagents.local.agent_runtime import LocalAgentRuntime
 
 from tests.agent.conftest import AgentApi
-from tests.agent.restarts import HeldModels, Kill, chunks, killable_runtime, loop_like, parts
+from tests.agent.restarts import (
+    HeldModels,
+    Kill,
+    KilledAtFollowUps,
+    chunks,
+    killable_runtime,
+    loop_like,
+    parts,
+)
 
 SCRIPT: list[dict[str, Any]] = [
     {
@@ -155,3 +163,46 @@ def test_a_turn_killed_mid_bash_step_collects_the_command_it_left_running(
     ended = loop._runs.get(run_id)
     assert ended is not None
     assert ended.status.value == "completed"
+
+
+def _finished_entries(api: AgentApi, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    events = api.get(f"/api/sessions/{session_id}/events").body["events"]
+    return [
+        e
+        for e in events
+        if e["type"] == "agent.turn_finished" and e["detail"].get("runId") == run_id
+    ]
+
+
+def test_a_runtime_killed_between_the_runs_end_and_its_follow_ups_runs_them_once(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, chat_id = live_session
+    agent_api.script.set([{"text": "Nothing to change."}])
+    container = agent_api.container
+    home, loop = agent_api.settings.home, container.agent_loop
+    kill = Kill()
+    host = KilledAtFollowUps(loop._host, kill)
+    first = killable_runtime(home, loop, kill, host=host)
+    monkeypatch.setattr(container.agent, "_engine", lambda: first)
+    started = agent_api.turn(session_id, chat_id, "Look")
+    assert started.status == 202, started.body
+    run_id = str(started.body["runId"])
+    assert host.reached.wait(60)  # the run's end is recorded; its follow-ups are not
+    ended = loop._runs.get(run_id)
+    assert ended is not None
+    assert ended.status.value == "completed"
+    assert _finished_entries(agent_api, session_id, run_id) == []
+
+    second = LocalAgentRuntime(home, loop._runs, lambda: loop_like(loop))
+    monkeypatch.setattr(container.agent, "_engine", lambda: second)
+    assert second.recover() == 1  # its run ended, its execution did not: carried on
+    second.wait(run_id)
+    assert len(_finished_entries(agent_api, session_id, run_id)) == 1
+    assert second.recover() == 0  # nothing left to carry on
+    third = LocalAgentRuntime(home, loop._runs, lambda: loop_like(loop))
+    try:
+        assert third.recover() == 0  # a later start finds the execution complete
+    finally:
+        third.close()
+    second.close()

@@ -1,23 +1,22 @@
 """The turn engine on AWS: an asynchronous invoke of the durable agent function, the execution
 named by the run id (a repeated start is refused by Lambda as a duplicate: a no-op here).
 
-Stop trusts the cancel flag (the loop ends the run within 2 s); should the run still be running
-after ``grace`` seconds, the execution is stopped (``StopDurableExecution``) and the run ended
-``aborted`` here, so a stuck execution never holds the chat.
+Stop is ``agent/stopping.py``'s, as on one machine: after ``grace`` seconds of a run still
+running, the execution is stopped (``StopDurableExecution``) and the run ended ``aborted`` here,
+so a stuck execution never holds the chat.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from openagents.agent.loop import AgentLoop
+from openagents.agent.stopping import Grace, stop_with_grace
 from openagents.store.runs import RunStore
 
-log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 3.0
 
 
@@ -31,10 +30,11 @@ class LambdaTurnEngine:
         *,
         grace: float = STOP_GRACE_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client, self._arn = client, function_arn
         self._runs, self._loop = runs, loop
-        self._grace, self._sleep = grace, sleep
+        self._grace = Grace(grace, clock, sleep)
 
     def start(self, run_id: str) -> None:
         try:
@@ -50,21 +50,21 @@ class LambdaTurnEngine:
             raise
 
     def stop(self, run_id: str) -> None:
-        waited = 0.0
-        while waited < self._grace:
-            run = self._runs.get(run_id)
-            if run is None or run.status.ended:
-                return
-            self._sleep(0.2)
-            waited += 0.2
-        log.warning("run %s did not stop by itself: stopping its execution", run_id)
+        stop_with_grace(
+            run_id,
+            self._runs,
+            self._grace,
+            stop_execution=lambda: self._stop_execution(run_id),
+            finalize=lambda: self._loop().finalize(run_id, "aborted"),
+        )
+
+    def _stop_execution(self, run_id: str) -> None:
         client = self._client()
         found = client.list_durable_executions_by_function(
             FunctionName=self._arn, DurableExecutionName=run_id, Statuses=["RUNNING"]
         )
         for execution in found.get("DurableExecutions", []):
             client.stop_durable_execution(DurableExecutionArn=execution["DurableExecutionArn"])
-        self._loop().finalize(run_id, "aborted")
 
     def recover(self) -> int:
         """Durable executions outlive a deployment: nothing to recover."""
