@@ -35,6 +35,36 @@ describe("SessionView", () => {
     expect(screen.getByText(/Hibernates in/)).toHaveTextContent("Hibernates in 19:45");
   });
 
+  it("shows Hibernating as soon as Pause is answered, while the status still says active", async () => {
+    let state: "active" | "hibernating" = "active";
+    const status = vi.fn(async () =>
+      sandboxStatus({ state, hibernateAfter: state === "active" ? 1_000_000 : null, serverTime: 1_000_000 }),
+    );
+    const pause = vi.fn(async () => ({ success: true as const, sessionId: "s1" }));
+    const api = fakeApi({
+      getSession: vi.fn(async () => ({ session })),
+      sandboxStatus: status,
+      pause: pause as unknown as typeof api.pause,
+      listChats: vi.fn(async () => ({ chats: [chat()], defaultModelId: "m" })),
+      messages: vi.fn(async () => ({ messages: [], nextCursor: null })),
+      markRead: vi.fn(async () => ({ success: true as const })),
+      files: vi.fn(async () => ({ entries: [] })),
+    });
+    renderWithApi(<SessionView sessionId="s1" chatId={null} onSessionsChanged={vi.fn()} />, api);
+    expect(await screen.findByRole("status")).toHaveTextContent("Active");
+    await act(async () => screen.getByRole("button", { name: "Pause" }).click());
+    expect(pause).toHaveBeenCalledWith("s1");
+    const calls = status.mock.calls.length;
+    await act(() => vi.advanceTimersByTimeAsync(2_000)); // the server still says active
+    expect(status.mock.calls.length).toBeGreaterThan(calls); // asked again soon, not in 15 s
+    expect(screen.getByRole("status")).toHaveTextContent("Hibernating");
+    expect(screen.queryByText(/Hibernates in/)).toBeNull();
+    expect(screen.queryByRole("button", { name: "Pause" })).toBeNull();
+    state = "hibernating";
+    await act(() => vi.advanceTimersByTimeAsync(2_000));
+    expect(screen.getByRole("status")).toHaveTextContent("Hibernating");
+  });
+
   it("shows a paused sandbox with Resume and the cached diff", async () => {
     const api = fakeApi({
       getSession: vi.fn(async () => ({ session: { ...session, lifecycleState: "hibernated" as const } })),

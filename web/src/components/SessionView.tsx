@@ -17,6 +17,8 @@ import { StatusChip } from "./StatusChip";
 import { TabList, panelId, tabId } from "./TabList";
 
 type Pane = "chat" | "sandbox";
+/** How long a Pause the server accepted may still read active before the chip says so. */
+const PAUSE_PATIENCE_MS = 30_000;
 const PANES = [
   { id: "chat", label: "Chat" },
   { id: "sandbox", label: "Sandbox" },
@@ -38,8 +40,11 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
     [api, sessionId],
   );
   const session = useLoader(load);
-  const { reading, error: statusError, refresh } = useSandboxStatus(sessionId);
   const [busy, setBusy] = useState<string | null>(null);
+  // a Pause the server took but has not shown yet (its status says active for a few seconds)
+  const [pausedAt, setPausedAt] = useState<number | null>(null);
+  const pausing = pausedAt !== null;
+  const { reading, error: statusError, refresh } = useSandboxStatus(sessionId, pausing);
   const narrow = useMediaQuery(NARROW); // a phone: the chat and the sandbox are two tabs
   const [pane, setPane] = useState<Pane>("chat");
   const [unarchived, setUnarchived] = useState(false); // provisions from the bundle: "Restoring"
@@ -55,6 +60,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
   const actionDone = useCallback(
     (action: Action, ok: boolean) => {
       if (action === "unarchive" && ok) setUnarchived(true);
+      setPausedAt(action === "pause" && ok ? Date.now() : null);
       resync();
     },
     [resync],
@@ -65,8 +71,12 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
   const state = reading?.status.lifecycle.state;
   // the restore from the archive lasts while the server provisions
   const restoring = unarchived && !archived && (state === "provisioning" || state === "archived");
+  // the server shows it now (Hibernating, then Paused), or it never did in time: say what is
+  const settled = state !== undefined && state !== "active";
+  const late = pausedAt !== null && reading !== null && reading.receivedAt - pausedAt > PAUSE_PATIENCE_MS;
+  if (pausedAt !== null && (settled || late)) setPausedAt(null); // (a render-time update)
   const pending: Pending =
-    busy === "pause" ? "pause" : busy === "unarchive" || restoring ? "unarchive" : null;
+    busy === "pause" || pausing ? "pause" : busy === "unarchive" || restoring ? "unarchive" : null;
   const derived = reading ? deriveChip(archived, reading.status, busy === "resume") : null;
   const chip = derived ? withPending(derived, pending) : null; // what the user sees
 
@@ -119,7 +129,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
         <SessionActions
           sessionId={sessionId}
           title={data.title}
-          chip={derived?.label ?? null}
+          chip={pausing ? "Hibernating" : (derived?.label ?? null)}
           archived={archived}
           onDone={actionDone}
           onBusy={setBusy}

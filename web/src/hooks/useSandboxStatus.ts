@@ -2,7 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import type { SandboxStatus } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
-import { POLL_MS, nextPollDelay } from "../lifecycle/status";
+import { FAST_POLL_MS, POLL_MS, nextPollDelay } from "../lifecycle/status";
 
 export interface StatusReading {
   status: SandboxStatus;
@@ -10,8 +10,9 @@ export interface StatusReading {
   receivedAt: number;
 }
 
-/** Polls `/api/sandbox/status` (see nextPollDelay); `refresh` re-syncs at once, after an action. */
-export function useSandboxStatus(sessionId: string) {
+/** Polls `/api/sandbox/status` (see nextPollDelay; every 2 s while `fast`, an action of this
+ * client settling); `refresh` re-syncs at once, after an action. */
+export function useSandboxStatus(sessionId: string, fast = false) {
   const api = useApi();
   const [reading, setReading] = useState<(StatusReading & { sessionId: string }) | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -26,7 +27,7 @@ export function useSandboxStatus(sessionId: string) {
         if (!live) return;
         setReading({ sessionId, status, receivedAt: Date.now() });
         setError(null);
-        delay = nextPollDelay(status);
+        delay = fast ? FAST_POLL_MS : nextPollDelay(status); // fast: an action settles
       } catch (failure) {
         if (!live) return;
         setError(errorMessage(failure));
@@ -38,7 +39,7 @@ export function useSandboxStatus(sessionId: string) {
       live = false;
       clearTimeout(timer);
     };
-  }, [api, sessionId, round]);
+  }, [api, sessionId, round, fast]);
   const current = reading?.sessionId === sessionId ? reading : null;
   const refresh = useCallback(() => setRound((r) => r + 1), []);
   return { reading: current, error, refresh };
