@@ -23,7 +23,17 @@ from functions.api.limits import BodyLimit
 from functions.api.longpoll import long_polls
 from functions.api.observe import Observe
 from functions.api.preview import PreviewProxy
-from functions.api.routes import chat, chats, github, local, previews, sandbox, sessions, shared
+from functions.api.routes import (
+    chat,
+    chats,
+    git,
+    github,
+    local,
+    previews,
+    sandbox,
+    sessions,
+    shared,
+)
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -81,7 +91,7 @@ def create_app(
     )
     app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))
     errors.install(app)
-    for module in (sessions, chats, sandbox, previews, local, github, chat, shared):
+    for module in (sessions, chats, sandbox, previews, local, github, chat, shared, git):
         _add_routes(app, module.router)
 
     app.add_middleware(Observe, logger=logger, metrics=metrics)

@@ -165,6 +165,20 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
     "session.settings_changed": [{"askBeforeBash": True}, {"askBeforeBash": False}],
     "session.pr_merged": [{"prNumber": 7, "prStatus": "merged", "method": "squash"}],
     "session.pr_closed": [{"prNumber": 7, "prStatus": "closed"}],
+    "git.committed": [
+        {"commit": "a" * 40, "subject": "feat: x", "branch": "agent/x", "generated": True}
+    ],
+    "git.discarded": [
+        {
+            "restoredCount": 1,
+            "removedCount": 1,
+            "restored": ["a.txt"],
+            "removed": ["b.txt"],
+            "saved": {"ref": "refs/openagents/checkpoints/discard-1", "commit": "c", "files": 2},
+        }
+    ],
+    "git.pushed": [{"branch": "agent/x", "commit": "a" * 40, "base": "main"}],
+    "git.pr_opened": [{"prNumber": 7, "prUrl": "https://github.com/a/b/pull/7", "title": "T"}],
     "session.archived": [
         {
             "generation": 2,

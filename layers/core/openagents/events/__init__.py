@@ -73,6 +73,10 @@ DETAIL_TYPES: dict[str, str] = {
     "agent.turn_started": "Agent Turn Started",  # POST /api/chat (or respond) started a run
     "agent.turn_finished": "Agent Turn Finished",  # the run ended: status, steps, usage
     "agent.turn_reverted": "Agent Turn Reverted",  # the workspace went back to before a run
+    "git.committed": "Git Committed",  # POST /api/sessions/{id}/commit
+    "git.discarded": "Git Discarded",  # POST /api/sessions/{id}/discard
+    "git.pushed": "Git Pushed",  # POST /api/sessions/{id}/push
+    "git.pr_opened": "Git PR Opened",  # POST /api/sessions/{id}/pr opened a pull request
 }
 
 

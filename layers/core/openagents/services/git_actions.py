@@ -245,8 +245,11 @@ class GitActions:
         branch = str(status.get("branch"))
         self._audit(
             session,
-            "git.committed",
-            {"commit": commit, "subject": subject, "branch": branch, "generated": generated},
+            self._entry(
+                session,
+                "git.committed",
+                {"commit": commit, "subject": subject, "branch": branch, "generated": generated},
+            ),
         )
         self._metrics.count("GitCommitted")
         card: dict[str, CardValue] = {"commit": commit, "subject": subject, "branch": branch}
@@ -287,7 +290,7 @@ class GitActions:
             "removed": removed[:100],
             "saved": saved.to_json(),
         }
-        self._audit(session, "git.discarded", detail)
+        self._audit(session, self._entry(session, "git.discarded", detail))
         self._metrics.count("GitDiscarded")
         return Discarded(restored[:MAX_LISTED], removed[:MAX_LISTED], saved)
 
@@ -307,8 +310,11 @@ class GitActions:
             raise PushFailed(f"The git host refused the push: {result.failed or 'no commit'}")
         self._audit(
             session,
-            "git.pushed",
-            {"branch": result.branch, "commit": result.commit, "base": result.base},
+            self._entry(
+                session,
+                "git.pushed",
+                {"branch": result.branch, "commit": result.commit, "base": result.base},
+            ),
         )
         self._metrics.count("GitPushed")
         card: dict[str, CardValue] = {
@@ -601,8 +607,7 @@ class GitActions:
             detail={key: value for key, value in detail.items() if value is not None},
         )
 
-    def _audit(self, session: Session, kind: str, detail: dict[str, Any]) -> None:
-        entry = self._entry(session, kind, detail)
+    def _audit(self, session: Session, entry: AuditEntry) -> None:
         self._store.append_entry(entry)
         self._journal.publish(session.user_id, entry)
 
