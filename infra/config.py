@@ -17,6 +17,9 @@
 | ``sandboxCpu`` | ``2048`` | CPU units of one sandbox task (arm64 Fargate) |
 | ``sandboxMemoryMiB`` | ``4096`` | memory of one sandbox task |
 | ``sandboxVolumeGiB`` | ``20`` | size of a new sandbox's EBS volume |
+| ``sandboxSubnetMask`` | ``20`` | prefix length of the subnets the sandboxes run in (one per AZ):
+  every running sandbox takes one address; checked at synth against ``maxSessions`` |
+| ``maxSessions`` | ``1000`` | running sandboxes the stage must hold at once (synth check only) |
 | ``natGateways`` | ``1`` (prod: ``2``) | NAT gateways for the private subnets (one per AZ is HA) |
 | ``sandboxEgress`` | ``open`` | sandboxes reach the internet (NAT), ``none`` (only the endpoints
   the task needs), or ``proxy`` (those and ``sandboxEgressProxy``) |
@@ -54,6 +57,14 @@ STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 WAF_REGION = "us-east-1"  # CloudFront-scope web ACLs live in us-east-1, whatever the stack's
 FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)  # valid Fargate task CPU units
 MAX_AZS = 2
+VPC_CIDR = "10.40.0.0/16"
+PUBLIC_SUBNET_MASK = 24
+CONTROL_PLANE_SUBNET_MASK = 20  # the private subnets when sandboxes have their own
+AWS_RESERVED_ADDRESSES = 5  # per subnet: network, router, DNS, future, broadcast
+# addresses per AZ the control plane's Lambda ENIs may take in a subnet it shares with the
+# sandboxes (Hyperplane ENIs: one per security group and subnet, a handful; kept generous)
+CONTROL_PLANE_RESERVE = 32
+MIN_SUBNET_MASK, MAX_SUBNET_MASK = 16, 26
 SANDBOX_EGRESS = ("open", "none", "proxy")
 PROXY_URL = re.compile(r"^http://(?P<host>[A-Za-z0-9.-]+):(?P<port>\d{1,5})/?$")
 CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
@@ -89,6 +100,16 @@ def _int(value: Any, default: int) -> int:
     return default if value in (None, "") else int(value)
 
 
+def _allocated_end(masks: list[int]) -> int:
+    """Where sequential, aligned allocation of subnets of these prefix lengths ends (offset in
+    addresses from the VPC's start), as the CDK's ``Vpc`` allocates them."""
+    end = 0
+    for mask in masks:
+        size = 1 << (32 - mask)
+        end = -(-end // size) * size + size
+    return end
+
+
 @dataclass(frozen=True)
 class StageConfig:
     stage: str = "dev"
@@ -106,6 +127,8 @@ class StageConfig:
     sandbox_cpu: int = 2048
     sandbox_memory_mib: int = 4096
     sandbox_volume_gib: int = 20
+    sandbox_subnet_mask: int = 20
+    max_sessions: int = 1000
     nat_gateways: int | None = None  # None: 1, or one per AZ in prod
     container_insights: bool | None = None  # None: on in prod only
     sandbox_egress: str = "open"
@@ -175,6 +198,11 @@ class StageConfig:
             and not (self.preview_domain == zone or self.preview_domain.endswith(f".{zone}"))
         ):
             raise ValueError(f"previewDomain {self.preview_domain!r} is not in zone {zone!r}")
+        if self.preview_domain and not self.region:
+            raise ValueError(
+                "previewDomain needs the stack's region (context region or CDK_DEFAULT_REGION): "
+                "the preview ALB's access logs are delivered by that region's ELB account"
+            )
         if not 1 <= self.preview_max_tasks <= 100:
             raise ValueError(f"previewMaxTasks {self.preview_max_tasks}: 1-100")
 
@@ -207,6 +235,61 @@ class StageConfig:
                 f"natGateways {self.nat_gateways}: 1-{MAX_AZS} (sandboxes need egress)"
             )
         self._check_egress()
+        self._check_addresses()
+
+    def _check_addresses(self) -> None:
+        """Every running sandbox holds one address of its subnets (its task's ENI): the subnets
+        must hold ``maxSessions`` of them, and fit the VPC's /16 (issue 27, docs/scale.md)."""
+        mask = self.sandbox_subnet_mask
+        if not MIN_SUBNET_MASK <= mask <= MAX_SUBNET_MASK:
+            raise ValueError(f"sandboxSubnetMask {mask}: {MIN_SUBNET_MASK}-{MAX_SUBNET_MASK}")
+        if self.max_sessions < 1:
+            raise ValueError(f"maxSessions {self.max_sessions}: at least 1")
+        fitting = [m for m in range(MIN_SUBNET_MASK, MAX_SUBNET_MASK + 1) if self._fits(m)]
+        if mask not in fitting:
+            raise ValueError(
+                f"sandboxSubnetMask {mask}: {MAX_AZS} subnets of /{mask} and the others do not "
+                f"fit the VPC {VPC_CIDR}; the largest that fits is /{fitting[0]}"
+            )
+        if self.sandbox_addresses < self.max_sessions:
+            enough = [m for m in fitting if self._holds(m) >= self.max_sessions]
+            fix = (
+                f"set sandboxSubnetMask={enough[-1]}"
+                if enough
+                else f"at most {self._holds(fitting[0])} fit this VPC: run another stage"
+            )
+            raise ValueError(
+                f"maxSessions {self.max_sessions}: the sandbox subnets (/{mask} x {MAX_AZS} "
+                f"AZs) hold {self.sandbox_addresses} running sandboxes; {fix} (docs/scale.md)"
+            )
+
+    def subnet_layout(self, sandbox_mask: int | None = None) -> list[int]:
+        """The prefix lengths the VPC allocates, in the CDK's order (each group across the
+        AZs): public, private, then (egress none/proxy) the sandboxes' own."""
+        mask = self.sandbox_subnet_mask if sandbox_mask is None else sandbox_mask
+        private = CONTROL_PLANE_SUBNET_MASK if self.sandbox_isolated else mask
+        groups = [PUBLIC_SUBNET_MASK, private] + ([mask] if self.sandbox_isolated else [])
+        return [group for group in groups for _ in range(MAX_AZS)]
+
+    @property
+    def private_subnet_mask(self) -> int:
+        """The control plane's subnets (shared with the sandboxes under egress ``open``)."""
+        return CONTROL_PLANE_SUBNET_MASK if self.sandbox_isolated else self.sandbox_subnet_mask
+
+    @property
+    def sandbox_addresses(self) -> int:
+        """Sandboxes the sandbox subnets hold at once (their usable addresses, less the control
+        plane's ENIs where the two share the subnets)."""
+        return self._holds(self.sandbox_subnet_mask)
+
+    def _holds(self, mask: int) -> int:
+        per_subnet = (1 << (32 - mask)) - AWS_RESERVED_ADDRESSES
+        if not self.sandbox_isolated:
+            per_subnet -= CONTROL_PLANE_RESERVE
+        return MAX_AZS * max(per_subnet, 0)
+
+    def _fits(self, mask: int) -> bool:
+        return _allocated_end(self.subnet_layout(mask)) <= 1 << (32 - int(VPC_CIDR.split("/")[1]))
 
     def _check_agent(self) -> None:
         for model in self.agent_models:
@@ -324,6 +407,8 @@ class StageConfig:
             sandbox_cpu=_int(get("sandboxCpu"), 2048),
             sandbox_memory_mib=_int(get("sandboxMemoryMiB"), 4096),
             sandbox_volume_gib=_int(get("sandboxVolumeGiB"), 20),
+            sandbox_subnet_mask=_int(get("sandboxSubnetMask"), 20),
+            max_sessions=_int(get("maxSessions"), 1000),
             nat_gateways=_int(get("natGateways"), 0) or None,
             container_insights=None
             if get("containerInsights") in (None, "")

@@ -17,6 +17,7 @@ from infra.constructs.function import Layers
 from infra.constructs.github import GitHub
 from infra.constructs.identity import Identity
 from infra.constructs.outbox import Outbox
+from infra.constructs.previews import Previews
 from infra.constructs.protection import Protection
 from infra.constructs.sandbox import Sandbox
 from infra.constructs.web import Web
@@ -39,6 +40,7 @@ OUTPUTS = {
     "SandboxClusterName": "ECS cluster the sandbox tasks run in",
     "SandboxSecurityGroupId": "the sandboxes' security group (admit it on an egress proxy)",
     "ProvisioningStateMachineArn": "the provisioning workflow",
+    "PreviewDomain": "previews are https://<port>-<session>.<this> (when previewDomain is set)",
     "UserPoolId": "Cognito user pool (when the stack creates it)",
     "UserPoolClientId": "the SPA's public client id (when the stack creates it)",
     "HostedUiUrl": "Cognito hosted UI base URL (when the stack creates it)",
@@ -116,6 +118,20 @@ class OpenAgentsStack(Stack):
         self.events.add_schedules(self.workflows.functions)
         self.events.add_rules(self.workflows.functions)
         self.web.add_api(self.api.domain_name)
+        self.previews: Previews | None = None
+        if config.previews:
+            self.previews = Previews(
+                self,
+                "Previews",
+                config=config,
+                control_plane=control_plane,
+                access_logs=access_logs.bucket,
+                app_url=self.web.url,
+            )
+            # the API signs the links the gateway serves
+            self.api.function.function.add_environment(
+                "OPENAGENTS_PREVIEW_DOMAIN", self.previews.domain
+            )
         self._outputs()
 
     def _github_app(self, config: StageConfig) -> dict[str, SecretSetting]:
@@ -153,6 +169,8 @@ class OpenAgentsStack(Stack):
             "ProvisioningStateMachineArn",
             self.workflows.state_machines["provisioning"].state_machine_arn,
         )
+        if self.previews is not None:
+            self._output("PreviewDomain", self.previews.domain)
         identity = self.identity
         if identity.user_pool is not None and identity.client is not None:
             self._output("UserPoolId", identity.user_pool.user_pool_id)
