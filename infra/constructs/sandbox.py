@@ -52,7 +52,7 @@ from constructs import Construct
 from openagents.sandbox import fargate_efs, fargate_storage
 
 from infra import nag
-from infra.config import MAX_AZS, ROOT, StageConfig
+from infra.config import MAX_AZS, PUBLIC_SUBNET_MASK, ROOT, VPC_CIDR, StageConfig
 from infra.constructs.data import SNAPSHOTS_PREFIX
 from infra.constructs.function import ControlPlaneNetwork, removal, retention
 from infra.nag import acknowledge
@@ -147,12 +147,16 @@ class Sandbox(Construct):
             ec2.SubnetConfiguration(
                 name="Public",
                 subnet_type=ec2.SubnetType.PUBLIC,
-                cidr_mask=24,
+                cidr_mask=PUBLIC_SUBNET_MASK,
                 map_public_ip_on_launch=False,  # only the NAT gateways live here
             ),
-            # one IP per sandbox task and per Lambda ENI: /20 is 4091 addresses per AZ
+            # one IP per sandbox task and per Lambda ENI: /20 is 4091 addresses per AZ; with
+            # egress open the sandboxes run here, sized by sandboxSubnetMask (checked at synth
+            # against maxSessions: config._check_addresses)
             ec2.SubnetConfiguration(
-                name="Private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+                name="Private",
+                subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                cidr_mask=config.private_subnet_mask,
             ),
         ]
         gateways: dict[str, Any] = {}
@@ -160,7 +164,9 @@ class Sandbox(Construct):
             # appended last, so the other subnets keep their CIDRs when a stage switches mode
             subnets.append(
                 ec2.SubnetConfiguration(
-                    name=SANDBOX_SUBNETS, subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20
+                    name=SANDBOX_SUBNETS,
+                    subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
+                    cidr_mask=config.sandbox_subnet_mask,
                 )
             )
             # the sandbox subnets get neither the table's endpoint nor the open S3 one
@@ -171,7 +177,7 @@ class Sandbox(Construct):
         vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
             max_azs=MAX_AZS,
             nat_gateways=config.nat_gateway_count,
             subnet_configuration=subnets,
