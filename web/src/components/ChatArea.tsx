@@ -82,6 +82,7 @@ export function ChatArea({
       <ChatTabs
         chats={list}
         activeId={activeId}
+        archived={archived}
         onSelect={open}
         onCreate={() =>
           run(async () => {

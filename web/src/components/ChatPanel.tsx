@@ -262,7 +262,7 @@ export function ChatPanel({
                     canRespond && message === lastAssistant ? (body) => answer(message, body) : undefined
                   }
                 />
-                {message.role === "assistant" && !streaming && (
+                {message.role === "assistant" && !streaming && !archived && (
                   <RevertTurn
                     sessionId={sessionId}
                     run={turns.get(message.id)?.revertable ?? null}
@@ -274,7 +274,7 @@ export function ChatPanel({
                     }}
                   />
                 )}
-                {!running && live?.message?.id !== message.id && (
+                {!running && !archived && live?.message?.id !== message.id && (
                   <div className="message-actions">
                     {message.role === "user" ? (
                       <button type="button" className="link" onClick={() => setDeleting(message.id)}>

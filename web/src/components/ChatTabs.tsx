@@ -12,6 +12,8 @@ interface Props {
   onCreate: () => void;
   onRename: (chatId: string, title: string) => void;
   onDelete: (chatId: string) => void;
+  /** An archived session: the chats are read-only (no new, rename or delete). */
+  archived?: boolean;
 }
 
 function RenameForm({
@@ -49,7 +51,15 @@ function RenameForm({
 }
 
 /** The session's chats as tabs, with new / rename / delete (the only chat cannot be deleted). */
-export function ChatTabs({ chats, activeId, onSelect, onCreate, onRename, onDelete }: Props) {
+export function ChatTabs({
+  chats,
+  activeId,
+  onSelect,
+  onCreate,
+  onRename,
+  onDelete,
+  archived = false,
+}: Props) {
   const [renaming, setRenaming] = useState(false);
   const [deleting, setDeleting] = useState(false);
   const active = chats.find((chat) => chat.id === activeId);
@@ -72,23 +82,25 @@ export function ChatTabs({ chats, activeId, onSelect, onCreate, onRename, onDele
   return (
     <div className="chat-tabs">
       <TabList label="Chats" prefix="chat" tabs={tabs} selected={activeId} onSelect={onSelect} />
-      <div className="toolbar">
-        <button type="button" onClick={onCreate}>
-          New chat
-        </button>
-        <button type="button" onClick={() => setRenaming(true)} disabled={!active}>
-          Rename chat
-        </button>
-        <button
-          type="button"
-          onClick={() => setDeleting(true)}
-          disabled={only}
-          title={only ? "The only chat of a session cannot be deleted" : undefined}
-        >
-          Delete chat
-        </button>
-      </div>
-      {renaming && active && (
+      {!archived && (
+        <div className="toolbar">
+          <button type="button" onClick={onCreate}>
+            New chat
+          </button>
+          <button type="button" onClick={() => setRenaming(true)} disabled={!active}>
+            Rename chat
+          </button>
+          <button
+            type="button"
+            onClick={() => setDeleting(true)}
+            disabled={only}
+            title={only ? "The only chat of a session cannot be deleted" : undefined}
+          >
+            Delete chat
+          </button>
+        </div>
+      )}
+      {renaming && active && !archived && (
         <RenameForm
           chat={active}
           onCancel={() => setRenaming(false)}
