@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.exceptions import DurableExecutionsError, StepError
 from aws_lambda_powertools import Logger, Metrics
 from openagents.agent.durable import run_turn
 from openagents.agent.loop import AgentLoop
@@ -26,6 +27,12 @@ SERVICE = "openagents-agent"
 Handler = Callable[[Any, Any], Any]
 
 
+def engine_error(error: Exception) -> bool:
+    """The durable SDK's own failures (a checkpoint, an invocation: the SDK retries the
+    invocation), except a step that failed after its retries (the turn ends ``failed``)."""
+    return isinstance(error, DurableExecutionsError) and not isinstance(error, StepError)
+
+
 def make_handler(loop: Callable[[], AgentLoop], metrics: Metrics | None = None) -> Handler:
     logger = Logger(service=SERVICE)
     flush = metrics or Metrics(namespace=NAMESPACE, service=SERVICE)
@@ -33,7 +40,7 @@ def make_handler(loop: Callable[[], AgentLoop], metrics: Metrics | None = None) 
     @durable_execution
     def turn(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
         logger.set_correlation_id(str(event.get("runId", "")) or None)
-        return run_turn(event, context, loop())
+        return run_turn(event, context, loop(), engine_error=engine_error)
 
     @logger.inject_lambda_context(clear_state=True)
     @flush.log_metrics

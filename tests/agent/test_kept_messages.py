@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from openagents.agent.loop import AgentLoop
+from openagents.agent.parts import OtherPart
 from openagents.services.agent_turns import AgentHost
 from openagents.store.runs import Progress
 
@@ -63,7 +64,8 @@ def test_a_step_reads_the_chat_when_the_run_moved_on_without_it(
             run = loop._runs.get(run_id)
             assert run is not None
             _, message = loop._message(run)
-            message.parts.append({"type": "data-elsewhere", "data": {"step": run.steps}})
+            elsewhere = {"type": "data-elsewhere", "data": {"step": run.steps}}
+            message.parts.append(OtherPart.model_validate(elsewhere))
             stored = loop._host.stored(run, message)
             progress = Progress(run.steps + 1, run.model_calls, run.usage)
             loop._runs.append(run_id, [{"type": "data-elsewhere"}], progress, stored)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from openagents.agent.loop import TITLE_PROMPT, AgentLoop, LoopConfig
+from openagents.agent.loop import AgentLoop, LoopConfig
 from openagents.agent.models.port import (
     Finish,
     Message,
@@ -20,6 +20,7 @@ from openagents.agent.models.port import (
     TextDelta,
     Usage,
 )
+from openagents.agent.titles import TITLE_PROMPT
 from openagents.store.runs import Run
 
 RUN = Run(

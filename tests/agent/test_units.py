@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from openagents.agent.loop import ELIDED, _elide
+from openagents.agent.context import ELIDED, elide
 from openagents.agent.models.port import Message, ReasoningBlock, TextBlock, ToolCall, ToolResult
 from openagents.agent.stream import EventWriter
 from openagents.agent.tools.base import ToolFailure, cap, workspace_path
@@ -125,7 +125,7 @@ def test_the_writer_merges_deltas_and_flushes_on_time() -> None:
 
 def test_elision_keeps_structure_and_the_recent_outputs() -> None:
     results = [Message.tool_results([ToolResult(f"c{i}", "x" * 100)]) for i in range(6)]
-    elided = _elide(tuple(results))
+    elided = elide(tuple(results))
     contents = [m.content[0].content for m in elided]  # type: ignore[union-attr]
     assert contents == [ELIDED, ELIDED, "x" * 100, "x" * 100, "x" * 100, "x" * 100]
 

@@ -3,7 +3,11 @@ before the first tool call, the workspace checkpoint; after the first model call
 first turn, the title step that names it), each returning a small ``StepResult``
 (the message and the events live in the stores). SDK-free: the handler
 (``functions/agent/handler.py``) passes the SDK's ``DurableContext``; anything with a
-``step(func, name=...)`` of that shape runs it.
+``step(func, name=...)`` of that shape runs it, and any ``TurnSteps`` (the loop) is driven.
+The engine's own failures (a checkpoint that could not be written, an invocation to retry) are
+the engine adapter's to recognise (``engine_error``; the durable SDK's, in
+``functions/agent/handler.py``): they go up for the engine to retry, while anything else a step
+raises ends the run.
 
 A step that raises after its retries ends the run ``failed`` with its partial message kept.
 Each step is given the seq its previous step ended at, so one that runs again (a replay after a
@@ -18,8 +22,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from openagents.agent.loop import AgentLoop, Outcome, StepResult
 from openagents.agent.models.port import JsonObject
+from openagents.agent.turn import Outcome, StepResult, TurnSteps
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,14 +33,24 @@ class Steps(Protocol):
     def step(self, func: Callable[[Any], T], name: str | None = None) -> T: ...
 
 
-def run_turn(event: Mapping[str, Any], context: Steps, loop: AgentLoop) -> dict[str, Any]:
+def _none(_: Exception) -> bool:
+    return False
+
+
+def run_turn(
+    event: Mapping[str, Any],
+    context: Steps,
+    loop: TurnSteps,
+    *,
+    engine_error: Callable[[Exception], bool] = _none,
+) -> dict[str, Any]:
     run_id = str(event["runId"])
     outcome: Outcome = "failed"
     error: str | None = None
     try:
         outcome, error = _loop(run_id, context, loop)
     except Exception as failure:
-        if _engine_error(failure):
+        if engine_error(failure):
             raise  # the engine's own (checkpoint, invocation): it retries the invocation
         log.exception("turn %s failed", run_id)
         outcome, error = "failed", f"The turn failed: {failure}"
@@ -57,7 +71,7 @@ class _Seq:
         return result
 
 
-def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | None]:
+def _loop(run_id: str, context: Steps, loop: TurnSteps) -> tuple[Outcome, str | None]:
     seq = _Seq()
     begin = seq.after(
         StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
@@ -101,7 +115,7 @@ def _loop(run_id: str, context: Steps, loop: AgentLoop) -> tuple[Outcome, str | 
 class _Checkpoint:
     """The run's checkpoint: one step of its own, before the first tool step only."""
 
-    def __init__(self, run_id: str, context: Steps, loop: AgentLoop) -> None:
+    def __init__(self, run_id: str, context: Steps, loop: TurnSteps) -> None:
         self._run_id, self._context, self._loop = run_id, context, loop
         self._taken = False
 
@@ -111,7 +125,7 @@ class _Checkpoint:
             self._context.step(lambda _: self._loop.checkpoint(self._run_id), name="checkpoint")
 
 
-def _model_step(loop: AgentLoop, run_id: str, since: int | None) -> Callable[[Any], JsonObject]:
+def _model_step(loop: TurnSteps, run_id: str, since: int | None) -> Callable[[Any], JsonObject]:
     def step(_: Any) -> JsonObject:
         return loop.model_step(run_id, since).to_json()
 
@@ -119,17 +133,9 @@ def _model_step(loop: AgentLoop, run_id: str, since: int | None) -> Callable[[An
 
 
 def _tool_step(
-    loop: AgentLoop, run_id: str, call: str, last: bool, since: int | None
+    loop: TurnSteps, run_id: str, call: str, last: bool, since: int | None
 ) -> Callable[[Any], JsonObject]:
     def step(_: Any) -> JsonObject:
         return loop.tool_step(run_id, call, last=last, since=since).to_json()
 
     return step
-
-
-def _engine_error(error: Exception) -> bool:
-    """The durable SDK's own failures, except a step that failed after its retries."""
-    kind = type(error)
-    return kind.__module__.startswith("aws_durable_execution_sdk_python") and not any(
-        base.__name__ == "StepError" for base in kind.__mro__
-    )

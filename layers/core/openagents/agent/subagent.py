@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from openagents.agent import tool_runner
 from openagents.agent.models.port import (
     CancelCheck,
     ChatModel,
@@ -35,7 +36,7 @@ from openagents.agent.models.port import (
     Usage,
     never,
 )
-from openagents.agent.sandbox import SandboxError, Workspace
+from openagents.agent.sandbox import Workspace
 from openagents.agent.tools.base import Cancelled, Tool, ToolContext, ToolFailure, cap
 
 log = logging.getLogger(__name__)
@@ -191,16 +192,9 @@ class Subagent:
             call_id=call.id,
             bash_timeout_seconds=self._bash_timeout,
         )
-        try:
-            output = tool.run(call.input, context)
-        except Cancelled:
-            raise
-        except ToolFailure as failure:
-            return ToolResult(call.id, failure.message, True)
-        except SandboxError as error:
-            return ToolResult(call.id, str(error), True)
-        except Exception as error:  # a tool's bug is the subagent's error output
-            log.exception("subagent tool %s failed", call.name)
-            return ToolResult(call.id, f"{type(error).__name__}: {error}", True)
+        done = tool_runner.call(tool, call.input, context)  # the turn's error ladder
+        if isinstance(done, tool_runner.ToolError):
+            return ToolResult(call.id, done.text, True)
+        output = done.output
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
         return ToolResult(call.id, cap(text, RESULT_CHARS))

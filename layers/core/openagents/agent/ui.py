@@ -1,10 +1,5 @@
-"""The assistant UIMessage a run builds (AI SDK parts), and the model-visible history read back
-from a chat's UI messages.
-
-Parts, as the reference stores them: ``step-start``; ``text`` and ``reasoning`` with
-``{text, state: streaming|done}``; ``tool-<name>`` with ``{toolCallId, state, input,
-output | errorText, approval}`` where state is ``input-available``, ``approval-requested``,
-``approval-responded``, ``output-available``, ``output-error`` or ``output-denied``.
+"""The assistant UIMessage a run builds, from typed parts (``parts.py``), and the model-visible
+history read back from a chat's UI messages (stored JSON, any role).
 """
 
 from __future__ import annotations
@@ -12,7 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
+
+from pydantic import ValidationError
 
 from openagents.agent.models.port import (
     ContentBlock,
@@ -23,55 +20,88 @@ from openagents.agent.models.port import (
     ToolCall,
     ToolResult,
 )
+from openagents.agent.parts import (
+    TOOL_PREFIX,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolPart,
+    ToolState,
+    parse_parts,
+)
+from openagents.agent.ui_model import Json, UIModel
 
-Part: TypeAlias = dict[str, JsonValue]
 UIMessageJson: TypeAlias = Mapping[str, JsonValue]
-TOOL_PREFIX = "tool-"
 FINAL_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
 NOT_RUN = "The tool call did not complete (the turn was stopped)."
 
 
+class Metadata(UIModel):
+    """The assistant message's metadata: each model step's finish reason, the run's model and
+    its usage so far."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"stepFinishReasons", "modelId", "usage"})
+    step_finish_reasons: list[str] | None = None
+    model_id: str | None = None
+    usage: Json = None
+
+
 @dataclass
 class AssistantMessage:
-    """The run's assistant message, mutable while a step builds it."""
+    """The run's assistant message, built by the steps from typed parts."""
 
     id: str
     parts: list[Part] = field(default_factory=list)
-    metadata: dict[str, JsonValue] = field(default_factory=dict)
+    metadata: Metadata = field(default_factory=Metadata)
 
     @classmethod
     def load(cls, data: UIMessageJson | None, message_id: str) -> AssistantMessage:
+        """A stored message, validated (its parts typed) once, as a step takes it up."""
         if data is None:
             return cls(message_id)
         parts = data.get("parts")
         metadata = data.get("metadata")
         return cls(
             message_id,
-            [dict(part) for part in parts if isinstance(part, Mapping)]
-            if isinstance(parts, Sequence)
-            else [],
-            dict(metadata) if isinstance(metadata, Mapping) else {},
+            parse_parts(parts) if isinstance(parts, Sequence) else [],
+            _metadata(metadata),
         )
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
             "id": self.id,
             "role": "assistant",
-            "parts": list(self.parts),
-            "metadata": self.metadata,
+            "parts": [part.to_json() for part in self.parts],
+            "metadata": self.metadata.to_json(),
         }
 
-    def tool_part(self, call_id: str) -> Part | None:
+    def tool_part(self, call_id: str) -> ToolPart | None:
         """The newest part of that call (a continued message may reuse a model's call ids)."""
         for part in reversed(self.parts):
-            if is_tool_part(part) and part.get("toolCallId") == call_id:
+            if isinstance(part, ToolPart) and part.tool_call_id == call_id:
                 return part
         return None
 
+    def put(self, part: ToolState) -> None:
+        """``part`` in place of the newest part of its call (its next state)."""
+        for i in range(len(self.parts) - 1, -1, -1):
+            old = self.parts[i]
+            if isinstance(old, ToolPart) and old.tool_call_id == part.tool_call_id:
+                self.parts[i] = part
+                return
+        raise KeyError(part.tool_call_id)
+
     def finish_streaming(self) -> None:
         for part in self.parts:
-            if part.get("state") == "streaming":
-                part["state"] = "done"
+            if isinstance(part, TextPart | ReasoningPart) and part.state == "streaming":
+                part.state = "done"
+
+
+def _metadata(data: JsonValue) -> Metadata:
+    try:
+        return Metadata.model_validate(data) if isinstance(data, Mapping) else Metadata()
+    except ValidationError:  # not ours: the counts start again
+        return Metadata()
 
 
 def is_tool_part(part: Mapping[str, JsonValue]) -> bool:
