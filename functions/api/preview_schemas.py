@@ -1,6 +1,7 @@
 """Request and response bodies of the preview routes (``routes/previews.py``)."""
 
 from datetime import datetime
+from typing import Literal, cast
 
 from openagents.services.dev_servers import DevServer
 from openagents.services.previews import PreviewLink, PreviewPort
@@ -56,6 +57,9 @@ class DevServerIn(Body):
     port: int | None = Field(default=None, ge=1, le=65535)
 
 
+Status = Literal["running", "starting", "exited", "stopped"]
+
+
 class DevServerOut(Out):
     port: int
     command: str
@@ -64,6 +68,10 @@ class DevServerOut(Out):
     framework: str | None = None
     url: str | None = Field(default=None, description="A private preview link (on start)")
     log_tail: str | None = Field(default=None, description="The end of its log (on GET)")
+    status: Status = Field(
+        default="running",
+        description="`starting`: launched, its port not listening yet (poll GET)",
+    )
 
     @classmethod
     def of(cls, found: DevServer) -> "DevServerOut":
@@ -75,4 +83,5 @@ class DevServerOut(Out):
             framework=found.framework,
             url=found.url,
             log_tail=found.log_tail,
+            status=cast(Status, found.status),
         )

@@ -19,6 +19,7 @@ import pytest
 from openagents.composition import Container
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState
+from openagents.services import dev_servers
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from wsproto import ConnectionType, WSConnection
@@ -410,3 +411,47 @@ def test_a_dev_server_is_detected_launched_previewed_and_stopped(live: Live) -> 
     assert (editor.status, editor.body["code"]) == (400, "code_server_missing")
     assert "npm install -g code-server" in editor.body["error"]
     assert live.api.get(f"/api/sessions/{live.session_id}/code-editor").status == 404
+
+
+def test_a_dev_server_slower_than_a_request_is_answered_starting_then_reported(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """POST answers 202 ``starting`` when the port does not listen within the bound (here 0:
+    at once); GET says ``starting`` while its process lives, then ``running``; one that exits
+    first is ``exited`` with its log's tail."""
+    monkeypatch.setattr(dev_servers, "RESPOND_SECONDS", 0.0)
+    live.run("mkdir -p slow && printf 'slow but here' > slow/index.html")
+    route = f"/api/sessions/{live.session_id}/dev-server"
+    gated = "while [ ! -f go ]; do sleep 0.05; done; exec python3 -m http.server $PORT --bind $HOST"
+    made = live.api.post(route, {"path": "slow", "command": gated, "port": 8790})
+    assert made.status == 202, made.body
+    assert (made.body["status"], made.body["running"], made.body["url"]) == (
+        "starting",
+        False,
+        None,
+    )
+    assert live.api.get(route).body["status"] == "starting"
+    assert live.api.get(route, user="bob").status == 404
+
+    live.run("touch slow/go")
+    wait_listed(live, 8790)
+    assert live.api.get(route).body["status"] == "running"
+    host = live.host(8790)
+    link = live.api.post(f"/api/sessions/{live.session_id}/ports/8790/preview", {})
+    assert link.status == 200, link.body
+    url = urlsplit(link.body["url"])
+    redeemed = live.client.get(f"{url.path}?{url.query}", headers={"host": host})
+    cookie = redeemed.headers["set-cookie"].split(";", 1)[0]
+    assert live.client.get("/", headers={"host": host, "cookie": cookie}).text == "slow but here"
+    assert live.api.delete(route).body["status"] == "stopped"
+
+    failing = "while [ ! -f stop ]; do sleep 0.05; done; echo 'no such framework' >&2; exit 3"
+    made = live.api.post(route, {"path": "slow", "command": failing, "port": 8791})
+    assert (made.status, made.body["status"]) == (202, "starting")
+    live.run("touch slow/stop")
+    deadline = time.monotonic() + 30
+    while (got := live.api.get(route).body)["status"] == "starting":
+        assert time.monotonic() < deadline, got
+        time.sleep(0.05)
+    assert got["status"] == "exited"
+    assert "no such framework" in got["logTail"]

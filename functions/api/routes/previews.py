@@ -1,9 +1,9 @@
 """Previews: the ports listening in a session's sandbox, private links to them, and the
 project's dev server."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from fastapi import Path as PathParam
 
 from functions.api.deps import App, Caller
@@ -42,22 +42,37 @@ def create_preview(
 DEV_SERVER = "/sessions/{session_id}/dev-server"
 
 
-@router.post(DEV_SERVER, responses=error_responses(409))
+STARTING: dict[int | str, dict[str, Any]] = {
+    202: {"model": DevServerOut, "description": "Launched, not listening yet"}
+}
+
+
+@router.post(DEV_SERVER, responses={**error_responses(409), **STARTING})
 def start_dev_server(
-    session_id: str, app: App, caller: Caller, body: DevServerIn | None = None
+    session_id: str,
+    app: App,
+    caller: Caller,
+    response: Response,
+    body: DevServerIn | None = None,
 ) -> DevServerOut:
     """Detect the project's dev server (or run `command`), install its dependencies when they
-    are missing, launch it detached and wait until its port listens: `{port, url, command,
-    logPath}`. 400 `no_dev_server_found`, `install_failed` or `dev_server_failed` (with the tail
-    of its log); 409 `port_in_use`."""
+    are missing (detached, ahead of the server), launch it detached and wait until its port
+    listens: 200 `{port, url, command, logPath, status: "running"}`. Not listening within 20 s:
+    202 `status: "starting"` (poll GET; then ask `…/ports/{port}/preview` for a link). 400
+    `no_dev_server_found`, or `dev_server_failed` with the tail of its log (the install's or the
+    server's); 409 `port_in_use`."""
     given = body or DevServerIn()
     started = app.dev_servers.start(caller, session_id, given.path, given.command, given.port)
+    if started.status == "starting":
+        response.status_code = 202
     return DevServerOut.of(started)
 
 
 @router.get(DEV_SERVER, responses=ERRORS)
 def dev_server_status(session_id: str, app: App, caller: Caller) -> DevServerOut:
-    """What was started, and whether its port listens now; 404 when nothing was."""
+    """What was started and how it is: `status` `running` (its port listens), `starting` (its
+    process lives, the port does not listen yet) or `exited` (`logTail` says why); 404 when
+    nothing was."""
     return DevServerOut.of(app.dev_servers.status(caller, session_id))
 
 

@@ -1,12 +1,19 @@
 """Dev servers: detect how a project runs (``domain/dev_servers.py``), install its dependencies
 when they are missing, launch it detached in the sandbox, wait (bounded) until its port
 listens, and answer a private preview link to it. Its record, log and pid live in the
-sandbox's ``/tmp/openagents`` (the sandbox's word, read back as such)."""
+sandbox's ``/tmp/openagents`` (the sandbox's word, read back as such).
+
+A request never waits longer than ``RESPOND_SECONDS`` (API Gateway cuts a request at 29 s): an
+install runs detached, ahead of the server in the same launch, and a server not listening by
+then is answered ``status: "starting"`` (202); GET reports ``running`` once its port listens,
+``exited`` (with its log's tail) when its process ended first."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +38,8 @@ from openagents.services.previews import Previews, check_port
 
 log = logging.getLogger(__name__)
 STATE_DIR = "/tmp/openagents"  # noqa: S108 - the sandbox's own /tmp
-INSTALL_SECONDS = 600
 START_SECONDS = 120
+RESPOND_SECONDS = 20.0  # the most one request waits for the port (API Gateway: 29 s)
 STOP_SECONDS = 10
 POLL_SECONDS = 0.25
 TAIL_CHARS = 2000
@@ -40,10 +47,6 @@ TAIL_CHARS = 2000
 
 class NoDevServerFound(InvalidInput):
     code = "no_dev_server_found"
-
-
-class InstallFailed(InvalidInput):
-    code = "install_failed"
 
 
 class DevServerFailed(InvalidInput):
@@ -63,6 +66,7 @@ class DevServer:
     framework: str | None = None
     url: str | None = None
     log_tail: str | None = None
+    status: str = "running"  # "starting": launched, not listening yet; "exited"; "stopped"
 
 
 def _tail(text: object) -> str:
@@ -76,9 +80,11 @@ class DevServers:
         previews: Previews,
         sleep: Callable[[float], None] = time.sleep,
         name: str = "dev-server",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._previews = previews
         self._sleep = sleep
+        self._clock = clock
         self._name = name  # its files: /tmp/openagents/<name>.{json,log,pid}
         self.log_path = f"{STATE_DIR}/{name}.log"
 
@@ -149,31 +155,51 @@ class DevServers:
             raise NoDevServerFound(str(exc), field="command") from exc
         if plan.port in {p.port for p in client.ports()}:
             raise PortInUse(f"Port {plan.port} is already taken in the sandbox", field="port")
-        if plan.install:
-            done = self._exec(
-                client,
-                f"{plan.install} 2>&1 | tail -c {TAIL_CHARS}; exit ${{PIPESTATUS[0]}}",
-                cwd=cwd,
-                timeout_seconds=INSTALL_SECONDS,
-            )
-            if done.get("exitCode") != 0:
-                raise InstallFailed(f"{plan.install} failed:\n{_tail(done.get('stdout'))}")
-        self._exec(
-            client, launch_script(plan, cwd, STATE_DIR, self._name), cwd=".", timeout_seconds=30
+        # the install runs detached, ahead of the server (one launch, one log); the record a
+        # resume starts again names the server alone
+        launched = (
+            dataclasses.replace(plan, command=f"{plan.install} && {plan.command}")
+            if plan.install
+            else plan
         )
-        self._wait_listening(client, plan)
+        self._exec(
+            client,
+            launch_script(launched, cwd, STATE_DIR, self._name),
+            cwd=".",
+            timeout_seconds=30,
+        )
+        if plan.install:
+            self._exec(client, self._keep_record(plan, cwd), cwd=".", timeout_seconds=10)
+        if not self._wait_listening(client, launched, RESPOND_SECONDS):
+            return DevServer(
+                plan.port, launched.command, self.log_path, False, plan.framework,
+                status="starting",
+            )  # fmt: skip
         link = self._previews.create(identity, session.id, plan.port, "/")
-        return DevServer(plan.port, plan.command, self.log_path, True, plan.framework, link.url)
+        return DevServer(plan.port, launched.command, self.log_path, True, plan.framework, link.url)
 
-    def _wait_listening(self, client: Sandboxd, plan: DevServerPlan) -> None:
-        deadline = time.monotonic() + START_SECONDS
-        alive = f"kill -0 $(cat {STATE_DIR}/{self._name}.pid) 2>/dev/null"
+    def _keep_record(self, plan: DevServerPlan, cwd: str) -> str:
+        record = shlex.quote(json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd}))
+        return f"[ ! -d {KEPT_DIR} ] || printf '%s' {record} > {KEPT_DIR}/{self._name}.json"
+
+    def _alive(self, client: Sandboxd) -> bool:
+        alive = f"kill -0 -- -$(cat {STATE_DIR}/{self._name}.pid) 2>/dev/null"
+        return self._exec(client, alive).get("exitCode") == 0
+
+    def _wait_listening(self, client: Sandboxd, plan: DevServerPlan, within: float) -> bool:
+        """True once the port listens; False when ``within`` passed first with the server
+        still alive; DevServerFailed (with its log's tail) when it exited."""
+        deadline = self._clock() + within
         checks = 0
-        while time.monotonic() < deadline:
+        while True:
             if plan.port in {p.port for p in client.ports()}:
-                return
+                return True
             checks += 1
-            if checks % 8 == 0 and self._exec(client, alive).get("exitCode") != 0:
+            if self._clock() >= deadline:
+                if self._alive(client):
+                    return False
+                break
+            if checks % 8 == 0 and not self._alive(client):
                 break
             self._sleep(POLL_SECONDS)
         log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path}").get("stdout")
@@ -195,8 +221,11 @@ class DevServers:
         except (ValueError, KeyError, TypeError, InvalidInput):
             raise NotFound("No dev server was started in this sandbox") from None
         running = port in {p.port for p in client.ports()}
+        status = "running" if running else "starting" if self._alive(client) else "exited"
         log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path} 2>/dev/null").get("stdout")
-        return DevServer(port, command, self.log_path, running, log_tail=_tail(log or ""))
+        return DevServer(
+            port, command, self.log_path, running, log_tail=_tail(log or ""), status=status
+        )
 
     def stop(self, identity: Identity, session_id: str) -> DevServer:
         """Stop its process group (TERM, then KILL after a bound); 404 when nothing was started."""
@@ -214,7 +243,7 @@ class DevServers:
                 break
             self._sleep(POLL_SECONDS)
         self._exec(client, f"rm -f {STATE_DIR}/{self._name}.json {KEPT_DIR}/{self._name}.json")
-        return DevServer(current.port, current.command, self.log_path, False)
+        return DevServer(current.port, current.command, self.log_path, False, status="stopped")
 
     def restart(self, session: Session) -> None:
         """A resumed sandbox starts again what its workspace's kept record names (no install,
