@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "memory": "bench.memory",
     "agent": "bench.agent",
     "checkpoint": "bench.checkpoint",
+    "scale": "bench.scale",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
