@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from openagents.agent.models.scripted import ScriptedModel
+from openagents.agent.sandbox import ExecResult
 from openagents.agent.subagent import Subagent, SubagentProgress
 from openagents.agent.tools import TOOLS, Cancelled, ToolContext, ToolFailure
 
@@ -63,3 +64,44 @@ def test_a_subagent_cannot_start_another(tmp_path: Path) -> None:
             {"subagentType": "boss", "task": "t", "instructions": "i"},
             ToolContext(workspace=None),  # type: ignore[arg-type]
         )
+
+
+class KeyedWorkspace:
+    """A workspace that records each exec's idempotency key and answers it."""
+
+    def __init__(self) -> None:
+        self.keys: list[str | None] = []
+
+    def exec(self, *, key: str | None = None, **kw: Any) -> ExecResult:
+        self.keys.append(key)
+        return ExecResult(exit_code=0, stdout="ok\n", stderr="")
+
+
+def _bash(command: str) -> dict[str, Any]:
+    return {"name": "bash", "input": {"command": command}}
+
+
+def _keys(tmp_path: Path, parent: str, commands: list[str]) -> list[str | None]:
+    model = scripted(tmp_path, [{"toolCalls": [_bash(c) for c in commands]}, {"text": "Done."}])
+    workspace = KeyedWorkspace()
+    agent = Subagent(model, TOOLS, workspace, parent_call_id=parent)  # type: ignore[arg-type]
+    result = agent.run("executor", "t", "i", first_step=0)
+    assert result.summary == "Done."
+    return workspace.keys
+
+
+def test_a_subagents_commands_are_keyed_by_the_task_call_and_their_place(
+    tmp_path: Path,
+) -> None:
+    first = _keys(tmp_path, "task-call-1", ["git commit -m a", "make test"])
+    assert all(k is not None and k.startswith("bash:task-call-1/1.") for k in first)
+    assert first[0] != first[1]  # two calls of one step: two keys
+    # the task step run again after a restart: the same commands, under the same keys (so
+    # sandboxd answers what the first attempt ran instead of running it again)
+    assert _keys(tmp_path, "task-call-1", ["git commit -m a", "make test"]) == first
+    # another task call's subagent: its own keys, though its model numbers calls the same
+    assert set(_keys(tmp_path, "task-call-2", ["git commit -m a", "make test"])).isdisjoint(first)
+    # asked something else at the same place: another command, another key
+    other = _keys(tmp_path, "task-call-1", ["git commit -m b", "make test"])
+    assert other[0] != first[0]
+    assert other[1] == first[1]

@@ -14,6 +14,7 @@ the turn, with a subset of the tools and a budget of ``SUBAGENT_MAX_STEPS`` mode
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -106,8 +107,10 @@ class Subagent:
         cancelled: CancelCheck = never,
         bash_timeout_seconds: int = 120,
         max_steps: int = SUBAGENT_MAX_STEPS,
+        parent_call_id: str | None = None,
     ) -> None:
         self._model, self._tools, self._workspace = model, tools, workspace
+        self._parent = parent_call_id  # the task call's: what the inner calls' ids derive from
         self._cancelled, self._bash_timeout = cancelled, bash_timeout_seconds
         self._max_steps = max_steps
         self.result = SubagentResult("", "")  # so far (the counts survive a stop or a failure)
@@ -151,7 +154,7 @@ class Subagent:
             calls = finish.message.tool_calls
             if not calls:
                 return result
-            results = [self._tool(call, names, result) for call in calls]
+            results = [self._tool(call, names, result, i) for i, call in enumerate(calls)]
             messages.append(Message.tool_results(results))
             progress(SubagentProgress(result.model_calls, tuple(result.tool_calls)))
         result.stopped_at_limit = True
@@ -172,7 +175,19 @@ class Subagent:
             ModelError(ModelErrorKind.INVALID_RESPONSE, "The model's answer ended early.").message
         )
 
-    def _tool(self, call: ToolCall, allowed: tuple[str, ...], result: SubagentResult) -> ToolResult:
+    def _call_id(self, call: ToolCall, step: int, index: int) -> str:
+        """The id an inner call runs under (its ``bash`` exec key, its markers): from the task
+        call's id, the subagent's step and the call's place in it, and what it asks, so a task
+        step run again after a restart collects the commands its first attempt ran (the model's
+        own ids differ from one attempt to the next), and one asking something else runs it."""
+        if self._parent is None:
+            return call.id
+        asked = json.dumps([call.name, call.input], sort_keys=True, default=str).encode()
+        return f"{self._parent}/{step}.{index}.{hashlib.sha256(asked).hexdigest()[:12]}"
+
+    def _tool(
+        self, call: ToolCall, allowed: tuple[str, ...], result: SubagentResult, index: int = 0
+    ) -> ToolResult:
         result.tool_calls.append(call.name)
         tool = self._tools.get(call.name)
         if tool is None or call.name not in allowed:
@@ -189,7 +204,7 @@ class Subagent:
         context = ToolContext(
             workspace=self._workspace,
             cancelled=self._cancelled,
-            call_id=call.id,
+            call_id=self._call_id(call, result.model_calls, index),
             bash_timeout_seconds=self._bash_timeout,
         )
         done = tool_runner.call(tool, call.input, context)  # the turn's error ladder

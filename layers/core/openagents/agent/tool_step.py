@@ -86,6 +86,7 @@ class ToolStep:
                 context.workspace,
                 cancelled=context.cancelled,
                 bash_timeout_seconds=context.bash_timeout_seconds,
+                parent_call_id=context.call_id,
             )
             made.append(agent)
 
