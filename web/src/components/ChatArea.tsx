@@ -18,6 +18,8 @@ interface Props {
   onSent: () => void;
   /** A turn this client follows started or ended here (the sidebar's Working badge). */
   onWorking?: (running: boolean) => void;
+  /** A tool call of the live turn may have changed the workspace's files. */
+  onFilesChanged?: () => void;
 }
 
 export function ChatArea({
@@ -28,6 +30,7 @@ export function ChatArea({
   onRead,
   onSent,
   onWorking,
+  onFilesChanged,
 }: Props) {
   const api = useApi();
   const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
@@ -124,6 +127,7 @@ export function ChatArea({
           onTurn={sent}
           onChatChanged={reloadChats}
           onRunning={markWorking}
+          onFilesChanged={onFilesChanged}
           onForked={(fork) => {
             chats.setData((current = []) => [...current.filter((c) => c.id !== fork.id), fork]);
             open(fork.id);

@@ -34,6 +34,22 @@ interface Props {
   onRunning?: (running: boolean) => void;
   /** A fork of this chat was created (open it). */
   onForked?: (chat: Chat) => void;
+  /** A write, edit or bash call of the live turn returned (the files may have changed). */
+  onFilesChanged?: () => void;
+}
+
+/** Tools whose result may change the workspace's files. */
+const WRITES = new Set(["tool-write", "tool-edit", "tool-bash"]);
+
+/** How many of a message's write, edit and bash calls have their (final) result. */
+export function fileResults(
+  message:
+    { parts: ReadonlyArray<{ type: string; state?: string; preliminary?: boolean }> } | null | undefined,
+): number {
+  if (!message) return 0;
+  return message.parts.filter(
+    (part) => WRITES.has(part.type) && part.state === "output-available" && !part.preliminary,
+  ).length;
 }
 
 const NEAR_TOP = 48; // px: scrolling this close to the top loads the page above
@@ -85,6 +101,7 @@ export function ChatPanel({
   onChatChanged,
   onRunning,
   onForked,
+  onFilesChanged,
 }: Props) {
   const api = useApi();
   const { messages, hasOlder, loadingOlder, olderError, error, loading, append, reload, loadOlder } =
@@ -113,6 +130,14 @@ export function ChatPanel({
   const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd, activeRunId });
 
   const running = live !== null && (live.status === "running" || live.status === "starting");
+  const results = fileResults(live?.message as ViewMessage | undefined);
+  const filesChanged = useRef(onFilesChanged);
+  useEffect(() => {
+    filesChanged.current = onFilesChanged;
+  }, [onFilesChanged]);
+  useEffect(() => {
+    if (results > 0) filesChanged.current?.(); // one more write, edit or bash result
+  }, [results]);
   useEffect(() => {
     onRunning?.(running);
   }, [onRunning, running]);

@@ -1,4 +1,4 @@
-import { useCallback, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { FileEntry } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
@@ -25,23 +25,33 @@ function sortEntries(entries: FileEntry[]): FileEntry[] {
     .sort((a, b) => Number(b.type === "dir") - Number(a.type === "dir") || a.path.localeCompare(b.path));
 }
 
-function Directory({
-  sessionId,
-  path,
-  selected,
-  onOpen,
-}: {
+/** Loads again (keeping what it shows, and the folders open) each time `version` moves. */
+function useReloadOn(version: number, reload: () => void) {
+  const seen = useRef(version);
+  useEffect(() => {
+    if (version === seen.current) return;
+    seen.current = version;
+    reload();
+  }, [version, reload]);
+}
+
+interface DirectoryProps {
   sessionId: string;
   path: string;
   selected: string | null;
   onOpen: (path: string) => void;
-}) {
+  /** Bumped when the files may have changed (a turn ended, a write, edit or bash result). */
+  version: number;
+}
+
+function Directory({ sessionId, path, selected, onOpen, version }: DirectoryProps) {
   const api = useApi();
   const load = useCallback(
     () => api.files(sessionId, path).then((answer) => sortEntries(answer.entries)),
     [api, sessionId, path],
   );
-  const { data, error } = useLoader(load);
+  const { data, error, reload } = useLoader(load);
+  useReloadOn(version, reload);
   if (error !== undefined) return <p role="alert">{errorMessage(error)}</p>;
   if (!data) return <p className="muted">Loading…</p>;
   return (
@@ -54,6 +64,7 @@ function Directory({
             path={entry.path}
             selected={selected}
             onOpen={onOpen}
+            version={version}
           />
         ) : (
           <li key={entry.path}>
@@ -72,12 +83,7 @@ function Directory({
   );
 }
 
-function Folder(props: {
-  sessionId: string;
-  path: string;
-  selected: string | null;
-  onOpen: (path: string) => void;
-}) {
+function Folder(props: DirectoryProps) {
   const [open, setOpen] = useState(false);
   return (
     <li>
@@ -89,10 +95,11 @@ function Folder(props: {
   );
 }
 
-function Viewer({ sessionId, path }: { sessionId: string; path: string }) {
+function Viewer({ sessionId, path, version }: { sessionId: string; path: string; version: number }) {
   const api = useApi();
   const load = useCallback(() => api.fileContent(sessionId, path), [api, sessionId, path]);
-  const { data, error } = useLoader(load);
+  const { data, error, reload } = useLoader(load);
+  useReloadOn(version, reload);
   if (error !== undefined) return <p role="alert">{errorMessage(error)}</p>;
   if (!data) return <p className="muted">Loading {path}…</p>;
   return (
@@ -111,17 +118,32 @@ function Viewer({ sessionId, path }: { sessionId: string; path: string }) {
   );
 }
 
-/** The workspace tree (folders load as they open) and the selected file. */
-export function FileBrowser({ sessionId, chip }: { sessionId: string; chip: ChipLabel | null }) {
+/** The workspace tree (folders load as they open) and the selected file; both load again when
+ * `version` moves (a turn ended, a tool wrote), keeping the folders open and the file selected. */
+export function FileBrowser({
+  sessionId,
+  chip,
+  version = 0,
+}: {
+  sessionId: string;
+  chip: ChipLabel | null;
+  version?: number;
+}) {
   const [selected, setSelected] = useState<string | null>(null);
   if (chip === null) return <p className="muted">Checking the sandbox…</p>;
   if (chip !== "Active") return <p className="muted">{NO_FILES[chip]}</p>;
   return (
     <div className="files">
       <nav aria-label="Workspace files" className="file-tree">
-        <Directory sessionId={sessionId} path="." selected={selected} onOpen={setSelected} />
+        <Directory
+          sessionId={sessionId}
+          path="."
+          selected={selected}
+          onOpen={setSelected}
+          version={version}
+        />
       </nav>
-      {selected && <Viewer sessionId={sessionId} path={selected} />}
+      {selected && <Viewer sessionId={sessionId} path={selected} version={version} />}
     </div>
   );
 }

@@ -1,10 +1,14 @@
 // What a new user tripped on (issue 25), one test each (the ones of a component of their own sit
 // beside it: ToolCard, Share, SessionView).
-import { screen, waitFor } from "@testing-library/react";
+import { screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
 import { describe, expect, it, vi } from "vitest";
 import type { Api, Run } from "../api/client";
 import { axeViolations } from "../test/axe";
+import { ApiContext } from "../api/context";
 import { chat, fakeApi, fullSession, renderWithApi, sandboxStatus } from "../test/fakes";
+import { fileResults } from "./ChatPanel";
+import { FileBrowser } from "./FileBrowser";
 import { SessionView } from "./SessionView";
 
 const messages = [
@@ -80,5 +84,53 @@ describe("a new user's walk (issue 25)", () => {
     expect(await screen.findByRole("button", { name: "Revert to before this turn" })).toBeInTheDocument();
     for (const name of ["New chat", "Rename chat", "Delete chat", "Delete from here", "Fork"])
       expect(screen.getByRole("button", { name })).toBeInTheDocument();
+  });
+});
+
+describe("the Files tree follows the work (issue 25)", () => {
+  it("loads again in place when its version moves: new files show, open folders stay open", async () => {
+    let root = [
+      { path: "README.md", type: "file" as const, size: 3 },
+      { path: "src", type: "dir" as const, size: 0 },
+    ];
+    const files = vi.fn(async (_s: string, path: string) =>
+      path === "."
+        ? { entries: root }
+        : { entries: [{ path: "src/app.py", type: "file" as const, size: 1 }] },
+    );
+    const api = fakeApi({ files: files as unknown as Api["files"] });
+    const { rerender } = renderWithApi(<FileBrowser sessionId="s1" chip="Active" version={0} />, api);
+    await userEvent.click(await screen.findByRole("button", { name: "src/" }));
+    expect(await screen.findByRole("button", { name: "app.py" })).toBeInTheDocument();
+    root = [...root, { path: "greeting.txt", type: "file" as const, size: 5 }];
+    rerender(
+      <ApiContext.Provider value={api}>
+        <FileBrowser sessionId="s1" chip="Active" version={1} />
+      </ApiContext.Provider>,
+    );
+    expect(await screen.findByRole("button", { name: "greeting.txt" })).toBeInTheDocument();
+    expect(screen.getByRole("button", { name: "src/" })).toHaveAttribute("aria-expanded", "true");
+    expect(
+      within(screen.getByRole("navigation", { name: "Workspace files" })).getByRole("button", {
+        name: "app.py",
+      }),
+    ).toBeInTheDocument();
+  });
+
+  it("counts a turn's finished write, edit and bash results (not reads, not output so far)", () => {
+    const part = (type: string, state: string, preliminary?: boolean) => ({ type, state, preliminary });
+    expect(fileResults(null)).toBe(0);
+    expect(
+      fileResults({
+        parts: [
+          part("text", "done"),
+          part("tool-read", "output-available"),
+          part("tool-write", "output-available"),
+          part("tool-edit", "input-available"),
+          part("tool-bash", "output-available", true),
+          part("tool-bash", "output-available"),
+        ],
+      }),
+    ).toBe(2);
   });
 });

@@ -20,11 +20,14 @@ export function SandboxPanel({
   sessionId,
   chip,
   version = 0,
+  filesVersion = 0,
 }: {
   sessionId: string;
   chip: ChipLabel | null;
   /** Bumped after each agent turn starts or ends (the Changes and the runs reload). */
   version?: number;
+  /** Bumped when the files may have changed: the tree reloads in place. */
+  filesVersion?: number;
 }) {
   const [view, setView] = useState<View>("files");
   const running = chip === "Active";
@@ -46,7 +49,7 @@ export function SandboxPanel({
         className="sandbox-view"
         key={`${view}-${chip}-${view === "files" ? 0 : version}`}
       >
-        {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} />}
+        {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} version={filesVersion} />}
         {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
         {view === "preview" && <Preview sessionId={sessionId} running={running} />}
         {view === "activity" && (

@@ -50,8 +50,11 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
   const [unarchived, setUnarchived] = useState(false); // provisions from the bundle: "Restoring"
   const reloadSession = session.reload;
   const [turns, setTurns] = useState(0); // each turn start and end reloads the sandbox panel
+  const [files, setFiles] = useState(0); // and a tool's write, edit or bash result the Files tree
+  const filesChanged = useCallback(() => setFiles((n) => n + 1), []);
   const resync = useCallback(() => {
     setTurns((n) => n + 1);
+    setFiles((n) => n + 1);
     refresh();
     reloadSession();
     onSessionsChanged();
@@ -169,8 +172,9 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
           onRead={onSessionsChanged}
           onSent={resync}
           onWorking={working}
+          onFilesChanged={filesChanged}
         />
-        <SandboxPanel sessionId={sessionId} chip={label} version={turns} />
+        <SandboxPanel sessionId={sessionId} chip={label} version={turns} filesVersion={files} />
       </div>
     </article>
   );
