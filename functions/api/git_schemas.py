@@ -23,9 +23,7 @@ def _multiline(value: str) -> str:
 
 
 Multiline = AfterValidator(_multiline)
-BranchName = Annotated[
-    str, Field(min_length=1, max_length=255, pattern=r"^(?!-)(?!.*\.\.)[\w./-]+$"), NoControls
-]
+BranchName = Annotated[str, Field(min_length=1, max_length=255)]
 
 
 class CommitIn(Body):

@@ -27,6 +27,7 @@ from openagents.agent.models.port import (
     TextDelta,
 )
 from openagents.agent.models.registry import ModelInfo
+from openagents.domain import validation
 from openagents.domain.checkpoints import Checkpoint, checkpoint_ref
 from openagents.domain.errors import (
     Conflict,
@@ -267,15 +268,19 @@ class GitActions:
         listed = self._git_output(
             client, f"git status --porcelain=v1 -z --untracked-files=all -- {specs}"
         )
-        restored, removed = _changes(listed)
+        restored, removed, staged = _changes(listed)
         if not restored and not removed:
             raise NothingToDiscard("Nothing to discard: no uncommitted changes there")
         ref = checkpoint_ref(f"discard-{self._ids()}")
         saved = Checkpoint.from_json(self._sandbox(lambda: client.checkpoint(ref)))
         done = self._sandbox(
             lambda: client.exec(
-                f"git restore --source=HEAD --staged --worktree -- {specs} && "
-                f"git clean -fdq -- {specs}",
+                (
+                    f"git restore --source=HEAD --staged --worktree -- {_literal(staged)} && "
+                    if staged
+                    else ""
+                )
+                + f"git clean -fdq -- {specs}",
                 timeout_seconds=GIT_TIMEOUT,
                 max_output_bytes=64 << 10,
             )
@@ -346,6 +351,8 @@ class GitActions:
                 "The session has no branch of its own to open a pull request from",
                 field="sessionId",
             )
+        if base is not None:
+            validation.branch(base, field="base")
         if base is not None and base == own:
             raise InvalidInput("base is the session's own branch", field="base")
         repo = session.repo
@@ -658,11 +665,17 @@ def _pathspecs(paths: Sequence[str] | None) -> str:
     return " ".join(specs)
 
 
-def _changes(porcelain: str) -> tuple[list[str], list[str]]:
-    """(restored, removed) of ``git status --porcelain=v1 -z``: a path HEAD has is restored;
-    an untracked or newly added one is removed."""
+def _literal(paths: Sequence[str]) -> str:
+    return " ".join(shlex.quote(f":(literal){path}") for path in paths)
+
+
+def _changes(porcelain: str) -> tuple[list[str], list[str], list[str]]:
+    """(restored, removed, known to git) of ``git status --porcelain=v1 -z``: a path HEAD has
+    is restored; an untracked or newly added one is removed; what the index or HEAD knows is
+    put back by ``git restore`` (the untracked by ``git clean``)."""
     restored: list[str] = []
     removed: list[str] = []
+    staged: list[str] = []
     entries = porcelain.split("\0")
     index = 0
     while index < len(entries):
@@ -676,9 +689,15 @@ def _changes(porcelain: str) -> tuple[list[str], list[str]]:
             index += 1
             if code[0] == "R":
                 restored.append(origin)
+                staged.append(origin)
             removed.append(path)
-        elif code == "??" or "A" in code:
+            staged.append(path)
+        elif code == "??":
             removed.append(path)
+        elif "A" in code:
+            removed.append(path)
+            staged.append(path)
         else:
             restored.append(path)
-    return restored, removed
+            staged.append(path)
+    return restored, removed, staged
