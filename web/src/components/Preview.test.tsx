@@ -54,12 +54,14 @@ describe("Preview", () => {
       running: true,
       framework: "vite",
       url: URL,
+      status: "running" as const,
     }));
     const stopDevServer = vi.fn(async () => ({
       port: 5173,
       command: "npm run dev",
       logPath: "/tmp/openagents/dev-server.log",
       running: false,
+      status: "stopped" as const,
     }));
     renderWithApi(
       <Preview sessionId="s1" running />,
@@ -70,6 +72,42 @@ describe("Preview", () => {
     expect(await screen.findByTitle("Preview")).toHaveAttribute("src", URL);
     await user.click(screen.getByRole("button", { name: "Stop dev server" }));
     expect(stopDevServer).toHaveBeenCalledWith("s1");
+    expect(screen.queryByTitle("Preview")).toBeNull();
+  });
+
+  it("polls a dev server answered starting until it runs, then shows its preview", async () => {
+    const user = userEvent.setup();
+    const base = { port: 5173, command: "npm install && npm run dev", logPath: "l", running: false };
+    const startDevServer = vi.fn(async () => ({ ...base, status: "starting" as const }));
+    const devServer = vi
+      .fn()
+      .mockResolvedValueOnce({ ...base, status: "starting" })
+      .mockResolvedValueOnce({ ...base, running: true, status: "running" });
+    const createPreview = vi.fn(async () => ({ url: URL, expiresAt: "2026-12-03T12:00:00Z" }));
+    renderWithApi(
+      <Preview sessionId="s1" running pollMs={0} />,
+      fakeApi({ ports: vi.fn(async () => ({ ports: [] })), startDevServer, devServer, createPreview }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Start dev server" }));
+    expect(await screen.findByTitle("Preview")).toHaveAttribute("src", URL);
+    expect(devServer).toHaveBeenCalledTimes(2);
+    expect(createPreview).toHaveBeenCalledWith("s1", 5173);
+  });
+
+  it("says a dev server exited while starting, with its log", async () => {
+    const user = userEvent.setup();
+    const base = { port: 5173, command: "npm run dev", logPath: "l", running: false };
+    renderWithApi(
+      <Preview sessionId="s1" running pollMs={0} />,
+      fakeApi({
+        ports: vi.fn(async () => ({ ports: [] })),
+        startDevServer: vi.fn(async () => ({ ...base, status: "starting" as const })),
+        devServer: vi.fn(async () => ({ ...base, status: "exited" as const, logTail: "EADDRINUSE" })),
+      }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Start dev server" }));
+    expect(await screen.findByRole("alert")).toHaveTextContent("exited before it listened");
+    expect(screen.getByRole("alert")).toHaveTextContent("EADDRINUSE");
     expect(screen.queryByTitle("Preview")).toBeNull();
   });
 

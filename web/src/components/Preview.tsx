@@ -1,5 +1,5 @@
 import { useCallback, useState } from "react";
-import type { ListeningPort } from "../api/client";
+import type { DevServer, ListeningPort } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
@@ -11,14 +11,43 @@ export function embeddable(url: string, page: string = window.location.hostname)
   return new URL(url).hostname.endsWith(`.${page}`);
 }
 
-/** The ports listening in the sandbox, each opened through a private preview link, and the
- * project's dev server (start, stop, the end of its log). */
-export function Preview({ sessionId, running }: { sessionId: string; running: boolean }) {
-  if (!running) return <p className="muted">The sandbox is not running; resume it to preview its servers.</p>;
-  return <Ports sessionId={sessionId} />;
+const POLL_MS = 1000;
+const POLL_LIMIT = 600; // ten minutes of a slow install
+
+/** A dev server answered `starting` (202: its port did not listen within the request's bound):
+ * its status, polled until it runs; an error with its log's tail when it exited first. */
+export async function untilRunning(
+  read: () => Promise<DevServer>,
+  pollMs: number = POLL_MS,
+  limit: number = POLL_LIMIT,
+): Promise<DevServer> {
+  for (let attempt = 0; attempt < limit; attempt++) {
+    const current = await read();
+    if (current.status === "running") return current;
+    if (current.status !== "starting") {
+      throw new Error(`The dev server exited before it listened:\n${current.logTail ?? ""}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+  throw new Error("The dev server is still starting: see its log");
 }
 
-function Ports({ sessionId }: { sessionId: string }) {
+/** The ports listening in the sandbox, each opened through a private preview link, and the
+ * project's dev server (start, stop, the end of its log). */
+export function Preview({
+  sessionId,
+  running,
+  pollMs = POLL_MS,
+}: {
+  sessionId: string;
+  running: boolean;
+  pollMs?: number;
+}) {
+  if (!running) return <p className="muted">The sandbox is not running; resume it to preview its servers.</p>;
+  return <Ports sessionId={sessionId} pollMs={pollMs} />;
+}
+
+function Ports({ sessionId, pollMs }: { sessionId: string; pollMs: number }) {
   const api = useApi();
   const load = useCallback(() => api.ports(sessionId).then((answer) => answer.ports), [api, sessionId]);
   const { data, error, reload } = useLoader(load);
@@ -53,8 +82,13 @@ function Ports({ sessionId }: { sessionId: string }) {
   };
   const start = () =>
     act("Starting the dev server…", async () => {
-      const started = await api.startDevServer(sessionId);
-      setShown(started.url ?? null);
+      let started = await api.startDevServer(sessionId);
+      if (started.status === "starting") {
+        setBusy(`Starting the dev server (${started.command})…`);
+        started = await untilRunning(() => api.devServer(sessionId), pollMs);
+      }
+      const url = started.url ?? (await api.createPreview(sessionId, started.port)).url;
+      setShown(url);
       reload();
     });
   const stop = () =>
