@@ -5,6 +5,7 @@ import { errorMessage } from "../api/errors";
 import type { AgentMessage } from "../agent/stream";
 import { useAgentRun } from "../agent/useAgentRun";
 import { useMessages } from "../hooks/useMessages";
+import { NARROW, useMediaQuery } from "../hooks/useMediaQuery";
 import { useTurnRuns } from "../hooks/useTurnRuns";
 import { Composer } from "./Composer";
 import { ConfirmDialog } from "./ConfirmDialog";
@@ -53,6 +54,7 @@ export function fileResults(
 }
 
 const NEAR_TOP = 48; // px: scrolling this close to the top loads the page above
+const FOLLOW = 160; // px: a reader this close to the bottom follows the stream
 
 function newId(): string {
   return crypto.randomUUID();
@@ -142,6 +144,12 @@ export function ChatPanel({
     onRunning?.(running);
   }, [onRunning, running]);
   const scroller = useRef<HTMLDivElement>(null);
+  // what scrolls the messages: their own box, or on a phone (the box grows) the page itself
+  const narrow = useMediaQuery(NARROW);
+  const scrolling = useCallback(
+    (): HTMLElement | null => (narrow ? (document.scrollingElement as HTMLElement | null) : scroller.current),
+    [narrow],
+  );
   const fromBottom = useRef<number | null>(null);
   const last = messages[messages.length - 1]?.id;
   const liveSize = live?.message ? JSON.stringify(live.message.parts).length : 0;
@@ -174,22 +182,22 @@ export function ChatPanel({
   }, [api, sessionId, chatId, onRead, ended]);
 
   useLayoutEffect(() => {
-    const box = scroller.current;
+    const box = scrolling();
     if (!box) return;
     // showing earlier messages keeps the view where it was; a new last message scrolls to it
     box.scrollTop = fromBottom.current === null ? box.scrollHeight : box.scrollHeight - fromBottom.current;
     fromBottom.current = null;
-  }, [last, messages.length, live?.message?.id]);
+  }, [last, messages.length, live?.message?.id, scrolling]);
 
   useLayoutEffect(() => {
     // the streamed message grows: follow it while the reader is at the bottom
-    const box = scroller.current;
-    if (box && box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
-  }, [liveSize]);
+    const box = scrolling();
+    if (box && box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOW) box.scrollTop = box.scrollHeight;
+  }, [liveSize, scrolling]);
 
   const earlier = () => {
     if (!hasOlder || loadingOlder) return;
-    const box = scroller.current;
+    const box = scrolling();
     if (box) fromBottom.current = box.scrollHeight - box.scrollTop;
     void loadOlder();
   };
@@ -238,8 +246,8 @@ export function ChatPanel({
   const shownNotice = awaitsAnswer ? { text: ENDED_NOTICE.waiting ?? "", error: null } : notice;
   useLayoutEffect(() => {
     // a notice under the last message (waiting, stopped, failed) is scrolled to like the message
-    const box = scroller.current;
-    if (box && shownNotice && box.scrollHeight - box.scrollTop - box.clientHeight < 160)
+    const box = scrolling();
+    if (box && shownNotice && box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOW)
       box.scrollTop = box.scrollHeight;
   }, [shownNotice?.text]); // eslint-disable-line react-hooks/exhaustive-deps
 
