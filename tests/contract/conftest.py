@@ -19,7 +19,6 @@ from openagents.composition import Container
 from openagents.domain.models import AuditEntry
 from openagents.events import Event, from_entry
 from openagents.settings import Settings
-from openagents.store import items
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.items import OutboxItem
 from openagents.store.keys import OUTBOX_PREFIX, session_pk
@@ -27,6 +26,7 @@ from openagents.store.mapping import to_event
 from openagents.store.port import Store
 from openagents.store.sqlite import SqliteStore
 
+from tests.conftest import dynamodb_table
 from tests.support import NoMetrics
 
 ADAPTERS = ["dynamodb", "sqlite"]
@@ -102,7 +102,7 @@ def backend(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Back
     artifacts = FolderArtifactStore(chosen.artifacts_dir)
     store: Store
     if request.param == "dynamodb":
-        items.bind(chosen.table_name, chosen.dynamodb_endpoint, chosen.region)
+        dynamodb_table(chosen)
         store = DynamoStore(artifacts, chosen.inline_message_bytes)
     else:
         store = SqliteStore(chosen.sqlite_path, artifacts, chosen.inline_message_bytes)

@@ -22,6 +22,7 @@ from openagents.store.runs import Run, RunStatus, run_to_json, started_key
 from openagents.store.runs_dynamodb import DynamoRunStore
 from typer.testing import CliRunner
 
+from tests.conftest import dynamodb_table
 from tests.contract.helpers import create
 
 USER = "ada/lovelace@corp"  # %-escaped in the new claim keys
@@ -126,6 +127,7 @@ def seeded(settings: Settings) -> Seeded:
     reply, a running run with its claim and marker) and a chat deleted before the reconciler
     finished it; another session deleted (no session item, no run: its user unknown)."""
     settings = settings.model_copy(update={"inline_message_bytes": 1024})
+    dynamodb_table(settings)
     store = DynamoStore(FolderArtifactStore(settings.artifacts_dir), settings.inline_message_bytes)
     session = create(store, USER)  # session and chat items: the same keys before and after
     chat_id = next(iter(session.chats))
@@ -273,6 +275,7 @@ def test_an_item_live_traffic_wrote_under_the_new_key_is_kept(seeded: Seeded) ->
 
 
 def test_a_fresh_table_migrates_nothing(settings: Settings) -> None:
+    dynamodb_table(settings)
     report = migrate_table(settings.table_name, settings.region, settings.dynamodb_endpoint)
     assert report.changed == 0
     assert report.sessions == 0

@@ -59,3 +59,57 @@ def test_acknowledged_sessions_survive_kill_9(tmp_path: Path) -> None:
     assert set(acknowledged) <= {s.id for s in listed}
     for session in listed:  # whatever else committed is whole too
         assert len(store.list_chats(session.id)) == 1
+
+
+THREADED_WRITER = textwrap.dedent(
+    """
+    import sys, threading
+    from pathlib import Path
+    from openagents.artifacts.folder import FolderArtifactStore
+    from openagents.store.sqlite import SqliteStore
+    from tests.contract.helpers import create
+
+    path = Path(sys.argv[1])
+    store = SqliteStore(path, FolderArtifactStore(path.parent / "artifacts"), 300_000)
+    lock = threading.Lock()
+
+    def write():
+        while True:
+            session = create(store)  # returns once its batch committed: acknowledged
+            with lock:
+                print(session.id, flush=True)
+
+    for _ in range(6):
+        threading.Thread(target=write, daemon=True).start()
+    threading.Event().wait()
+    """
+)
+
+
+def test_group_committed_sessions_survive_kill_9(tmp_path: Path) -> None:
+    """Six writer threads share commits (group commit): every session one of them was told is
+    written survives kill -9, and whatever else committed is whole."""
+    path = tmp_path / "openagents.db"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", THREADED_WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert writer.stdout is not None
+    acknowledged = [writer.stdout.readline().strip() for _ in range(120)]
+    os.kill(writer.pid, signal.SIGKILL)  # mid-batch: more transactions were queued
+    writer.wait(timeout=30)
+    assert all(acknowledged)
+
+    store = SqliteStore(path, FolderArtifactStore(tmp_path / "artifacts"), 300_000)
+    listed = {s.id: s for s in store.list_sessions("alice", ListFilter.ALL, 10_000, None).items}
+    assert set(acknowledged) <= set(listed)
+    for session_id in listed:
+        assert len(store.list_chats(session_id)) == 1  # never half-created
+        assert [e.type for e in store.list_events(session_id, 10, None).items] == [
+            "session.created"
+        ]

@@ -307,27 +307,34 @@ def exec_pool(settings: Settings) -> ExecPool:
     )
 
 
-def _store(settings: Settings, artifacts: ArtifactStore, bus: EventBus | None) -> Store:
+def _stores(
+    settings: Settings, artifacts: ArtifactStore, bus: EventBus | None
+) -> tuple[Store, RunStore]:
     """SQLite on one machine (the default; its outbox publishes the events to ``bus``),
-    DynamoDB on AWS (and locally when asked)."""
+    DynamoDB on AWS (and locally when asked); the run store on the same adapter, sharing its
+    unit of work (a turn's start is one write with its message)."""
     if settings.store_adapter == "sqlite":
+        from openagents.store.runs_sqlite import SqliteRunStore
         from openagents.store.sqlite import SqliteStore
 
         publish = bus.publish if bus is not None else None
-        return SqliteStore(
+        sqlite = SqliteStore(
             settings.sqlite_path, artifacts, settings.inline_message_bytes, publish=publish
         )
+        return sqlite, SqliteRunStore(sqlite)
     from openagents.store import items
     from openagents.store.dynamodb import DynamoStore
+    from openagents.store.runs_dynamodb import DynamoRunStore
 
     items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-    return DynamoStore(artifacts, settings.inline_message_bytes)
+    dynamo = DynamoStore(artifacts, settings.inline_message_bytes)
+    return dynamo, DynamoRunStore(dynamo)
 
 
 def build(settings: Settings, metrics: Metrics) -> Container:
     artifacts = _artifacts(settings)
     bus = _bus(settings)
-    store = _store(settings, artifacts, bus)
+    store, runs = _stores(settings, artifacts, bus)
     # The store's outbox publishes the events: SQLite drains it to the local bus, and on AWS
     # the table's stream and an EventBridge pipe put its items on the bus. Only the moto
     # runtime (OPENAGENTS_STORE=dynamodb openagents dev) has no pipe: there the journal does.
@@ -428,7 +435,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
-    runs = _runs(settings, store)
     registry = build_registry(settings)
     chats = ChatService(store, settings, utc_now, new_id, metrics, runs, registry.offered)
     pull_requests = PullRequestService(
@@ -516,21 +522,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         git_actions=git_actions,
         merge_readiness=merge_readiness,
     )
-
-
-def _runs(settings: Settings, store: Store) -> RunStore:
-    """The run store on the store's own adapter: a turn's start is one write with its message."""
-    if settings.store_adapter == "sqlite":
-        from openagents.store.runs_sqlite import SqliteRunStore
-        from openagents.store.sqlite import SqliteStore
-
-        assert isinstance(store, SqliteStore)
-        return SqliteRunStore(store)
-    from openagents.store.dynamodb import DynamoStore
-    from openagents.store.runs_dynamodb import DynamoRunStore
-
-    assert isinstance(store, DynamoStore)
-    return DynamoRunStore(store)
 
 
 def _agent(

@@ -13,11 +13,8 @@ reads it (one GetItem of ``userId``) only for a session it has not seen in this 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
-import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +42,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.store import cursor
+from openagents.store.dynamodb_writes import insert_message, message_claim
 from openagents.store.items import (
     AuditItem,
     ChatClaimItem,
@@ -77,7 +75,6 @@ from openagents.store.keys import (
     is_session_tombstone,
     message_claim_key,
     message_key,
-    message_sk,
     messages_pk,
     profile_key,
     rate_key,
@@ -107,7 +104,6 @@ from openagents.store.port import (
     LastChat,
     MessageIdTaken,
     NoSuchMessage,
-    NotUserMessage,
     RateWindow,
     StaleState,
     TitleTaken,
@@ -116,7 +112,16 @@ from openagents.store.port import (
     UserRecord,
     check_lifecycle_fields,
 )
-from openagents.store.shared import chat_mark, first_message_title, iso, mark_map, page_of
+from openagents.store.shared import (
+    MessageBodies,
+    chat_edit,
+    chat_mark,
+    deletion_target,
+    iso,
+    mark_map,
+    page_of,
+    status_change,
+)
 from openagents.store.transaction import Transaction, guard
 
 __all__ = ["DynamoStore"]
@@ -126,24 +131,17 @@ RATE_ATTEMPTS = 64  # concurrent creates of one user: each lost try means anothe
 OWNERS_KEPT = 10_000  # session id -> owner entries remembered (then forgotten all at once)
 
 
-@dataclass(frozen=True)
-class MessageWrites:
-    """The items and actions that insert one message (``DynamoStore.message_writes``)."""
-
-    claim: MessageClaimItem
-    item: MessageItem
-    chat_actions: list[Action]
-    chat_condition: Condition
-    session_actions: list[Action]
-    titled: bool  # the chat's first message: the chat's condition expects no messages yet
+def _automatic(source: Any) -> Condition:
+    """``shared.title_is_automatic`` as a condition on a stored title source."""
+    condition: Condition = source.does_not_exist() | (source == TitleSource.AUTO.value)
+    return condition
 
 
 class DynamoStore:
     """``Store`` on one DynamoDB table. ``items.bind`` must have pointed the models at it."""
 
     def __init__(self, artifacts: ArtifactStore, inline_message_bytes: int) -> None:
-        self._artifacts = artifacts
-        self._inline = inline_message_bytes
+        self.bodies = MessageBodies(artifacts, inline_message_bytes)
         self._connection: tuple[tuple[str, str | None], Connection] | None = None
         self._owners: dict[str, str] = {}
 
@@ -368,10 +366,8 @@ class DynamoStore:
         session is gone (or, generated, its title changed)."""
         now = iso(entry.at)
         condition = SessionItem.pk.exists()
-        if source is TitleSource.GENERATED:
-            condition &= (SessionItem.title_source == TitleSource.AUTO.value) & (
-                SessionItem.title == session.title
-            )
+        if source is TitleSource.GENERATED:  # shared.generated_title_applies, as a condition
+            condition &= _automatic(SessionItem.title_source) & (SessionItem.title == session.title)
         try:
             with self._transaction() as tx:
                 tx.update(
@@ -411,10 +407,12 @@ class DynamoStore:
     ) -> Session:
         """Archive or unarchive: status, lifecycle fields and ``archivedCount`` in one
         transaction, conditional on the status the caller read."""
-        extra = dict(changes or {})
-        extra.pop("lifecycle_state", None)
-        check_lifecycle_fields(extra)
-        delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
+        change = status_change(session, status, lifecycle_state, entry.at, changes)
+        extra = {
+            name: value
+            for name, value in change.update.items()
+            if name not in ("status", "lifecycle_state", "updated_at")
+        }
         try:
             with self._transaction() as tx:
                 tx.update(
@@ -431,10 +429,10 @@ class DynamoStore:
                     condition=SessionItem.status == session.status.value,
                     name="session",
                 )
-                if delta:
+                if change.archived_delta:
                     tx.update(
                         ProfileItem(*profile_key(session.user_id)),
-                        actions=[ProfileItem.archived_count.add(delta)],
+                        actions=[ProfileItem.archived_count.add(change.archived_delta)],
                     )
                 tx.save(audit_item(entry))
                 tx.save(outbox_item(entry, session.user_id))
@@ -443,15 +441,7 @@ class DynamoStore:
                 raise StaleState from exc
             raise
         # no re-read: a committed archive must not turn into an error (and a lost event)
-        known = {name: value for name, value in extra.items() if name in Session.model_fields}
-        return session.model_copy(
-            update={
-                **known,
-                "status": status,
-                "lifecycle_state": lifecycle_state,
-                "updated_at": entry.at,
-            }
-        )
+        return change.applied(session)
 
     @guard
     def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]:
@@ -768,7 +758,7 @@ class DynamoStore:
         try:
             with MessageItem.batch_write() as batch:
                 for message in messages:
-                    body, body_ref = self._store_body(message)
+                    body, body_ref = self.bodies.stage_body(message)
                     item = MessageItem(
                         *message_key(chat.session_id, chat.id, message),
                         id=message.id,
@@ -821,18 +811,11 @@ class DynamoStore:
             if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
-        changes: dict[str, Any] = {"updated_at": at}
-        if title is not None:
-            changes |= {"title": title, "title_source": TitleSource.USER}
-        if model_id is not None:
-            changes["model_id"] = model_id
-        return chat.model_copy(update=changes)
+        return chat.model_copy(update=chat_edit(title, model_id, at))
 
     @guard
     def title_chat(self, chat: Chat, title: str) -> bool:
-        auto = ChatItem.title_source.does_not_exist() | (
-            ChatItem.title_source == TitleSource.AUTO.value
-        )
+        auto = _automatic(ChatItem.title_source)  # shared.title_is_automatic, as a condition
         try:
             ChatItem(*chat_key(chat.session_id, chat.id)).update(
                 actions=[
@@ -903,23 +886,23 @@ class DynamoStore:
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult:
-        body, body_ref = self._store_body(message)
+        body, body_ref = self.bodies.stage_body(message)
         try:
             return self._insert_message(session, chat, message, body, body_ref, activity)
         except MessageIdTaken:
             pass  # a message with this id exists: update it in scope, or refuse
         except BaseException:
-            self._drop_body(body_ref)
+            self.bodies.drop_body(body_ref)
             raise
         try:
             claim = MessageClaimItem.get(*message_claim_key(session.user_id, message.id))
         except MessageClaimItem.DoesNotExist:
             claim = None  # deleted meanwhile: treat as a conflict rather than guess
         if claim is None or claim.chat_id != chat.id or claim.role != message.role.value:
-            self._drop_body(body_ref)
+            self.bodies.drop_body(body_ref)
             raise MessageIdTaken
         if message.role is Role.USER:  # user messages are immutable once written
-            self._drop_body(body_ref)
+            self.bodies.drop_body(body_ref)
             return "unchanged"
         pk = messages_pk(session.id, chat.id)
         item = MessageItem(pk, claim.message_sk)
@@ -935,60 +918,10 @@ class DynamoStore:
                 condition=MessageItem.pk.exists(),
             )
         except (MessageItem.DoesNotExist, UpdateError) as exc:
-            self._drop_body(body_ref)
+            self.bodies.drop_body(body_ref)
             raise Gone from exc
-        self._drop_body(old.body_ref)
+        self.bodies.drop_body(old.body_ref)
         return "updated"
-
-    def message_writes(
-        self,
-        session: Session,
-        chat: Chat,
-        message: Message,
-        body: str | None,
-        body_ref: str | None,
-        activity: Activity | None,
-    ) -> MessageWrites:
-        """What inserting ``message`` writes (a run's start adds its own items and actions)."""
-        now = iso(message.created_at)
-        sort_key = message_sk(message)
-        chat_actions: list[Action] = [ChatItem.updated_at.set(now), ChatItem.message_count.add(1)]
-        mark = SessionItem.chats[chat.id]
-        session_actions: list[Action] = [mark["updatedAt"].set(now)]
-        if message.role is Role.ASSISTANT:
-            chat_actions.append(ChatItem.last_assistant_message_at.set(now))
-            session_actions.append(mark["lastAssistantMessageAt"].set(now))
-        if activity is not None:
-            session_actions += [
-                SessionItem.last_activity_at.set(iso(activity.at)),
-                SessionItem.hibernate_after.set(iso(activity.hibernate_after)),
-                set_or_remove("due_at", activity.due_at),
-                set_or_remove("due_shard", activity.due_shard),
-            ]
-        title = first_message_title(chat, message)
-        chat_condition: Condition = ChatItem.pk.exists()
-        if title is not None:  # only the chat's first message names it
-            chat_actions.append(ChatItem.title.set(title))
-            chat_condition &= ChatItem.message_count == 0
-        claim = MessageClaimItem(
-            *message_claim_key(session.user_id, message.id),
-            chat_id=chat.id,
-            role=message.role.value,
-            message_sk=sort_key,
-        )
-        item = MessageItem(
-            messages_pk(session.id, chat.id),
-            sort_key,
-            id=message.id,
-            chat_id=chat.id,
-            role=message.role.value,
-            body=body,
-            body_ref=body_ref,
-            created_at=now,
-        )
-        return MessageWrites(
-            claim, item, chat_actions, chat_condition, session_actions, titled=title is not None
-        )
 
     def _insert_message(
         self,
@@ -999,50 +932,19 @@ class DynamoStore:
         body_ref: str | None,
         activity: Activity | None,
     ) -> UpsertResult:
-        writes = self.message_writes(session, chat, message, body, body_ref, activity)
         try:
             with self._transaction() as tx:
-                tx.save(
-                    writes.claim, condition=MessageClaimItem.pk.does_not_exist(), name="message id"
-                )
-                tx.save(writes.item)
-                tx.update(
-                    ChatItem(*chat_key(session.id, chat.id)),
-                    actions=writes.chat_actions,
-                    condition=writes.chat_condition,
-                    name="chat",
-                )
-                tx.update(
-                    SessionItem(*session_key(session.id)),
-                    actions=writes.session_actions,
-                    condition=SessionItem.chats[chat.id].exists(),
-                    name="session",
-                )
+                titled = insert_message(tx, session, chat, message, body, body_ref, activity)
         except TransactWriteError as exc:
             if tx.failed(exc, "message id"):
                 raise MessageIdTaken from exc
-            if tx.failed(exc, "chat") and writes.titled:  # another first message won the race
+            if tx.failed(exc, "chat") and titled:  # another first message won the race
                 fresh = chat.model_copy(update={"message_count": chat.message_count + 1})
                 return self._insert_message(session, fresh, message, body, body_ref, activity)
             if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
         return "inserted"
-
-    def message_claim(self, user_id: str, message_id: str) -> MessageClaimItem | None:
-        try:
-            return MessageClaimItem.get(
-                *message_claim_key(user_id, message_id), consistent_read=True
-            )
-        except MessageClaimItem.DoesNotExist:
-            return None
-
-    def stage_body(self, message: Message) -> tuple[str | None, str | None]:
-        """A message body inline, or its artifact key (written before the transaction)."""
-        return self._store_body(message)
-
-    def drop_body(self, body_ref: str | None) -> None:
-        self._drop_body(body_ref)
 
     @guard
     def list_messages(
@@ -1073,11 +975,10 @@ class DynamoStore:
     ) -> list[str]:
         """The later messages go in batches (newest first), then the target with the chat's
         recomputed times in one transaction: until that commits, a retry finds the target."""
-        claim = self.message_claim(session.user_id, message_id)  # consistent: just posted
+        claim = message_claim(session.user_id, message_id)  # consistent: just posted
         if claim is None or claim.chat_id != chat.id:
             raise NoSuchMessage
-        if claim.role != Role.USER.value:
-            raise NotUserMessage
+        deletion_target(claim.role)
         pk = messages_pk(session.id, chat.id)
         doomed = list(
             MessageItem.query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
@@ -1122,7 +1023,7 @@ class DynamoStore:
             if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
-        self._drop_body(target.body_ref)
+        self.bodies.drop_body(target.body_ref)
         return [item.id for item in doomed]
 
     def _last_assistant_at(self, pk: str, before_sk: str) -> str | None:
@@ -1217,26 +1118,9 @@ class DynamoStore:
             return None
         return {"pk": {"S": pk}, "sk": {"S": cursor.decode(cursor_, pattern)}}
 
-    def _store_body(self, message: Message) -> tuple[str | None, str | None]:
-        body = json.dumps(message.parts, separators=(",", ":"), ensure_ascii=False)
-        if len(body.encode()) <= self._inline:
-            return body, None
-        key = f"messages/{message.chat_id}/{message.id}/{secrets.token_hex(8)}.json"
-        self._artifacts.put(key, body.encode())
-        return None, key
-
-    def _drop_body(self, body_ref: str | None) -> None:
-        if body_ref:
-            self._artifacts.delete(body_ref)
-
     def _message(self, item: MessageItem) -> Message:
-        body = item.body if item.body is not None else self._artifacts.get(item.body_ref).decode()
-        return Message(
-            id=item.id,
-            chat_id=item.chat_id,
-            role=Role(item.role),
-            parts=json.loads(body),
-            created_at=datetime.fromisoformat(item.created_at),
+        return self.bodies.message(
+            item.id, item.chat_id, item.role, item.body, item.body_ref, item.created_at
         )
 
     def _delete_messages(self, user_id: str, session_id: str, chat_id: str) -> None:
@@ -1252,7 +1136,7 @@ class DynamoStore:
                 batch.delete(item)
                 batch.delete(MessageClaimItem(*message_claim_key(user_id, item.id)))
         for item in items:
-            self._drop_body(item.body_ref)
+            self.bodies.drop_body(item.body_ref)
 
     @staticmethod
     def _chat_items(session_id: str, chat_id: str) -> list[ChatItem]:

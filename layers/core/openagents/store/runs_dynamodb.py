@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.connection import Connection
@@ -24,11 +25,11 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
-from openagents.domain.models import Page, Role
+from openagents.domain.models import Chat, Message, Page, Role, Session
 from openagents.store import cursor as cursors
 from openagents.store import items
-from openagents.store.dynamodb import DynamoStore, MessageWrites
-from openagents.store.items import ChatItem, MessageClaimItem, SessionItem
+from openagents.store.dynamodb_writes import insert_message, message_claim
+from openagents.store.items import ChatItem, SessionItem
 from openagents.store.keys import (
     LIVE_SHARDS,
     chat_key,
@@ -42,7 +43,7 @@ from openagents.store.keys import (
     session_key,
     session_runs_pk,
 )
-from openagents.store.port import Gone, MessageIdTaken
+from openagents.store.port import Activity, Gone, MessageIdTaken, UpsertResult
 from openagents.store.runs import (
     STARTED_KEY,
     Chunk,
@@ -61,6 +62,7 @@ from openagents.store.runs import (
     started_key,
     with_checkpoint,
 )
+from openagents.store.shared import MessageBodies
 from openagents.store.transaction import Transaction, conflicted, guard
 
 __all__ = ["DynamoRunStore"]
@@ -127,8 +129,19 @@ class Conflicted(Exception):
     """An optimistic write lost to a concurrent one; read again and retry."""
 
 
+class DynamoUnit(Protocol):
+    """What the run store shares with the store it writes a turn's items with: the message
+    body codec, and the message write a step's assistant message goes through."""
+
+    @property
+    def bodies(self) -> MessageBodies: ...
+    def put_message(
+        self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
+    ) -> UpsertResult: ...
+
+
 class DynamoRunStore:
-    def __init__(self, store: DynamoStore) -> None:
+    def __init__(self, store: DynamoUnit) -> None:
         _bind()
         meta = items.SessionItem.Meta
         self._store = store
@@ -146,7 +159,7 @@ class DynamoRunStore:
     @guard
     def start(self, run: Run, message: TurnMessage | None = None) -> Started:
         return start_with_body(
-            self._store, message, lambda body, ref: self._start(run, message, body, ref)
+            self._store.bodies, message, lambda body, ref: self._start(run, message, body, ref)
         )
 
     def _start(
@@ -154,13 +167,7 @@ class DynamoRunStore:
     ) -> Started:
         chat = ChatItem(*chat_key(run.session_id, run.chat_id))
         mark = SessionItem.chats[run.chat_id]
-        writes = (
-            self._store.message_writes(
-                turn.session, turn.chat, turn.message, body, body_ref, turn.activity
-            )
-            if turn is not None
-            else None
-        )
+        titled = False
         try:
             with self._transaction() as tx:
                 tx.save(
@@ -187,29 +194,24 @@ class DynamoRunStore:
                     condition=ChatRunClaimItem.active_run_id.does_not_exist(),
                     name="chat claim",
                 )
-                tx.update(  # the chat's live-run mark (and the message's chat actions)
+                tx.update(  # the chat's live-run mark
                     chat,
-                    actions=[ChatItem.active_stream_id.set(run.id)]
-                    + (writes.chat_actions if writes else []),
-                    condition=writes.chat_condition if writes else ChatItem.pk.exists(),
+                    actions=[ChatItem.active_stream_id.set(run.id)],
+                    condition=ChatItem.pk.exists(),
                     name="chat",
                 )
-                tx.update(  # the session's chat mark (and the message's activity)
+                tx.update(  # the session's chat mark
                     SessionItem(*session_key(run.session_id)),
-                    actions=[mark["streaming"].set(True)]
-                    + (writes.session_actions if writes else []),
+                    actions=[mark["streaming"].set(True)],
                     condition=mark.exists(),
                     name="session",
                 )
-                if writes is not None:
-                    tx.save(
-                        writes.claim,
-                        condition=MessageClaimItem.pk.does_not_exist(),
-                        name="message id",
+                if turn is not None:  # its updates of the chat and session join the two above
+                    titled = insert_message(
+                        tx, turn.session, turn.chat, turn.message, body, body_ref, turn.activity
                     )
-                    tx.save(writes.item)
         except TransactWriteError as exc:
-            return self._refused(exc, tx, run, turn, writes, (body, body_ref))
+            return self._refused(exc, tx, run, turn, titled, (body, body_ref))
         return Started(run, created=True)
 
     def _refused(
@@ -218,7 +220,7 @@ class DynamoRunStore:
         tx: Transaction,
         run: Run,
         turn: TurnMessage | None,
-        writes: MessageWrites | None,
+        titled: bool,
         body: tuple[str | None, str | None],
     ) -> Started:
         """Why the start's transaction was refused: the run this message started, a live
@@ -238,11 +240,11 @@ class DynamoRunStore:
             active = self.active_run_id(run.session_id, run.chat_id)
             raise TurnInProgress(active or "unknown") from exc
         if turn is not None and tx.failed(exc, "message id"):
-            claim = self._store.message_claim(run.user_id, turn.message.id)
+            claim = message_claim(run.user_id, turn.message.id)
             if claim is None or claim.chat_id != run.chat_id or claim.role != Role.USER:
                 raise MessageIdTaken from exc
             return self._start(run, None, None, None)  # stored before, without a run
-        if turn is not None and writes is not None and writes.titled and tx.failed(exc, "chat"):
+        if turn is not None and titled and tx.failed(exc, "chat"):
             counted = turn.chat.model_copy(update={"message_count": turn.chat.message_count + 1})
             return self._start(run, replace(turn, chat=counted), *body)
         if tx.failed(exc, "chat") or tx.failed(exc, "session"):

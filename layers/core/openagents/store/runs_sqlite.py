@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Page
@@ -32,8 +33,9 @@ from openagents.store.runs import (
     started_key,
     with_checkpoint,
 )
-from openagents.store.sqlite import SqliteStore
-from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, guard
+from openagents.store.shared import MessageBodies
+from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, Database, guard
+from openagents.store.sqlite_writes import mark_turn, upsert_message
 
 __all__ = ["SqliteRunStore"]
 SCHEMA = (
@@ -77,9 +79,19 @@ def _write(db: sqlite3.Connection, run: Run) -> None:
     )
 
 
+class SqliteUnit(Protocol):
+    """What the run store shares with the store it writes a turn's rows with: the database
+    (its transactions are the unit of work) and the message body codec."""
+
+    @property
+    def db(self) -> Database: ...
+    @property
+    def bodies(self) -> MessageBodies: ...
+
+
 class SqliteRunStore:
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
+    def __init__(self, store: SqliteUnit) -> None:
+        self._bodies = store.bodies
         self.db = store.db  # one database, one transaction for a run and the store's rows
         with self.db.transaction() as db:
             for statement in SCHEMA:
@@ -88,7 +100,7 @@ class SqliteRunStore:
     @guard
     def start(self, run: Run, message: TurnMessage | None = None) -> Started:
         return start_with_body(
-            self._store, message, lambda body, ref: self._start(run, message, body, ref)
+            self._bodies, message, lambda body, ref: self._start(run, message, body, ref)
         )
 
     def _start(
@@ -111,7 +123,15 @@ class SqliteRunStore:
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
             if message is not None:
-                self._store.upsert_turn_message(db, message, body, body_ref)
+                upsert_message(
+                    db,
+                    message.session,
+                    message.chat,
+                    message.message,
+                    body,
+                    body_ref,
+                    message.activity,
+                )
             db.execute(
                 "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -135,7 +155,7 @@ class SqliteRunStore:
                 " VALUES (?, ?, ?, ?)",
                 (run.session_id, run.chat_id, run.message_id, run.id),
             )
-            self._store.mark_turn(db, run.session_id, run.chat_id, run.id, live=True)
+            mark_turn(db, run.session_id, run.chat_id, run.id, live=True)
         return Started(run, created=True)
 
     @guard
@@ -190,13 +210,13 @@ class SqliteRunStore:
         progress: Progress | None = None,
         message: TurnMessage | None = None,
     ) -> int:
-        body, body_ref = self._store.stage_body(message.message) if message else (None, None)
+        body, body_ref = self._bodies.stage_body(message.message) if message else (None, None)
         try:
             seq, replaced = self._append(run_id, chunks, progress, message, body, body_ref)
         except BaseException:
-            self._store.drop_body(body_ref)
+            self._bodies.drop_body(body_ref)
             raise
-        self._store.drop_body(replaced)
+        self._bodies.drop_body(replaced)
         return seq
 
     def _append(
@@ -214,7 +234,15 @@ class SqliteRunStore:
             if run is None:
                 raise RunNotFound(run_id)
             if message is not None:
-                result, replaced = self._store.upsert_turn_message(db, message, body, body_ref)
+                result, replaced = upsert_message(
+                    db,
+                    message.session,
+                    message.chat,
+                    message.message,
+                    body,
+                    body_ref,
+                    message.activity,
+                )
                 if result == "unchanged":
                     replaced = body_ref  # not written: drop the staged body
             seq = run.last_seq
@@ -290,7 +318,7 @@ class SqliteRunStore:
                 " WHERE session_id = ? AND chat_id = ? AND active_run_id = ?",
                 (run.session_id, run.chat_id, run_id),
             )
-            self._store.mark_turn(db, run.session_id, run.chat_id, run_id, live=False)
+            mark_turn(db, run.session_id, run.chat_id, run_id, live=False)
             expires = (at + retention).timestamp()
             db.execute(
                 "UPDATE agent_run_events SET expires_at = ? WHERE run_id = ?", (expires, run_id)

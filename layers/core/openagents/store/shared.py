@@ -1,16 +1,39 @@
-"""What both store adapters share besides the keys (``keys``): time formats, the session's chat
-marks as stored maps, the list projection, the item size limit, page cutting and the first
-message's chat title. No PynamoDB here: the SQLite adapter imports this module."""
+"""The rules both store adapters keep, written once (each adapter holds only what is specific
+to its engine): time formats, the session's chat marks as stored maps, the list projection,
+the item size limit, page cutting, the message body codec (``MessageBodies``), what inserting a
+message changes (``message_insert``, with the first message's chat title), a user's chat edit,
+"a generated title replaces only an automatic one", an archive's changes (``status_change``)
+and which message starts a deletion. No PynamoDB here: the SQLite adapter imports this module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from openagents.domain.models import Chat, ChatMark, Message, Page, Role
+from openagents.artifacts import ArtifactStore
+from openagents.domain.models import (
+    Chat,
+    ChatMark,
+    LifecycleState,
+    Message,
+    Page,
+    Role,
+    Session,
+    SessionStatus,
+    TitleSource,
+)
 from openagents.domain.naming import chat_title_from_text
 from openagents.store import cursor
+from openagents.store.port import (
+    Activity,
+    NoSuchMessage,
+    NotUserMessage,
+    check_lifecycle_fields,
+)
 
 LIST_FIELDS = [
     "id",
@@ -102,3 +125,146 @@ def marks_of(data: dict[str, Any]) -> dict[str, ChatMark]:
         )
         for chat_id, entry in data.items()
     }
+
+
+# --- message bodies ---------------------------------------------------------------------------
+
+
+class MessageBodies:
+    """The body codec both adapters keep: a message's UI message as compact JSON, inline up to
+    ``inline_bytes``, else in the artifact store under ``messages/<chat>/<message>/<nonce>``
+    (written before the transaction that names it, dropped when that transaction does not)."""
+
+    def __init__(self, artifacts: ArtifactStore, inline_bytes: int) -> None:
+        self._artifacts = artifacts
+        self._inline = inline_bytes
+
+    def stage_body(self, message: Message) -> tuple[str | None, str | None]:
+        """The body inline, or the key of the artifact it was written to."""
+        body = json.dumps(message.parts, separators=(",", ":"), ensure_ascii=False)
+        if len(body.encode()) <= self._inline:
+            return body, None
+        key = f"messages/{message.chat_id}/{message.id}/{secrets.token_hex(8)}.json"
+        self._artifacts.put(key, body.encode())
+        return None, key
+
+    def drop_body(self, body_ref: str | None) -> None:
+        if body_ref:
+            self._artifacts.delete(body_ref)
+
+    def message(
+        self,
+        message_id: str,
+        chat_id: str,
+        role: str,
+        body: str | None,
+        body_ref: str | None,
+        created_at: str,
+    ) -> Message:
+        """A stored message back (its body read from the artifact store when not inline)."""
+        text = body if body is not None else self._artifacts.get(str(body_ref)).decode()
+        return Message(
+            id=message_id,
+            chat_id=chat_id,
+            role=Role(role),
+            parts=json.loads(text),
+            created_at=datetime.fromisoformat(created_at),
+        )
+
+
+# --- what a write changes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageInsert:
+    """What inserting a message changes besides the message: its chat (count, times, the
+    title a first user message gives it) and the session's mark of that chat (times), and the
+    session's activity when a user message refreshes it."""
+
+    at: datetime
+    count: int  # the chat's message count after the insert
+    title: str | None  # the chat's first message names the chat
+    assistant: bool  # an assistant message: the chat's last-assistant time moves
+    activity: Activity | None
+
+    def chat_changes(self) -> dict[str, Any]:
+        changes: dict[str, Any] = {"updated_at": self.at, "message_count": self.count}
+        if self.title is not None:
+            changes["title"] = self.title
+        if self.assistant:
+            changes["last_assistant_message_at"] = self.at
+        return changes
+
+    def mark_changes(self) -> dict[str, Any]:
+        changes: dict[str, Any] = {"updated_at": self.at}
+        if self.assistant:
+            changes["last_assistant_message_at"] = self.at
+        return changes
+
+
+def message_insert(chat: Chat, message: Message, activity: Activity | None) -> MessageInsert:
+    return MessageInsert(
+        at=message.created_at,
+        count=chat.message_count + 1,
+        title=first_message_title(chat, message),
+        assistant=message.role is Role.ASSISTANT,
+        activity=activity,
+    )
+
+
+def chat_edit(title: str | None, model_id: str | None, at: datetime) -> dict[str, Any]:
+    """A user's edit of a chat: its title (now the user's) and model, and its time."""
+    changes: dict[str, Any] = {"updated_at": at}
+    if title is not None:
+        changes |= {"title": title, "title_source": TitleSource.USER}
+    if model_id is not None:
+        changes["model_id"] = model_id
+    return changes
+
+
+def title_is_automatic(source: TitleSource | None) -> bool:
+    """A generated title replaces only an automatic one (a title with no recorded source is)."""
+    return source in (None, TitleSource.AUTO)
+
+
+def generated_title_applies(stored: TitleSource | None, stored_title: str, read: str) -> bool:
+    """A session's generated title: over an automatic title, and only the one its caller read
+    (a rename in between wins)."""
+    return title_is_automatic(stored) and stored_title == read
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """An archive or unarchive: the session's fields after it (lifecycle fields checked) and
+    the change of its owner's archived count."""
+
+    update: dict[str, Any]
+    archived_delta: int
+
+    def applied(self, session: Session) -> Session:
+        known = {name: value for name, value in self.update.items() if name in Session.model_fields}
+        return session.model_copy(update=known)
+
+
+def status_change(
+    session: Session,
+    status: SessionStatus,
+    lifecycle_state: LifecycleState | None,
+    at: datetime,
+    changes: Mapping[str, Any] | None,
+) -> StatusChange:
+    extra = dict(changes or {})
+    extra.pop("lifecycle_state", None)
+    check_lifecycle_fields(extra)
+    delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
+    update = {**extra, "status": status, "lifecycle_state": lifecycle_state, "updated_at": at}
+    return StatusChange(update=update, archived_delta=delta)
+
+
+def deletion_target(role: str | None) -> None:
+    """Only a user message of the chat starts a deletion: ``NoSuchMessage`` (None: not in the
+    chat), ``NotUserMessage``."""
+    if role is None:
+        raise NoSuchMessage
+    if role != Role.USER.value:
+        raise NotUserMessage

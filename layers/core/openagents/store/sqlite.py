@@ -8,7 +8,6 @@ the artifact store.
 
 from __future__ import annotations
 
-import json
 import secrets
 import sqlite3
 from datetime import UTC, datetime
@@ -38,16 +37,12 @@ from openagents.store.keys import (
     MESSAGE_SK,
     created_key,
     event_sk,
-    message_sk,
 )
 from openagents.store.port import (
     Activity,
     ChatIdTaken,
     Gone,
     LastChat,
-    MessageIdTaken,
-    NoSuchMessage,
-    NotUserMessage,
     RateWindow,
     StaleState,
     TitleTaken,
@@ -56,8 +51,17 @@ from openagents.store.port import (
     UserRecord,
     check_lifecycle_fields,
 )
-from openagents.store.runs import TurnMessage
-from openagents.store.shared import chat_mark, first_message_title, iso, page_of
+from openagents.store.shared import (
+    MessageBodies,
+    chat_edit,
+    chat_mark,
+    deletion_target,
+    generated_title_applies,
+    iso,
+    page_of,
+    status_change,
+    title_is_automatic,
+)
 from openagents.store.sqlite_outbox import Outbox, Publish
 from openagents.store.sqlite_rows import (
     insert_chat,
@@ -75,6 +79,7 @@ from openagents.store.sqlite_rows import (
     write_chat,
 )
 from openagents.store.sqlite_schema import BUSY_TIMEOUT_SECONDS, Database, guard
+from openagents.store.sqlite_writes import insert_message_row, touch_mark, upsert_message
 
 __all__ = ["SqliteStore"]
 RUNNING = (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
@@ -86,32 +91,6 @@ def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
         " ON CONFLICT (user_id) DO UPDATE SET"
         " archived_count = archived_count + excluded.archived_count",
         (user_id, delta),
-    )
-
-
-def _insert_message_row(
-    db: sqlite3.Connection,
-    session: Session,
-    chat_id: str,
-    message: Message,
-    body: str | None,
-    body_ref: str | None,
-) -> None:
-    db.execute(
-        "INSERT INTO messages"
-        " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            session.user_id,
-            session.id,
-            chat_id,
-            message_sk(message),
-            message.id,
-            message.role.value,
-            body,
-            body_ref,
-            iso(message.created_at),
-        ),
     )
 
 
@@ -129,9 +108,8 @@ class SqliteStore:
         """``publish``: where the outbox's events go (drained after every commit that wrote
         one); without it they wait in the outbox for a drainer. A write waits up to
         ``busy_timeout`` seconds for SQLite's lock, then fails ``Unavailable``."""
-        self.db = Database(path, busy_timeout)
-        self._artifacts = artifacts
-        self._inline = inline_message_bytes
+        self.db = Database(path, busy_timeout)  # the unit of work the run store shares
+        self.bodies = MessageBodies(artifacts, inline_message_bytes)
         self.outbox = Outbox(self.db, publish) if publish is not None else None
 
     def _drain(self) -> None:
@@ -292,8 +270,8 @@ class SqliteStore:
             stored = read_session(db, session.id)
             if stored is None:
                 raise Gone
-            if source is TitleSource.GENERATED and (
-                stored.title_source is not TitleSource.AUTO or stored.title != session.title
+            if source is TitleSource.GENERATED and not generated_title_applies(
+                stored.title_source, stored.title, session.title
             ):
                 return False
             changes = {"title": title, "title_source": source, "updated_at": entry.at}
@@ -320,28 +298,18 @@ class SqliteStore:
         changes: dict[str, Any] | None = None,
     ) -> Session:
         """Archive or unarchive, conditional on the status the caller read."""
-        extra = dict(changes or {})
-        extra.pop("lifecycle_state", None)
-        check_lifecycle_fields(extra)
-        delta = (status is SessionStatus.ARCHIVED) - (session.status is SessionStatus.ARCHIVED)
-        update = {
-            **extra,
-            "status": status,
-            "lifecycle_state": lifecycle_state,
-            "updated_at": entry.at,
-        }
+        change = status_change(session, status, lifecycle_state, entry.at, changes)
         with self.db.transaction() as db:
             stored = read_session(db, session.id)
             if stored is None or stored.status is not session.status:
                 raise StaleState
-            updated, columns = with_changes(stored, update)
+            updated, columns = with_changes(stored, change.update)
             update_session(db, updated, columns)
-            if delta:
-                _archived_delta(db, session.user_id, delta)
+            if change.archived_delta:
+                _archived_delta(db, session.user_id, change.archived_delta)
             insert_entry(db, entry, session.user_id)
         self._drain()
-        known = {name: value for name, value in update.items() if name in Session.model_fields}
-        return session.model_copy(update=known)
+        return change.applied(session)
 
     @guard
     def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]:
@@ -375,7 +343,7 @@ class SqliteStore:
             db.execute("DELETE FROM audit WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
         for ref in refs:
-            self._drop_body(ref)
+            self.bodies.drop_body(ref)
 
     @guard
     def transition(
@@ -549,25 +517,21 @@ class SqliteStore:
     def update_chat(
         self, chat: Chat, *, title: str | None, model_id: str | None, at: datetime
     ) -> Chat:
-        changes: dict[str, Any] = {"updated_at": at}
-        if title is not None:
-            changes |= {"title": title, "title_source": TitleSource.USER}
-        if model_id is not None:
-            changes["model_id"] = model_id
+        changes = chat_edit(title, model_id, at)
         with self.db.transaction() as db:
             stored_chat = read_chat(db, chat.session_id, chat.id)
             stored = read_session(db, chat.session_id)
             if stored_chat is None or stored is None or chat.id not in stored.chats:
                 raise Gone
             write_chat(db, stored_chat.model_copy(update=changes))
-            self._touch_mark(db, stored, chat.id, updated_at=at)
+            touch_mark(db, stored, chat.id, updated_at=at)
         return chat.model_copy(update=changes)
 
     @guard
     def title_chat(self, chat: Chat, title: str) -> bool:
         with self.db.transaction() as db:
             stored = read_chat(db, chat.session_id, chat.id)
-            if stored is None or stored.title_source is not TitleSource.AUTO:
+            if stored is None or not title_is_automatic(stored.title_source):
                 return False
             changes = {"title": title, "title_source": TitleSource.GENERATED}
             write_chat(db, stored.model_copy(update=changes))
@@ -588,7 +552,7 @@ class SqliteStore:
             update_session(db, stored.model_copy(update={"chats": chats}))
             refs = self._delete_messages(db, session.id, chat_id)
         for ref in refs:
-            self._drop_body(ref)
+            self.bodies.drop_body(ref)
 
     @guard
     def mark_read(self, session: Session, chat_id: str, at: datetime) -> None:
@@ -596,7 +560,7 @@ class SqliteStore:
             stored = read_session(db, session.id)
             if stored is None or chat_id not in stored.chats:
                 raise Gone
-            self._touch_mark(db, stored, chat_id, last_read_at=at)
+            touch_mark(db, stored, chat_id, last_read_at=at)
 
     # --------------------------------------------------------------- messages
 
@@ -604,131 +568,19 @@ class SqliteStore:
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult:
-        body, body_ref = self._store_body(message)
+        body, body_ref = self.bodies.stage_body(message)
         try:
             with self.db.transaction() as db:
-                result, old_ref = self._upsert(db, session, chat, message, body, body_ref, activity)
+                result, old_ref = upsert_message(
+                    db, session, chat, message, body, body_ref, activity
+                )
         except BaseException:
-            self._drop_body(body_ref)
+            self.bodies.drop_body(body_ref)
             raise
         if result == "unchanged":
-            self._drop_body(body_ref)
-        self._drop_body(old_ref)
+            self.bodies.drop_body(body_ref)
+        self.bodies.drop_body(old_ref)
         return result
-
-    # ------------------------------------------------ the run store's share of a turn's write
-
-    def stage_body(self, message: Message) -> tuple[str | None, str | None]:
-        """A message body inline, or its artifact key (written before the transaction)."""
-        return self._store_body(message)
-
-    def drop_body(self, body_ref: str | None) -> None:
-        self._drop_body(body_ref)
-
-    def upsert_turn_message(
-        self,
-        db: sqlite3.Connection,
-        turn: TurnMessage,
-        body: str | None,
-        body_ref: str | None,
-    ) -> tuple[UpsertResult, str | None]:
-        """A run's message (the user message it starts from, its assistant message with a
-        step's events) inside the run store's transaction; with the body it replaced."""
-        return self._upsert(
-            db, turn.session, turn.chat, turn.message, body, body_ref, turn.activity
-        )
-
-    @staticmethod
-    def mark_turn(
-        db: sqlite3.Connection, session_id: str, chat_id: str, run_id: str, *, live: bool
-    ) -> None:
-        """Mirror a chat's live run onto the chat (``active_stream_id``) and its session's
-        chat mark (``streaming``), inside the run store's transaction (``Gone`` without the
-        chat); ending (``live`` False) clears them only while they still name ``run_id``."""
-        chat = read_chat(db, session_id, chat_id)
-        stored = read_session(db, session_id)
-        if chat is None or stored is None or chat_id not in stored.chats:
-            if live:
-                raise Gone
-            return
-        assert chat is not None
-        if not live and chat.active_stream_id != run_id:
-            return
-        write_chat(db, chat.model_copy(update={"active_stream_id": run_id if live else None}))
-        mark = stored.chats[chat_id].model_copy(update={"streaming": live})
-        update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
-
-    def _upsert(
-        self,
-        db: sqlite3.Connection,
-        session: Session,
-        chat: Chat,
-        message: Message,
-        body: str | None,
-        body_ref: str | None,
-        activity: Activity | None,
-    ) -> tuple[UpsertResult, str | None]:
-        claim = db.execute(
-            "SELECT chat_id, role, sk, body_ref FROM messages WHERE user_id = ? AND id = ?",
-            (session.user_id, message.id),
-        ).fetchone()
-        if claim is not None:
-            if claim[0] != chat.id or claim[1] != message.role.value:
-                raise MessageIdTaken
-            if message.role is Role.USER:  # user messages are immutable once written
-                return "unchanged", None
-            db.execute(
-                "UPDATE messages SET body = ?, body_ref = ?"
-                " WHERE session_id = ? AND chat_id = ? AND sk = ?",
-                (body, body_ref, session.id, chat.id, claim[2]),
-            )
-            return "updated", claim[3]
-        stored_chat = read_chat(db, session.id, chat.id)
-        stored = read_session(db, session.id)
-        if stored_chat is None or stored is None or chat.id not in stored.chats:
-            raise Gone
-        _insert_message_row(db, session, chat.id, message, body, body_ref)
-        self._count_message(db, stored_chat, message)
-        self._record_activity(db, stored, chat.id, message, activity)
-        return "inserted", None
-
-    @staticmethod
-    def _count_message(db: sqlite3.Connection, chat: Chat, message: Message) -> None:
-        changes: dict[str, Any] = {
-            "updated_at": message.created_at,
-            "message_count": chat.message_count + 1,
-        }
-        title = first_message_title(chat, message)  # only the chat's first message names it
-        if title is not None:
-            changes["title"] = title
-        if message.role is Role.ASSISTANT:
-            changes["last_assistant_message_at"] = message.created_at
-        write_chat(db, chat.model_copy(update=changes))
-
-    def _record_activity(
-        self,
-        db: sqlite3.Connection,
-        stored: Session,
-        chat_id: str,
-        message: Message,
-        activity: Activity | None,
-    ) -> None:
-        mark: dict[str, Any] = {"updated_at": message.created_at}
-        if message.role is Role.ASSISTANT:
-            mark["last_assistant_message_at"] = message.created_at
-        chats = {**stored.chats, chat_id: stored.chats[chat_id].model_copy(update=mark)}
-        changes: dict[str, Any] = {"chats": chats}
-        columns: dict[str, Any] = {}
-        if activity is not None:
-            changes |= {
-                "last_activity_at": activity.at,
-                "hibernate_after": activity.hibernate_after,
-            }
-            columns = {
-                "due_at": None if activity.due_at is None else iso(activity.due_at),
-                "due_shard": activity.due_shard,
-            }
-        update_session(db, stored.model_copy(update=changes), columns)
 
     @guard
     def list_messages(
@@ -778,10 +630,7 @@ class SqliteStore:
                 "SELECT sk, role FROM messages WHERE session_id = ? AND chat_id = ? AND id = ?",
                 (*key, message_id),
             ).fetchone()
-            if target is None:
-                raise NoSuchMessage
-            if target[1] != Role.USER.value:
-                raise NotUserMessage
+            deletion_target(None if target is None else str(target[1]))
             doomed = db.execute(
                 "SELECT id, body_ref FROM messages"
                 " WHERE session_id = ? AND chat_id = ? AND sk >= ? ORDER BY sk",
@@ -814,24 +663,24 @@ class SqliteStore:
                     }
                 ),
             )
-            self._touch_mark(db, stored, chat.id, last_assistant_message_at=last, updated_at=at)
+            touch_mark(db, stored, chat.id, last_assistant_message_at=last, updated_at=at)
         for _, ref in doomed:
-            self._drop_body(ref)
+            self.bodies.drop_body(ref)
         return [str(row[0]) for row in doomed]
 
     @guard
     def fork_chat(
         self, session: Session, chat: Chat, messages: list[Message], max_chats: int
     ) -> None:
-        bodies = [self._store_body(message) for message in messages]
+        bodies = [self.bodies.stage_body(message) for message in messages]
         try:
             with self.db.transaction() as db:
                 self._insert_chat(db, session, chat, max_chats, chat_mark(chat, read=True))
                 for message, (body, body_ref) in zip(messages, bodies, strict=True):
-                    _insert_message_row(db, session, chat.id, message, body, body_ref)
+                    insert_message_row(db, session, chat.id, message, body, body_ref)
         except BaseException:
             for _, body_ref in bodies:
-                self._drop_body(body_ref)
+                self.bodies.drop_body(body_ref)
             raise
 
     # ------------------------------------------------------------ share links
@@ -895,11 +744,6 @@ class SqliteStore:
     # ---------------------------------------------------------------- helpers
 
     @staticmethod
-    def _touch_mark(db: sqlite3.Connection, stored: Session, chat_id: str, **fields: Any) -> None:
-        mark = stored.chats[chat_id].model_copy(update=fields)
-        update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
-
-    @staticmethod
     def _delete_messages(db: sqlite3.Connection, session_id: str, chat_id: str) -> list[str]:
         key = (session_id, chat_id)
         refs = [
@@ -913,25 +757,6 @@ class SqliteStore:
         db.execute("DELETE FROM messages WHERE session_id = ? AND chat_id = ?", key)
         return refs
 
-    def _store_body(self, message: Message) -> tuple[str | None, str | None]:
-        body = json.dumps(message.parts, separators=(",", ":"), ensure_ascii=False)
-        if len(body.encode()) <= self._inline:
-            return body, None
-        key = f"messages/{message.chat_id}/{message.id}/{secrets.token_hex(8)}.json"
-        self._artifacts.put(key, body.encode())
-        return None, key
-
-    def _drop_body(self, body_ref: str | None) -> None:
-        if body_ref:
-            self._artifacts.delete(body_ref)
-
     def _message(self, chat_id: str, row: Any) -> Message:
         _, message_id, role, body, body_ref, created_at = row
-        text = body if body is not None else self._artifacts.get(body_ref).decode()
-        return Message(
-            id=message_id,
-            chat_id=chat_id,
-            role=Role(role),
-            parts=json.loads(text),
-            created_at=datetime.fromisoformat(created_at),
-        )
+        return self.bodies.message(message_id, chat_id, role, body, body_ref, created_at)

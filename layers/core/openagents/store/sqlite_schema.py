@@ -1,9 +1,10 @@
 """The SQLite database under the one-machine store: schema, connections and transactions.
 
-Durable and concurrent without a Python lock: WAL (readers never wait for the writer),
-``synchronous=FULL`` (a committed transaction survives a crash or power loss), one connection
-per thread, and every write a ``BEGIN IMMEDIATE`` transaction that takes SQLite's write lock up
-front, so a read-check-write inside it is atomic; other writers wait up to the busy timeout.
+Durable and concurrent: WAL (readers never wait for the writer), ``synchronous=FULL`` (a
+committed transaction survives a crash or power loss), a reading connection per thread, and
+every write a transaction on the one writing connection inside a ``BEGIN IMMEDIATE`` that
+holds SQLite's write lock, so a read-check-write inside it is atomic; concurrent writers of
+one process queue in order and share one commit (group commit, ``Database``).
 """
 
 from __future__ import annotations
@@ -174,13 +175,50 @@ def migrate_to_v5(db: sqlite3.Connection) -> None:
             db.execute(f"DROP TABLE {name}_old")
 
 
-class Database:
-    """One SQLite file; a connection per thread (``sqlite3`` connections are not shared)."""
+class _Batch:
+    """The transactions run since the writer's last ``COMMIT``: committed together."""
 
-    def __init__(self, path: Path, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> None:
+    def __init__(self) -> None:
+        self.size = 0
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+    def finish(self, error: BaseException | None) -> None:
+        self.error = error
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+class Database:
+    """One SQLite file: a reading connection per thread, and one writing connection shared by
+    the threads in turn (group commit).
+
+    A caller's transaction runs on the writing connection when its turn comes (first come,
+    first served), inside a savepoint of the transaction the writer has open (``BEGIN
+    IMMEDIATE`` by the first caller of a batch); the last caller of a batch — when nobody is
+    waiting, or the batch holds ``max_batch`` transactions — commits it. Every caller returns
+    only once the ``COMMIT`` that holds its transaction returned (``synchronous=FULL``: on
+    disk), and a commit that fails fails each caller of its batch. A caller's exception rolls
+    back its own savepoint only. Concurrent writers thus share one fsync and queue in order in
+    this process, instead of sleeping in SQLite's busy handler; another process (or another
+    ``Database`` on the same file) still waits there up to ``busy_timeout``.
+    """
+
+    def __init__(
+        self, path: Path, busy_timeout: float = BUSY_TIMEOUT_SECONDS, max_batch: int = 32
+    ) -> None:
         self.path = path
         self._timeout = busy_timeout
+        self._max_batch = max_batch
         self._local = threading.local()
+        self._turns = threading.Condition()
+        self._next_ticket = 0  # the next arrival's place in the queue
+        self._serving = 0  # the place whose transaction runs (or may run) now
+        self._writer: sqlite3.Connection | None = None
+        self._batch: _Batch | None = None
+        self.commits = 0  # how many COMMITs the writer made (group commit: fewer than writes)
         path.parent.mkdir(parents=True, exist_ok=True)
         with self.transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -191,39 +229,125 @@ class Database:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    def _connect(self, *, shared: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=not shared
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        return conn
+
     def connection(self) -> sqlite3.Connection:
+        """This thread's reading connection (inside a transaction: the transaction's own)."""
+        inside: sqlite3.Connection | None = getattr(self._local, "inside", None)
+        if inside is not None:
+            return inside
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            conn = self._connect(shared=False)
             self._local.conn = conn
         return conn
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back."""
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
+        """One transaction, atomic (``BEGIN IMMEDIATE``'s lock is held from its first read),
+        returned from only once committed; any exception rolls it back."""
+        if getattr(self._local, "inside", None) is not None:
+            raise RuntimeError("a transaction inside a transaction")
+        with self._turns:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while self._serving != ticket:
+                self._turns.wait()
+        try:
+            conn, batch = self._begin()
+        except BaseException as exc:
+            if self._writer is not None and self._batch is not None:
+                self._close_batch(self._writer, self._batch, exc)  # its callers wait: fail them
+            else:
+                self._next_turn()
+            raise
+        failure: BaseException | None = None
+        self._local.inside = conn
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        except BaseException as exc:
+            failure = exc
+        finally:
+            self._local.inside = None
+        self._end(conn, batch, failed=failure is not None)
+        batch.wait()
+        if batch.error is not None and batch.error is not failure:
+            raise batch.error from failure
+        if failure is not None:
+            raise failure
+
+    def _begin(self) -> tuple[sqlite3.Connection, _Batch]:
+        """The writer's open transaction (begun for the first of a batch) and a savepoint."""
+        if self._writer is None:
+            self._writer = self._connect(shared=True)
+        conn = self._writer
+        if self._batch is None:
+            conn.execute("BEGIN IMMEDIATE")
+            self._batch = _Batch()
+        conn.execute("SAVEPOINT tx")
+        self._batch.size += 1
+        return conn, self._batch
+
+    def _end(self, conn: sqlite3.Connection, batch: _Batch, *, failed: bool) -> None:
+        """Keep or undo the caller's savepoint; commit the batch if it is the last of it."""
+        try:
+            if failed:
+                conn.execute("ROLLBACK TO tx")
+            conn.execute("RELEASE tx")
+        except BaseException as exc:
+            self._close_batch(conn, batch, exc)  # the transaction is lost: so is the batch
+            return
+        with self._turns:
+            last = self._next_ticket == self._serving + 1 or batch.size >= self._max_batch
+        if not last:
+            self._next_turn()  # the next caller joins the open transaction
+            return
         try:
             conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        except BaseException as exc:
+            self._close_batch(conn, batch, exc)
+            return
+        self.commits += 1
+        self._close_batch(conn, batch, None)
+
+    def _close_batch(
+        self, conn: sqlite3.Connection, batch: _Batch, error: BaseException | None
+    ) -> None:
+        if error is not None and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        self._batch = None
+        batch.finish(error)
+        self._next_turn()
+
+    def waiting(self) -> int:
+        """How many transactions wait for their turn behind the one running."""
+        with self._turns:
+            return max(self._next_ticket - self._serving - 1, 0)
+
+    def _next_turn(self) -> None:
+        with self._turns:
+            self._serving += 1
+            self._turns.notify_all()
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their thread ends)."""
+        """Close this thread's reading connection, and the writer (others close when their
+        thread ends)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._turns:
+            writer, idle = self._writer, self._next_ticket == self._serving
+            if writer is not None and idle:
+                writer.close()
+                self._writer = None
 
 
 def guard(method: Callable[P, R]) -> Callable[P, R]:

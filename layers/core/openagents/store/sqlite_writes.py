@@ -1,0 +1,110 @@
+"""The SQLite store's writes that more than one port composes into one transaction (the unit
+of work is ``Database.transaction``): a message's upsert with what it changes on its chat and
+session, and a chat's live-run marks. ``SqliteStore`` and ``SqliteRunStore`` both call these,
+each inside its own ``BEGIN IMMEDIATE``."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from openagents.domain.models import Chat, Message, Role, Session
+from openagents.store.keys import message_sk
+from openagents.store.port import Activity, Gone, MessageIdTaken, UpsertResult
+from openagents.store.shared import iso, message_insert
+from openagents.store.sqlite_rows import read_chat, read_session, update_session, write_chat
+
+
+def insert_message_row(
+    db: sqlite3.Connection,
+    session: Session,
+    chat_id: str,
+    message: Message,
+    body: str | None,
+    body_ref: str | None,
+) -> None:
+    db.execute(
+        "INSERT INTO messages"
+        " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session.user_id,
+            session.id,
+            chat_id,
+            message_sk(message),
+            message.id,
+            message.role.value,
+            body,
+            body_ref,
+            iso(message.created_at),
+        ),
+    )
+
+
+def upsert_message(
+    db: sqlite3.Connection,
+    session: Session,
+    chat: Chat,
+    message: Message,
+    body: str | None,
+    body_ref: str | None,
+    activity: Activity | None,
+) -> tuple[UpsertResult, str | None]:
+    """Insert the message (with its chat's count and times, its session's mark and activity)
+    or update an assistant message's body; with the body reference it replaced."""
+    claim = db.execute(
+        "SELECT chat_id, role, sk, body_ref FROM messages WHERE user_id = ? AND id = ?",
+        (session.user_id, message.id),
+    ).fetchone()
+    if claim is not None:
+        if claim[0] != chat.id or claim[1] != message.role.value:
+            raise MessageIdTaken
+        if message.role is Role.USER:  # user messages are immutable once written
+            return "unchanged", None
+        db.execute(
+            "UPDATE messages SET body = ?, body_ref = ?"
+            " WHERE session_id = ? AND chat_id = ? AND sk = ?",
+            (body, body_ref, session.id, chat.id, claim[2]),
+        )
+        return "updated", claim[3]
+    stored_chat = read_chat(db, session.id, chat.id)
+    stored = read_session(db, session.id)
+    if stored_chat is None or stored is None or chat.id not in stored.chats:
+        raise Gone
+    insert_message_row(db, session, chat.id, message, body, body_ref)
+    insert = message_insert(stored_chat, message, activity)
+    write_chat(db, stored_chat.model_copy(update=insert.chat_changes()))
+    mark = stored.chats[chat.id].model_copy(update=insert.mark_changes())
+    changes: dict[str, Any] = {"chats": {**stored.chats, chat.id: mark}}
+    columns: dict[str, Any] = {}
+    if activity is not None:
+        changes |= {"last_activity_at": activity.at, "hibernate_after": activity.hibernate_after}
+        columns = {
+            "due_at": None if activity.due_at is None else iso(activity.due_at),
+            "due_shard": activity.due_shard,
+        }
+    update_session(db, stored.model_copy(update=changes), columns)
+    return "inserted", None
+
+
+def touch_mark(db: sqlite3.Connection, stored: Session, chat_id: str, **fields: Any) -> None:
+    mark = stored.chats[chat_id].model_copy(update=fields)
+    update_session(db, stored.model_copy(update={"chats": {**stored.chats, chat_id: mark}}))
+
+
+def mark_turn(
+    db: sqlite3.Connection, session_id: str, chat_id: str, run_id: str, *, live: bool
+) -> None:
+    """Mirror a chat's live run onto the chat (``active_stream_id``) and its session's chat
+    mark (``streaming``); ``Gone`` without the chat when going live; ending (``live`` False)
+    clears them only while they still name ``run_id``."""
+    chat = read_chat(db, session_id, chat_id)
+    stored = read_session(db, session_id)
+    if chat is None or stored is None or chat_id not in stored.chats:
+        if live:
+            raise Gone
+        return
+    if not live and chat.active_stream_id != run_id:
+        return
+    write_chat(db, chat.model_copy(update={"active_stream_id": run_id if live else None}))
+    touch_mark(db, stored, chat_id, streaming=live)
