@@ -36,12 +36,16 @@ class Recording(Connection):
         return {}
 
 
+def claim(message_id: str) -> MessageClaimItem:
+    return MessageClaimItem("U#1", message_id, chat_id="c", role="user", message_sk="M")
+
+
 def transaction(connection: Connection | None = None) -> Transaction:
     tx = Transaction(connection or Recording())
     tx.update(SessionItem("S#1", "S"), actions=[SessionItem.title.set("a")], name="session")
-    tx.save(MessageClaimItem("U#1", "M#1", chat_id="c", role="user", message_sk="M"), name="claim")
+    tx.save(claim("M#1"), name="claim")
     tx.delete(ChatItem("S#1", "C#1"), name="chat")
-    tx.save(MessageClaimItem("U#1", "M#2", chat_id="c", role="user", message_sk="M"))  # never asked about
+    tx.save(claim("M#2"))  # never asked about
     return tx
 
 
@@ -75,7 +79,7 @@ def test_two_updates_of_one_item_are_one_write_with_both_conditions() -> None:
             condition=ChatItem.pk.exists(),
             name="chat",
         )
-        tx.save(MessageClaimItem("U#1", "M#1", chat_id="c", role="user", message_sk="M"), name="claim")
+        tx.save(claim("M#1"), name="claim")
         tx.update(
             ChatItem("S#1", "C#1"),
             actions=[ChatItem.message_count.add(1)],
@@ -101,7 +105,7 @@ def test_only_a_failed_condition_counts() -> None:
 def test_names_are_unique_and_known_and_an_item_is_written_once() -> None:
     tx = transaction()
     with pytest.raises(ValueError, match="two writes named 'claim'"):
-        tx.save(MessageClaimItem("U#1", "M#9", chat_id="c", role="user", message_sk="M"), name="claim")
+        tx.save(claim("M#9"), name="claim")
     with pytest.raises(ValueError, match="no write named 'title'"):
         tx.failed(refused(None, None, None, None), "title")
     with pytest.raises(ValueError, match="two writes of one item"):
