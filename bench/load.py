@@ -13,6 +13,13 @@ with its own session and no think time (every request times out after 30 s):
 - **status only** against the runtime and against the baseline, alternated in rounds of
   ``--compare-duration`` / 4 each, so machine load from elsewhere hits both alike: status
   throughput and its ratio to the baseline.
+- **open loop** (``--open-duration``, runtime and baseline alternated in rounds): a fixed offered
+  rate (``--rate`` status polls and ``--post-rate`` message posts a second, spread over the
+  users' sessions), sent on schedule whatever the answers do (a new keep-alive connection when
+  all of a user's are busy); each latency counts from the request's due time. Reported: p50/p99
+  per operation and errors, for both, and each server's CPU per request. Goal: p99 <= 50 ms and
+  0 errors at 100 + 10 req/s — the latency a team of real users sees, which the closed loop
+  (Little's law: latency = users / throughput) cannot show.
 
 Goals (docs/benchmarks.md): 0 errors, 0 lost, p99 <= 100 ms for status and post in the mixed
 phase, status throughput >= 0.5x the baseline. Sessions are created without provisioning: this
@@ -37,6 +44,7 @@ from bench.http1 import Connection
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-bench"
 P99_GOAL_MS = 100.0
 THROUGHPUT_GOAL = 0.5
+OPEN_P99_GOAL_MS = 50.0
 ROUNDS = 2
 IDLE_SECONDS = 3.0
 
@@ -270,7 +278,14 @@ def run(args: Any) -> dict[str, Any]:
                 status_only[name].append(
                     asyncio.run(_drive(targets[name], users, ("status",), compare / 4))
                 )
+        opened = None
+        if args.open_duration > 0:
+            say(f"load: open loop, {args.rate:g} status + {args.post_rate:g} posts a second, "
+                f"{args.open_duration:.0f} s each for runtime and baseline")  # fmt: skip
+            opened = open_loop(targets, users, args)
     result = _result(args, store, mixed, stored, causes, status_only)
+    if opened is not None:
+        result["openLoop"] = opened
     result["runtimeIdleCpuShare"] = round(idle_share, 3)
     result["load1"] = round(os.getloadavg()[0], 2)
     return result
@@ -392,4 +407,207 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                 f"the runtime idle {result.get('runtimeIdleCpuShare', 0):.2f} cores",
             ]
         )
+    if "openLoop" in result:
+        table.extend(open_rows(result["openLoop"]))
+    return table
+
+
+# ------------------------------------------------------------------ open loop
+
+
+@dataclass
+class OpenLoop:
+    """One open-loop phase on one target: latencies from each request's scheduled time."""
+
+    timings: dict[str, list[float]]
+    errors: Counter[str]
+    offered: Counter[str]
+    elapsed: float = 0.0
+    server_cpu: float = 0.0
+    connections: int = 0  # the most connections the phase needed at once
+
+
+class _Pool:
+    """Keep-alive connections handed out one request at a time; a new one when all are busy
+    (an open-loop client never waits for a free connection: that would close the loop)."""
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        self._base_url, self._headers = base_url, headers
+        self._idle: list[Connection] = []
+        self.opened: list[Connection] = []
+
+    def take(self) -> Connection:
+        if self._idle:
+            return self._idle.pop()
+        connection = Connection(self._base_url, self._headers)
+        self.opened.append(connection)
+        return connection
+
+    def give(self, connection: Connection) -> None:
+        self._idle.append(connection)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.opened))
+
+
+async def _offer(
+    target: Target,
+    users: list[dict[str, str]],
+    rates: dict[str, float],
+    seconds: float,
+    prefix: str,
+) -> OpenLoop:
+    """Send ``rates[op]`` requests per second of each op for ``seconds``, whatever the answers
+    do; each request's latency counts from when it was due, so a server falling behind shows
+    in the percentiles (no coordinated omission)."""
+    phase = OpenLoop({op: [] for op in rates}, Counter(), Counter())
+    pools = [
+        _Pool(target.base_url, {"authorization": f"Bearer {u['token']}", "user-agent": USER_AGENT})
+        for u in users
+    ]
+    loop = asyncio.get_running_loop()
+    in_flight: set[asyncio.Task[None]] = set()
+    busy = 0
+
+    async def one(op: str, n: int, due: float) -> None:
+        nonlocal busy
+        user = n % len(users)
+        u, pool = users[user], pools[user]
+        connection = pool.take()
+        busy += 1
+        phase.connections = max(phase.connections, busy)
+        try:
+            if op == "status":
+                status_id = u["session"] if target.name == "runtime" else u["baseline"]
+                response = await connection.get(target.status_path, params={"sessionId": status_id})
+            else:
+                body = {
+                    "message": {
+                        "id": f"open-{prefix}-{user}-{n}",
+                        "role": "user",
+                        "parts": [{"type": "text", "text": f"message {n}"}],
+                    }
+                }
+                response = await connection.post(_post_path(target, u), body)
+        except Exception as exc:  # a transport failure or a timeout is an error like a 5xx
+            phase.errors[f"{op}: {type(exc).__name__}"] += 1
+            return
+        finally:
+            busy -= 1
+            pool.give(connection)
+        if response.status_code >= 300:
+            phase.errors[f"{op}: HTTP {response.status_code}"] += 1
+            return
+        phase.timings[op].append(loop.time() - due)
+
+    async def arrivals(op: str, rate: float, began: float) -> None:
+        for n in range(int(rate * seconds)):
+            due = began + n / rate
+            delay = due - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            phase.offered[op] += 1
+            task = asyncio.create_task(one(op, n, due))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+
+    try:
+        health = "/api/health" if target.name == "runtime" else "/health"
+        warm = [pool.take() for pool in pools]  # one connection per user set up, not timed
+        await asyncio.gather(*(c.get(health) for c in warm))
+        for pool, connection in zip(pools, warm, strict=True):
+            pool.give(connection)
+        server = cpu_seconds(target.pid)
+        began = loop.time()
+        await asyncio.gather(*(arrivals(op, rate, began) for op, rate in rates.items()))
+        while in_flight:  # every request answered or timed out (the client's 30 s)
+            await asyncio.wait(set(in_flight))
+        phase.elapsed = loop.time() - began
+        phase.server_cpu = cpu_seconds(target.pid) - server
+    finally:
+        await asyncio.gather(*(pool.close() for pool in pools))
+    return phase
+
+
+def _post_path(target: Target, u: dict[str, str]) -> str:
+    if target.name == "runtime":
+        return f"/api/sessions/{u['session']}/chats/{u['chat']}/messages"
+    return f"/messages?sessionId={u['baseline']}"
+
+
+def _open_result(phases: list[OpenLoop], rates: dict[str, float]) -> dict[str, Any]:
+    timings = {op: [t for p in phases for t in p.timings[op]] for op in rates}
+    errors: Counter[str] = Counter()
+    offered: Counter[str] = Counter()
+    for p in phases:
+        errors.update(p.errors)
+        offered.update(p.offered)
+    answered = sum(len(v) for v in timings.values())
+    cpu = sum(p.server_cpu for p in phases)
+    seconds = sum(p.elapsed for p in phases)
+    return {
+        "offered": dict(offered),
+        "errors": sum(errors.values()),
+        "errorKinds": dict(errors),
+        "seconds": round(seconds, 1),
+        "milliseconds": {
+            op: {k: (ms(v) if k != "n" else v) for k, v in summary(values).items()}
+            for op, values in timings.items()
+        },
+        "serverCpuMsPerRequest": round(cpu * 1000 / answered, 3) if answered else 0.0,
+        "serverCpuShare": round(cpu / seconds, 2) if seconds else 0.0,
+        "connections": max((p.connections for p in phases), default=0),
+    }
+
+
+def open_loop(targets: dict[str, Target], users: list[dict[str, str]], args: Any) -> dict[str, Any]:
+    """Runtime and baseline alternated in ``ROUNDS`` rounds of ``--open-duration`` / ROUNDS."""
+    rates = {"status": float(args.rate), "message": float(args.post_rate)}
+    seconds = args.open_duration / ROUNDS
+    phases: dict[str, list[OpenLoop]] = {"runtime": [], "baseline": []}
+    for r in range(ROUNDS):
+        order = ("baseline", "runtime") if r % 2 == 0 else ("runtime", "baseline")
+        for name in order:
+            phases[name].append(
+                asyncio.run(_offer(targets[name], users, rates, seconds, f"{name}{r}"))
+            )
+    result = {name: _open_result(p, rates) for name, p in phases.items()}
+    worst = {op: result["runtime"]["milliseconds"][op].get("p99", 0.0) for op in rates}
+    met = result["runtime"]["errors"] == 0 and all(v <= OPEN_P99_GOAL_MS for v in worst.values())
+    return {
+        "rates": rates,
+        "secondsPerTarget": args.open_duration,
+        **result,
+        "goal": _goal(max(worst.values()), f"p99 <= {OPEN_P99_GOAL_MS:.0f} ms, 0 errors", met),
+    }
+
+
+def open_rows(result: dict[str, Any]) -> list[list[str]]:
+    rates = result["rates"]
+    table = []
+    for op in ("status", "message"):
+        rt = result["runtime"]["milliseconds"].get(op, {})
+        base = result["baseline"]["milliseconds"].get(op, {})
+        table.append(
+            [
+                f"load: open loop, {'status' if op == 'status' else 'post'} at "
+                f"{rates[op]:.0f} req/s, runtime vs baseline",
+                f"p50 {rt.get('p50', 0):.1f} vs {base.get('p50', 0):.1f} ms, "
+                f"p99 {rt.get('p99', 0):.1f} vs {base.get('p99', 0):.1f} ms",
+                f"max {rt.get('max', 0):.1f} vs {base.get('max', 0):.1f} ms, "
+                f"n={rt.get('n', 0)}/{base.get('n', 0)}",
+            ]
+        )
+    rt, base = result["runtime"], result["baseline"]
+    table.append(
+        [
+            "load: open loop, errors and CPU per request",
+            f"{rt['errors']} vs {base['errors']} errors",
+            f"{rt['serverCpuMsPerRequest']:.2f} vs {base['serverCpuMsPerRequest']:.2f} ms CPU "
+            f"a request ({rt['serverCpuShare']:.2f} vs {base['serverCpuShare']:.2f} cores), "
+            f"{rt['connections']} vs {base['connections']} connections at most"
+            + (f" {rt['errorKinds']}" if rt["errors"] else "")
+            + f"; {_met(result['goal'])}",
+        ]
+    )
     return table

@@ -54,6 +54,12 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument(
         "--compare-duration", type=float, help="load: seconds, status only vs the baseline"
     )
+    cli.add_argument("--rate", type=float, default=100.0,
+                     help="load: open loop, status polls a second (100)")  # fmt: skip
+    cli.add_argument("--post-rate", type=float, default=10.0,
+                     help="load: open loop, message posts a second (10)")  # fmt: skip
+    cli.add_argument("--open-duration", type=float,
+                     help="load: open loop, seconds a target, 0 skips (60; quick 10)")  # fmt: skip
     cli.add_argument("--memory-sessions", type=int, help="memory: sessions (500; quick 200)")
     cli.add_argument("--sandboxes", type=int, help="memory: idle sandboxes (4; quick 2)")
     cli.add_argument("--steps", type=int, help="agent: todo_write steps in one turn (50; quick 10)")
@@ -74,6 +80,7 @@ def defaults(args: argparse.Namespace) -> argparse.Namespace:
         ("sessions", 100, 30),
         ("users", 50, 20),
         ("duration", 60.0, 10.0),
+        ("open_duration", 60.0, 10.0),
         ("memory_sessions", 500, 200),
         ("sandboxes", 4, 2),
         ("steps", 50, 10),

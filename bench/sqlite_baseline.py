@@ -6,10 +6,12 @@ a sync route in the thread pool), on a database configured like the SQLite store
     python -m bench.sqlite_baseline --db PATH --port N [--rows 50]
 
 creates ``PATH`` with ``--rows`` session-sized rows (ids ``s0`` .. ``s<rows-1>``) if it has no
-table yet, and answers ``GET /status?sessionId=s0`` with the row's JSON (404 when missing) and
-``GET /health``. Nothing else: no authentication, no validation, no app logging (uvicorn's
-access log stays on, as under ``openagents dev``); the difference between this and
-``GET /api/sandbox/status`` is the API's own cost."""
+table yet, and answers ``GET /status?sessionId=s0`` with the row's JSON (404 when missing),
+``POST /messages?sessionId=s0`` by inserting the JSON body as one row (one committed write, the
+open-loop phase's post baseline; 409 for an id already stored) and ``GET /health``. Nothing
+else: no authentication, no validation, no app logging (uvicorn's access log stays on, as
+under ``openagents dev``); the difference between this and ``GET /api/sandbox/status`` is the
+API's own cost."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, data TEXT NOT NULL)"
+MESSAGES = (
+    "CREATE TABLE IF NOT EXISTS messages"
+    " (session TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session, id))"
+)
 # About what a session row holds: ids, title, lifecycle times, snapshot.
 ROW = {
     "userId": "load-0",
@@ -49,6 +55,7 @@ def connect(path: Path) -> sqlite3.Connection:
 def prepare(path: Path, rows: int) -> None:
     with connect(path) as connection:
         connection.execute(SCHEMA)
+        connection.execute(MESSAGES)
         connection.executemany(
             "INSERT OR REPLACE INTO sessions (id, data) VALUES (?, ?)",
             [(f"s{i}", json.dumps({**ROW, "id": f"s{i}"})) for i in range(rows)],
@@ -76,6 +83,18 @@ def create_app(path: Path) -> Any:
             raise HTTPException(404, "not found")
         value: dict[str, Any] = json.loads(found[0])
         return value
+
+    @app.post("/messages", status_code=201)
+    def post(body: dict[str, Any], session_id: str = Query(alias="sessionId")) -> dict[str, bool]:
+        message = body.get("message") or {}
+        try:
+            connection().execute(
+                "INSERT INTO messages (session, id, data) VALUES (?, ?, ?)",
+                (session_id, str(message.get("id")), json.dumps(message)),
+            )
+        except sqlite3.IntegrityError:
+            raise HTTPException(409, "exists") from None
+        return {"ok": True}
 
     @app.get("/health")
     def health() -> dict[str, bool]:
