@@ -5,7 +5,9 @@
 // Sign in locally, create a session on the repository, send a message: the agent's answer streams
 // in with a `write` tool card and Changes shows the new file; watch Active → Paused after the idle
 // timeout, Resume → Active; an approval granted; right after it a long turn reloaded while its
-// command runs, and stopped with Stop; Archive → the session is under "Archived". Each step is a screenshot at 1280×800 and at
+// command runs, and stopped with Stop (the card reads Stopped); Share survives a reload; eight chat
+// tabs scroll sideways and the composer stays on screen; Pause says Hibernating at once; Archive →
+// the session is under "Archived", offering only what works on it. Each step is a screenshot at 1280×800 and at
 // 390×844, and axe checks the main screens (no serious or critical violation).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -155,13 +157,28 @@ async function run(page) {
   await card.getByText("Done", { exact: true }).waitFor();
   await page.getByRole("button", { name: "Send" }).waitFor(); // the turn ended
   log("turn finished: text, tool card, final text");
-  // the sandbox idles out 15 s after the turn: the files first, while it runs
+  // the sandbox idles out 15 s after the turn: the files first, while it runs; the tree
+  // follows the turn (greeting.txt, written by it, is there without reopening the session)
+  await page.getByRole("navigation", { name: "Workspace files" }).getByRole("button", { name: "greeting.txt" }).waitFor();
+  log("Files tree shows the turn's new file");
   await page.getByRole("button", { name: "README.md" }).click();
   await page.getByLabel("Contents of README.md").getByText("Hello from the e2e repository.").waitFor();
   await screenshot(page, "files", { pane: "Sandbox" });
   await answer.locator(".message-usage", { hasText: "tokens" }).waitFor();
   await accessible(page, "session-with-answer");
   await screenshot(page, "active-with-message");
+  await composerInView(page, "after the first turn");
+
+  // Share, then a reload: the chat still says it is shared, with its link and Stop sharing
+  await page.getByRole("button", { name: "Share", exact: true }).click();
+  await page.getByRole("dialog", { name: "What the link will show" }).getByRole("button", { name: "Create link" }).click();
+  const shareLink = await page.getByLabel("Share link").inputValue();
+  await page.reload();
+  await page.getByRole("button", { name: "Stop sharing" }).waitFor();
+  if ((await page.getByLabel("Share link").inputValue()) !== shareLink) throw new Error("another share link after the reload");
+  await page.getByRole("button", { name: "Stop sharing" }).click();
+  await page.getByRole("button", { name: "Share", exact: true }).waitFor();
+  log("shared state shown after a reload, and revoked");
 
   // Changes reloads after the turn: the new file, its added lines coloured
   await page.getByRole("tab", { name: "Changes" }).click();
@@ -241,11 +258,32 @@ async function run(page) {
     log("reload mid-turn resumed without duplicates");
     await stop.click();
     await page.getByText("Stopped.").waitFor({ timeout: 15_000 });
+    await command.locator(".tool-state", { hasText: "Stopped" }).waitFor(); // not a red "Error"
+    if ((await command.locator(".tool-state", { hasText: "Error" }).count()) > 0) throw new Error("a stopped call reads Error");
     await page.getByRole("button", { name: "Send" }).waitFor();
     await page.getByRole("tab", { name: "Activity" }).click(); // the reload opened Files
     await page.locator(".runs li").filter({ hasText: "Stopped" }).waitFor();
     log("long turn stopped");
     await screenshot(page, "agent-stopped", { pane: "Sandbox" });
+  }
+
+  // many chats: the tabs scroll sideways in one row, the composer stays in view at 1280×800
+  for (let i = 0; i < 7; i += 1) {
+    await page.getByRole("button", { name: "New chat" }).click();
+    await page.getByRole("tablist", { name: "Chats" }).getByRole("tab").nth(i + 1).waitFor();
+  }
+  await composerInView(page, "with eight chat tabs");
+  await oneRowOfTabs(page);
+  await accessible(page, "many-chats");
+  await screenshot(page, "many-chats");
+
+  // Pause: Hibernating at once (no countdown, no Pause button), then Paused
+  if (await page.getByRole("button", { name: "Pause" }).isVisible()) {
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForChip(page, "Hibernating", 2_000);
+    if (await page.getByText("Hibernates in").isVisible()) throw new Error("a countdown while hibernating");
+    await waitForChip(page, "Paused", 40_000);
+    log("Pause: Hibernating at once, then Paused");
   }
 
   await page.getByRole("button", { name: "Archive" }).click();
@@ -258,6 +296,9 @@ async function run(page) {
   await page.getByRole("button", { name: "Unarchive" }).waitFor();
   await page.getByRole("textbox", { name: "Message" }).and(page.locator(":disabled")).waitFor();
   await page.getByText("Unarchive to continue.", { exact: true }).waitFor();
+  for (const name of ["Revert to before this turn", "New chat", "Rename chat", "Delete chat", "Delete from here"])
+    if ((await page.getByRole("button", { name }).count()) > 0) throw new Error(`an archived session offers ${name}`);
+  log("archived: only what works on it");
 
   await page.getByRole("tab", { name: /Archived/ }).click();
   const panel = page.getByRole("tabpanel").filter({ has: page.getByRole("link") }).first();
@@ -266,6 +307,27 @@ async function run(page) {
   log("found under Archived");
   await accessible(page, "archived-list");
   await screenshot(page, "archived-list");
+}
+
+/** The composer and the Send or Stop button are inside the viewport (nothing below the fold). */
+async function composerInView(page, when) {
+  const box = await page.locator(".composer").boundingBox();
+  const height = page.viewportSize().height;
+  if (!box || box.y < 0 || box.y + box.height > height + 1)
+    throw new Error(`the composer is at ${box?.y}..${box && box.y + box.height}px of a ${height}px screen ${when}`);
+  const scrolled = await page.evaluate(() => document.scrollingElement.scrollHeight - window.innerHeight);
+  if (scrolled > 1) throw new Error(`the session page scrolls ${scrolled}px ${when}: it should fit the screen`);
+}
+
+/** The chat tabs keep to one row and scroll sideways. */
+async function oneRowOfTabs(page) {
+  const tablist = page.getByRole("tablist", { name: "Chats" });
+  const tabs = tablist.getByRole("tab");
+  const first = await tabs.first().boundingBox();
+  const last = await tabs.last().boundingBox();
+  if (!first || !last || Math.abs(first.y - last.y) > 2) throw new Error("the chat tabs wrap into rows");
+  const sideways = await tablist.evaluate((el) => el.scrollWidth > el.clientWidth);
+  return sideways;
 }
 
 async function fitsPhone(page) {
@@ -306,9 +368,18 @@ async function phoneAndDark(browser, storage) {
   await page.getByRole("link", { name: /E2E session/ }).click();
   await page.getByRole("heading", { level: 1, name: "E2E session" }).waitFor();
   await chip(page, "Archived").waitFor();
+  await page.getByRole("tab", { name: /Hello from the e2e test/ }).click(); // the first chat, of eight
   await page.locator(".message-user").first().waitFor();
+  await page.locator(".message-assistant").last().waitFor();
+  await settle(page);
   await fitsPhone(page);
   await phoneLayout(page);
+  if (!(await oneRowOfTabs(page))) throw new Error("eight chat tabs do not scroll sideways on a phone");
+  // the chat opens at its end: the last message is on screen above the composer
+  const lastMessage = await page.locator(".message").last().boundingBox();
+  const footer = await page.locator(".chat-footer").boundingBox();
+  if (!lastMessage || !footer || lastMessage.y > footer.y || lastMessage.y + lastMessage.height < 0)
+    throw new Error(`the phone opens the chat away from its end (last message at ${lastMessage?.y}px, composer at ${footer?.y}px)`);
   await accessible(page, "phone-dark-session");
   await page.screenshot({ path: join(ARTIFACTS, "91-phone-dark-session.png") }); // the viewport: the composer at its bottom
   // the sandbox panel is a tab beside the chat
