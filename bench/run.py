@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "agent": "bench.agent",
     "checkpoint": "bench.checkpoint",
     "scale": "bench.scale",
+    "previews": "bench.previews",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
