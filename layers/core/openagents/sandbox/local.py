@@ -61,6 +61,9 @@ class NeverReady(SandboxError):
 
 
 STOP_GRACE_SECONDS = 5
+# a previous server's sandbox answers /health within this to be re-adopted; one that does not
+# is wedged (its sandboxd stopped or hung), remembered as such by this driver (never asked again)
+ADOPT_HEALTH_SECONDS = 5.0
 SOCKET_NAME = "sandboxd.sock"
 PROCESS_RECORD = "process.json"  # who the driver launched: pid, start time, boot, cgroups
 # what a generation hands to the next on reboot; the volume last: a crash half-way is seen
@@ -305,6 +308,7 @@ class LocalDriver:
         self._network = self._pick_network(network)
         self._etc: Path | None = None
         self._started: set[int] = set()
+        self._silent: dict[Path, int] = {}  # generation folder -> its pid that did not answer
         # Spawn from one long-lived thread (one launch at a time: the host uid counter, the
         # staging mounts), whichever request thread asks.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
@@ -599,13 +603,13 @@ class LocalDriver:
             "--symlink", "usr/sbin", "/sbin",
             "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64",
-            "--ro-bind", stage.add(self._rootfs_etc()), "/etc",
+            "--ro-bind", stage.add(self._rootfs_etc(), copy=True), "/etc",
             "--dev", "/dev",
             "--proc", "/proc",
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",  # noqa: S108 - sandbox's own
             "--bind", stage.add(workspace, image=workspace.suffix == ".img"), "/workspace",
             "--bind", stage.add(run), "/run/sandboxd",
-            "--ro-bind", stage.add(self._sandboxd), f"{SANDBOXD_MOUNT}/sandboxd",
+            "--ro-bind", stage.add(self._sandboxd, copy=True), f"{SANDBOXD_MOUNT}/sandboxd",
             *binds,
             "--remount-ro", "/",  # only /workspace, /tmp and sandboxd's socket are writable
             *share,
@@ -687,12 +691,13 @@ class LocalDriver:
         record = _Record.read(root)
         if record is None or str(record.pid) != handle.ref:
             return None
+        if self._silent.get(root) == record.pid:
+            return None  # did not answer before: wedged (reboot kills it when proven)
         child = _claim(record, root)
         if child is None:
             return None
-        try:
-            self._client(self.endpoint(handle), self.token(handle)).health()
-        except SandboxError:
+        if not self._answers(handle):
+            self._silent[root] = record.pid
             _release(child)
             return None
         with _children.adopting:
@@ -704,6 +709,22 @@ class LocalDriver:
         log.info("sandbox %s/%s re-adopted (pid %s)", handle.session_id, handle.generation,
                  record.pid)  # fmt: skip
         return child
+
+    def _answers(self, handle: SandboxHandle) -> bool:
+        """``/health`` answers within ``ADOPT_HEALTH_SECONDS`` (the client's own timeout is
+        longer: the check runs on a thread of its own, left to end by itself)."""
+        client = self._client(self.endpoint(handle), self.token(handle))
+        answered: list[bool] = []
+
+        def check() -> None:
+            with contextlib.suppress(Exception):  # any failure is no answer
+                client.health()
+                answered.append(True)
+
+        checker = threading.Thread(target=check, name="sandbox-health", daemon=True)
+        checker.start()
+        checker.join(ADOPT_HEALTH_SECONDS)
+        return bool(answered)
 
     def running(self) -> list[SandboxHandle]:
         """Every sandbox of this home that is running, proven as ``probe`` proves it (the
@@ -760,7 +781,9 @@ class LocalDriver:
         if not moved:
             if not self.has_volume(handle):
                 return None
-            if self.probe(handle).state is not SandboxState.STOPPED or _launched_alive(old):
+            if self.probe(handle).state is not SandboxState.STOPPED or (
+                _launched_alive(old) and not self._kill_wedged(old, handle)
+            ):
                 # its volume may still be mounted: never a second mount of it
                 raise SandboxError("the sandbox to reboot is still running")
             self._forget(old)  # nothing of it may still hold the volume
@@ -769,6 +792,41 @@ class LocalDriver:
                 if (old / name).exists():
                     (old / name).rename(new / name)
         return self.start(handle.session_id, generation)
+
+    def _kill_wedged(self, root: Path, handle: SandboxHandle) -> bool:
+        """A generation whose launched process still runs but whose sandboxd does not answer
+        (stopped, wedged: re-adoption needs ``/health``), killed when its identity is proven
+        without it — the handle, ``sandbox.json`` and ``process.json`` name the same pid, that
+        pid runs with the recorded start time on this boot (held by a pidfd opened first),
+        inside the recorded cgroups, which are exactly ones the driver made for this generation
+        (named ``<session>-<generation>``: only the driver, as root, puts a process there).
+        True when it was killed (its cgroups too, its socket folder unmounted, its record
+        dropped); anything not proven is a stranger: False, nothing signalled."""
+        record = _Record.read(root)
+        try:
+            recorded = self._recorded(root, handle.session_id, handle.generation)
+        except (OSError, ValueError):
+            return False
+        if record is None or recorded is None or recorded.ref != handle.ref:
+            return False
+        if str(record.pid) != handle.ref or not record.cgroups or self._bwrap is None:
+            return False
+        own = Cgroup.named(self._machine, f"{handle.session_id}-{handle.generation}")
+        if not set(record.cgroups) <= {str(folder) for folder in own.folders}:
+            return False
+        with _children.adopting:
+            if _children.get(record.pid) is not None:  # adopted meanwhile: it answers
+                return False
+            child = _claim(record, root)
+        if child is None:
+            return False
+        log.warning("sandbox %s/%s does not answer: killed (pid %s, its cgroups)",
+                    handle.session_id, handle.generation, record.pid)  # fmt: skip
+        child.process.kill()  # the keeper: bubblewrap and the pid namespace die with it
+        _kill(child.process, child.network, child.cgroup)  # then whatever is left in its cgroups
+        confine.unmount_run(root / "run")
+        (root / PROCESS_RECORD).unlink(missing_ok=True)
+        return True
 
     def _forget(self, root: Path) -> None:
         """What is left of a generation whose launched process is gone: anything still in its
@@ -781,7 +839,8 @@ class LocalDriver:
 
     def stop(self, handle: SandboxHandle) -> None:
         """Idempotent; SIGTERM, then SIGKILL after a grace period. Signals only a sandbox this
-        process started, or re-adopted, for this session and generation."""
+        process started, or re-adopted, for this session and generation — or one that does not
+        answer but proves its identity without that (``_kill_wedged``): killed outright."""
         root = self._dir(handle.session_id, handle.generation)
         child = self._child(root, handle) if root.exists() else None
         if child is not None:
@@ -789,6 +848,8 @@ class LocalDriver:
             _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
             self._started.discard(child.process.pid)
             (root / PROCESS_RECORD).unlink(missing_ok=True)
+        elif root.exists() and _launched_alive(root):
+            self._kill_wedged(root, handle)  # one that does not answer, when proven
         if root.exists() and not _launched_alive(root):
             confine.unmount_run(root / "run")  # its socket folder's tmpfs, with what it held
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
@@ -921,15 +982,20 @@ class _Staging:
     without any host folder above them being opened to it (``/root``, a 0700 state folder)."""
 
     MOUNT = "/mnt"
+    COPY_SIZE = "32m"
 
     def __init__(self, *, enabled: bool) -> None:
         self._enabled = enabled
-        self._sources: list[tuple[Path, bool]] = []  # (folder or ext4 image, is an image)
+        self._sources: list[tuple[Path, str]] = []  # (folder or ext4 image, "bind"|"image"|"copy")
 
-    def add(self, path: Path, *, image: bool = False) -> str:
+    def add(self, path: Path, *, image: bool = False, copy: bool = False) -> str:
+        """Where the sandbox's bind finds ``path``; with ``copy``, a copy of the (small,
+        read-only) folder in a tmpfs of its own, so the sandbox's ``/proc/self/mountinfo``
+        shows that tmpfs's ``/`` as the mount's source instead of the host folder's path (the
+        state folder, the server's checkout)."""
         if not self._enabled:
             return str(path)
-        self._sources.append((path, image))
+        self._sources.append((path, "image" if image else "copy" if copy else "bind"))
         return f"{self.MOUNT}/{len(self._sources) - 1}"
 
     def command(self) -> list[str]:
@@ -939,10 +1005,19 @@ class _Staging:
             "set -e",
             f"mount -t tmpfs -o mode=0755,size=64k openagents-stage {self.MOUNT}",
         ]
-        for index, (source, image) in enumerate(self._sources):
+        for index, (source, kind) in enumerate(self._sources):
             target = f"{self.MOUNT}/{index}"
-            how = "-o loop,nosuid,nodev" if image else "--bind"
-            lines += [f"mkdir {target}", f"mount {how} {shlex.quote(str(source))} {target}"]
+            quoted = shlex.quote(str(source))
+            lines.append(f"mkdir {target}")
+            if kind == "copy":
+                lines += [
+                    f"mount -t tmpfs -o mode=0755,size={self.COPY_SIZE},nosuid,nodev "
+                    f"openagents-ro {target}",
+                    f"cp -a {quoted}/. {target}/",
+                ]
+            else:
+                how = "-o loop,nosuid,nodev" if kind == "image" else "--bind"
+                lines.append(f"mount {how} {quoted} {target}")
         lines.append('exec "$@"')
         script = "\n".join(lines)
         return [
