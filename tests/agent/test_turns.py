@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import pytest
-from openagents.agent import loop, prompt
+from openagents.agent import model_step, prompt
 from openagents.agent.models.port import ModelRequest
 from openagents.agent.models.scripted import ScriptedModel
 
@@ -153,7 +153,7 @@ def test_the_project_instructions_are_read_once_per_turn(
         return found
 
     monkeypatch.setattr(ScriptedModel, "stream", recording)
-    monkeypatch.setattr(loop, "project_instructions", counted)
+    monkeypatch.setattr(model_step, "project_instructions", counted)
     todo = {"name": "todo_write", "input": {"todos": []}}
     agent_api.script.set([{"toolCalls": [todo]}, {"toolCalls": [todo]}, {"text": "Done."}])
 
