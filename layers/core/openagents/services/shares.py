@@ -17,7 +17,7 @@ from openagents.domain.identity import Identity
 from openagents.domain.models import Chat
 from openagents.domain.secrets import Redactor, scrubbed, strings
 from openagents.services.chats import ChatService, LiveTurns
-from openagents.store.port import Gone, Store
+from openagents.store.port import Gone, ShareStore
 
 SHARE_ID_BYTES = 12  # 96 bits from `secrets`, 16 URL-safe characters
 
@@ -40,7 +40,7 @@ class SharedChat:
 class ShareService:
     def __init__(
         self,
-        store: Store,
+        store: ShareStore,
         chats: ChatService,
         turns: LiveTurns,
         share_ids: Callable[[], str] = new_share_id,

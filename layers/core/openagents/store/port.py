@@ -152,13 +152,28 @@ class Activity:
 UpsertResult = Literal["inserted", "updated", "unchanged"]
 
 
-class Store(Protocol):
-    # users
+# --- the ports, one per aggregate -------------------------------------------------------------
+#
+# A service depends on the ports it uses; ``Store`` is their union, for the composition root and
+# the callers that need all. Both adapters implement every port (``dynamodb.DynamoStore``,
+# ``sqlite.SqliteStore``); the run store is its own port (``store/runs.py``). Rate limits have
+# no port of their own: the window (``RateWindow``) is decided inside a session's create, in
+# its transaction. Writes that span aggregates (a turn's start: message, run, claim and marks)
+# are composed on each adapter's unit of work (``sqlite_writes`` / ``dynamodb_writes``).
+
+
+class UserStore(Protocol):
+    """A user's preferences and counters, and the titles their sessions hold."""
+
     def get_user(self, user_id: str) -> UserRecord: ...
     def put_preferences(self, user_id: str, preferences: Preferences) -> None: ...
     def used_titles(self, user_id: str) -> set[str]: ...
 
-    # sessions
+
+class SessionStore(Protocol):
+    """Sessions as their owner sees them: create (with the first chat and the rate window),
+    read, list, rename, settings, archive, delete; and their audit log."""
+
     def create_session(
         self,
         session: Session,
@@ -207,6 +222,18 @@ class Store(Protocol):
         and the tombstones; how many were finished. Idempotent; the reconciler runs it."""
         ...
 
+    def list_events(self, session_id: str, limit: int, cursor: str | None) -> Page[AuditEntry]: ...
+    def append_entry(self, entry: AuditEntry) -> bool:
+        """An outcome's audit entry and its event, in one write; False, writing nothing, when
+        this entry (its id and time) is already recorded: a replayed step records once."""
+        ...
+
+
+class LifecycleStore(Protocol):
+    """A session's lifecycle: conditional transitions (``LIFECYCLE_FIELDS`` only), the sandbox
+    generation, the lifecycle lease, and the sparse due and idle indexes."""
+
+    def get_session(self, session_id: str) -> Session | None: ...
     def transition(
         self,
         session_id: str,
@@ -230,13 +257,12 @@ class Store(Protocol):
     def release_lease(self, session_id: str, run_id: str) -> None: ...
     def overdue(self, now: datetime) -> list[str]: ...
     def hibernated_before(self, moment: datetime) -> list[str]: ...
-    def list_events(self, session_id: str, limit: int, cursor: str | None) -> Page[AuditEntry]: ...
-    def append_entry(self, entry: AuditEntry) -> bool:
-        """An outcome's audit entry and its event, in one write; False, writing nothing, when
-        this entry (its id and time) is already recorded: a replayed step records once."""
-        ...
+    def append_entry(self, entry: AuditEntry) -> bool: ...
 
-    # chats
+
+class ChatStore(Protocol):
+    """A session's chats and their messages."""
+
     def get_chat(self, session_id: str, chat_id: str) -> Chat | None: ...
     def chat_session(self, user_id: str, chat_id: str) -> str | None:
         """The session of the user's chat of that id (chat ids are unique per user, across
@@ -284,7 +310,10 @@ class Store(Protocol):
         complete. ``ChatIdTaken``, ``TooManyChats``, ``Gone`` as ``create_chat``."""
         ...
 
-    # share links
+
+class ShareStore(Protocol):
+    """Public share links of chats."""
+
     def share_chat(self, chat: Chat, share_id: str) -> str:
         """Give the chat the share link ``share_id`` unless it has one (a conditional write:
         concurrent calls agree on one); the chat's share id. ``Gone``."""
@@ -298,7 +327,10 @@ class Store(Protocol):
         """The chat a live share link points at (None once revoked or deleted)."""
         ...
 
-    # webhook deliveries (replays are acknowledged and ignored)
+
+class DeliveryStore(Protocol):
+    """Webhook deliveries already handled (replays are acknowledged and ignored)."""
+
     def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
         """Record a delivery id until ``expires_at``; False when it is recorded and not expired
         at ``at`` (a replay). Two concurrent claims of one id: exactly one wins."""
@@ -307,3 +339,15 @@ class Store(Protocol):
     def forget_delivery(self, delivery_id: str) -> None:
         """Drop a delivery's record (its handling failed: a redelivery must run again)."""
         ...
+
+
+class Store(
+    UserStore,
+    SessionStore,
+    LifecycleStore,
+    ChatStore,
+    ShareStore,
+    DeliveryStore,
+    Protocol,
+):
+    """Every port: what the composition root builds, and callers that need all of them."""
