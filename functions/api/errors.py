@@ -67,7 +67,9 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "Invalid request"}
     if first.get("type") == "json_invalid":
         return error_response(400, "invalid_json", "Invalid JSON body", "body")
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    loc = [str(part) for part in first.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path"):  # where it was, not a field (a "body" field is)
+        loc = loc[1:]
     field = ".".join(loc) or None
     message = f"{field}: {first['msg']}" if field else str(first["msg"])
     if first.get("type") == "invalid_input":  # a value no route accepts (schemas.REFUSED)
