@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,97 @@ def test_a_turn_stopped_mid_model_step_finishes_with_the_uninterrupted_message(
         (assistant,) = [m for m in page.body["messages"] if m["role"] == "assistant"]
         texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
         assert texts == [LONG_TEXT], assistant["parts"]
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.stop(signal.SIGTERM)
+        server.down()
+
+
+def _finished(server: Server, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    page = server.api.get(f"/api/sessions/{session_id}/events")
+    assert page.status == 200, page.body
+    return [
+        e
+        for e in page.body["events"]
+        if e["type"] == "agent.turn_finished" and e["detail"].get("runId") == run_id
+    ]
+
+
+def _execution_status(server: Server, run_id: str) -> str | None:
+    path = server.home / "durable-executions.db"
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute(
+            "SELECT status FROM executions WHERE execution_name = ?", (run_id,)
+        ).fetchone()
+    finally:
+        db.close()
+    return str(row[0]) if row else None
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """Case (d): the follow-ups' diff refresh runs ``git diff`` in the sandbox, and the
+    workspace's fsmonitor hook (armed by the turn's last command) holds it on a fifo: the
+    server is stopped there, the run's end recorded and its follow-ups step unfinished. The
+    next start carries the execution on: the follow-ups step runs again to its end, the turn's
+    audit entry stays recorded once."""
+    server = Server(tmp_path)
+    script = tmp_path / "script.json"
+    server.env["OPENAGENTS_SCRIPTED_MODEL_FILE"] = str(script)
+    server.start()
+    try:
+        created = server.api.post("/api/sessions", {})
+        assert created.status == 201, created.body
+        sid, chat = created.body["session"]["id"], created.body["chat"]["id"]
+        server.settled(sid, "active")
+        client = server.sandbox(sid)[1]
+        root = client.exec("pwd")["stdout"].strip()
+        hook = f"#!/bin/sh\\ntouch {root}/.git/hooked\\ncat {root}/.git/gate >/dev/null\\nexit 1\\n"
+        armed = client.exec(f"printf '{hook}' > .git/gate-hook && chmod +x .git/gate-hook")
+        assert armed["exitCode"] == 0, armed
+        assert client.exec("mkfifo .git/gate")["exitCode"] == 0
+        arm = f"git config core.fsmonitor {root}/.git/gate-hook && echo armed"
+        script.write_text(
+            json.dumps(
+                {
+                    "responses": [
+                        {"toolCalls": [{"name": "bash", "input": {"command": arm}}]},
+                        {"text": "Done."},
+                    ]
+                }
+            )
+        )
+        message = {"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "arm"}]}
+        started = server.api.post(
+            "/api/chat", {"sessionId": sid, "chatId": chat, "message": message}
+        )
+        assert started.status == 202, started.body
+        run_id = started.body["runId"]
+        until(lambda: client.exec("test -e .git/hooked")["exitCode"] == 0, 60, "the hook holds")
+        runs = server.api.get(f"/api/sessions/{sid}/runs").body["runs"]
+        assert next(r for r in runs if r["runId"] == run_id)["status"] == "completed"
+        assert len(_finished(server, sid, run_id)) == 1  # the first follow-up, the audit entry
+        assert _execution_status(server, run_id) == "RUNNING"  # its follow-ups step unfinished
+
+        server.stop(how)  # in the run's follow-ups, after its recorded end
+        disarmed = client.exec("git config --unset core.fsmonitor")
+        assert disarmed["exitCode"] == 0, disarmed
+        released = client.exec("exec 3<>.git/gate; echo go >&3")  # never blocks
+        assert released["exitCode"] == 0, released
+        server.start()
+        assert "1 turn(s) the restart interrupted carry on" in server.log.read_text()
+
+        # the follow-ups step, unfinished at the stop, ran to its end in the new process
+        until(lambda: _execution_status(server, run_id) == "SUCCEEDED", 120, "it completes")
+        finished = _finished(server, sid, run_id)
+        assert len(finished) == 1, finished  # and the turn's entry is recorded once
+        assert finished[0]["detail"]["status"] == "completed"
+        events = stream(server, chat)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert events[-1]["chunk"] == {"type": "finish", "finishReason": "stop"}
     finally:
         if server.process is not None and server.process.poll() is None:
             server.stop(signal.SIGTERM)
