@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
@@ -40,18 +40,24 @@ REQUEST_OVERHEAD_BYTES = 64 * 1024
 T = TypeVar("T")
 
 
-def _lazy(factory: Callable[[], T]) -> Callable[[], T]:
-    lock = threading.Lock()
-    built: list[T] = []
+class _Lazy(Generic[T]):
+    """``factory()`` once, on first call, then the same value; ``ready()`` says whether the
+    first call has happened (the request dependencies build the container off the event loop)."""
 
-    def get() -> T:
-        if not built:
-            with lock:
-                if not built:
-                    built.append(factory())
-        return built[0]
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._built: list[T] = []
 
-    return get
+    def ready(self) -> bool:
+        return bool(self._built)
+
+    def __call__(self) -> T:
+        if not self._built:
+            with self._lock:
+                if not self._built:
+                    self._built.append(self._factory())
+        return self._built[0]
 
 
 def _add_routes(app: FastAPI, router: APIRouter) -> None:
@@ -85,8 +91,8 @@ def create_app(
     )
     # Settings alone answer the middleware (and /api/health); the container, with the store
     # adapter (PynamoDB and botocore on AWS), is built by the first request that needs it.
-    app.state.settings = _lazy(settings)
-    app.state.container = _lazy(
+    app.state.settings = _Lazy(settings)
+    app.state.container = _Lazy(
         lambda: composition.build(app.state.settings(), PowertoolsMetricsSink(metrics))
     )
     app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))

@@ -1,4 +1,9 @@
-"""Request-scoped dependencies: the container, the caller's identity, the bot check."""
+"""Request-scoped dependencies: the container, the caller's identity, the bot check.
+
+They are ``async def``: FastAPI runs a sync dependency in the thread pool, and each hand-off
+to a worker thread and back cost more CPU than the check itself (the status poll paid three:
+these two and the route). What they do is CPU only (a remembered token, a header check); the
+container's one-time build, which may read files and the network, runs in the thread pool."""
 
 from typing import Annotated, Any
 
@@ -8,21 +13,24 @@ from openagents.auth.tokens import identity_from_claims
 from openagents.composition import Container
 from openagents.domain.errors import Unauthenticated
 from openagents.domain.identity import Identity
+from starlette.concurrency import run_in_threadpool
 
 BEARER = HTTPBearer(
     auto_error=False, description="A JWT: Cognito in AWS, `openagents token` locally"
 )
 
 
-def container(request: Request) -> Container:
+async def container(request: Request) -> Container:
     """The container; behind CloudFront (AWS) only requests carrying its secret header pass."""
-    built: Container = request.app.state.container()
+    factory = request.app.state.container
+    ready = getattr(factory, "ready", None)
+    built: Container = factory() if ready is None or ready() else await run_in_threadpool(factory)
     if built.origin_guard is not None:
         built.origin_guard.check(request.headers)
     return built
 
 
-def identity(
+async def identity(
     request: Request,
     app: Annotated[Container, Depends(container)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
@@ -40,7 +48,7 @@ def identity(
     return app.local_tokens.verify(bearer.credentials.strip())
 
 
-def human_check(
+async def human_check(
     request: Request,
     app: Annotated[Container, Depends(container)],
     caller: Annotated[Identity, Depends(identity)],
@@ -52,7 +60,7 @@ def human_check(
 ANONYMOUS = Identity(user_id="")  # the public share-link routes carry no token
 
 
-def public_check(request: Request, app: Annotated[Container, Depends(container)]) -> None:
+async def public_check(request: Request, app: Annotated[Container, Depends(container)]) -> None:
     """Public routes: no authentication, but the same bot check as a person's requests."""
     app.bot_policy.check(ANONYMOUS, request.headers)
 

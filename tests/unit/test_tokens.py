@@ -120,6 +120,67 @@ def test_garbage_tokens(tokens: LocalTokens, garbage: str) -> None:
         tokens.verify(garbage)
 
 
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _counting_decode(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every token PyJWT is asked to verify, in order."""
+    seen: list[str] = []
+    real = jwt.decode
+
+    def decode(token: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(token)
+        return real(token, *args, **kwargs)
+
+    monkeypatch.setattr(jwt, "decode", decode)
+    return seen
+
+
+def test_a_verified_token_is_remembered_until_it_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    minted = LocalTokens(SECRET, ISSUER, AUDIENCE).mint("alice", ttl_seconds=60)
+    exp = _claims(minted)["exp"]
+    clock = _Clock(exp - 59)
+    tokens = LocalTokens(SECRET, ISSUER, AUDIENCE, clock=clock)
+    seen = _counting_decode(monkeypatch)
+    for _ in range(3):
+        assert tokens.verify(minted) == Identity(user_id="alice", username="alice")
+    assert seen == [minted]  # the signature and claims were checked once
+    clock.now = exp - 0.001
+    assert tokens.verify(minted).user_id == "alice"
+    clock.now = exp  # expired at exp, as PyJWT decides
+    with pytest.raises(Unauthenticated) as info:
+        tokens.verify(minted)
+    assert info.value.message == "Token expired"
+    assert seen == [minted]
+
+
+def test_remembering_never_admits_a_token_that_was_not_verified(tokens: LocalTokens) -> None:
+    good = tokens.mint("alice", ttl_seconds=60)
+    assert tokens.verify(good).user_id == "alice"
+    header, _, signature = good.split(".")
+    forged = ".".join([header, _b64({**_claims(good), "sub": "mallory"}), signature])
+    head, _, sig = good.rpartition(".")
+    flipped = f"{head}.{'A' if sig[0] != 'A' else 'B'}{sig[1:]}"
+    for bad in (forged, flipped, good + "x"):
+        with pytest.raises(Unauthenticated):
+            tokens.verify(bad)
+    assert tokens.verify(good).user_id == "alice"
+
+
+def test_remembered_tokens_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = LocalTokens(SECRET, ISSUER, AUDIENCE, keep=2)
+    first, second, third = (tokens.mint(u, ttl_seconds=60) for u in ("a", "b", "c"))
+    seen = _counting_decode(monkeypatch)
+    for token in (first, second, third, second, third, first):
+        tokens.verify(token)
+    assert seen == [first, second, third, first]  # the oldest was dropped for the third
+
+
 def test_secret_is_created_private_then_reused(tmp_path: Path) -> None:
     path = tmp_path / "home" / "jwt-secret"
     first = load_or_create_secret(path)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from openagents.settings import Settings
 
 ALGORITHM = "HS256"
+VERIFIED_TOKENS_KEPT = 4096  # distinct live tokens remembered; the oldest is dropped past it
 
 
 def identity_from_claims(claims: Mapping[str, Any]) -> Identity:
@@ -49,12 +51,29 @@ def load_or_create_secret(path: Path) -> str:
 
 
 class LocalTokens:
-    """Mints and verifies the one-machine runtime's HS256 bearer tokens."""
+    """Mints and verifies the one-machine runtime's HS256 bearer tokens.
 
-    def __init__(self, secret: str, issuer: str, audience: str) -> None:
+    A token verified once is remembered (keyed by the whole token, so by its signature too)
+    until its ``exp``: a status poll every 15 s with the same token pays the HMAC and the
+    claim checks once, not per request. The signing secret never changes while this object
+    lives, so a remembered verdict stays true until the token expires."""
+
+    def __init__(
+        self,
+        secret: str,
+        issuer: str,
+        audience: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        keep: int = VERIFIED_TOKENS_KEPT,
+    ) -> None:
         self._secret = secret
         self._issuer = issuer
         self._audience = audience
+        self._clock = clock
+        self._keep = keep
+        self._verified: dict[str, tuple[Identity, float]] = {}  # token -> (identity, exp)
+        self._lock = threading.Lock()
 
     def mint(
         self, user: str, *, name: str | None = None, ttl_seconds: int, machine: bool = False
@@ -77,6 +96,14 @@ class LocalTokens:
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
     def verify(self, token: str) -> Identity:
+        remembered = self._verified.get(token)
+        if remembered is not None:
+            identity, expires = remembered
+            if self._clock() < expires:  # PyJWT's rule: expired once now >= exp
+                return identity
+            with self._lock:
+                self._verified.pop(token, None)
+            raise Unauthenticated("Token expired")
         import jwt  # one machine only (see mint)
 
         try:
@@ -92,7 +119,15 @@ class LocalTokens:
             raise Unauthenticated("Token expired") from None
         except jwt.InvalidTokenError:
             raise Unauthenticated("Not authenticated") from None
-        return identity_from_claims(claims)
+        identity = identity_from_claims(claims)
+        self._remember(token, identity, float(claims["exp"]))
+        return identity
+
+    def _remember(self, token: str, identity: Identity, expires: float) -> None:
+        with self._lock:
+            while len(self._verified) >= self._keep:
+                del self._verified[next(iter(self._verified))]  # the oldest remembered
+            self._verified[token] = (identity, expires)
 
 
 def local_tokens(settings: Settings) -> LocalTokens:
