@@ -225,3 +225,37 @@ def test_discard_restores_tracked_removes_untracked_after_a_checkpoint(
     assert everything.removed == ["keep.txt"]
     with pytest.raises(NothingToDiscard):
         container.git_actions.discard(ALICE, session.id, None)
+
+
+def test_auto_commit_at_turn_end_records_its_cards_in_the_chat(container: Container) -> None:
+    session, _ = container.sessions.create(
+        ALICE,
+        NewSession(
+            repo_url="https://github.com/acme/origin",
+            is_new_branch=True,
+            auto_commit_push=True,
+            auto_create_pr=True,
+        ),
+    )
+    session = wait_active(container, ALICE, session.id)
+    container.sandbox_tools.exec(ALICE, session.id, command="echo agent > agent.txt")
+    container.lifecycle.activity(ALICE, session.id, "start")
+    ended = container.lifecycle.activity(ALICE, session.id, "end")
+    assert ended.after_turn is not None
+    outcome = ended.after_turn
+    assert (outcome["committed"], outcome["pushed"]) == (True, True), outcome
+    found = {card["type"]: card["data"] for card in cards(container, session)}
+    assert found["data-commit"] == {
+        "commit": outcome["commit"],
+        "subject": "chore: update agent.txt",
+        "branch": session.own_branch,
+        "source": "auto",
+    }
+    assert found["data-push"]["pushed"] is True
+    assert found["data-push"]["commit"] == outcome["commit"]
+    assert found["data-pr"]["number"] == outcome["prNumber"]
+    assert found["data-pr"]["created"] is True
+    # a second turn with nothing new records nothing more
+    container.lifecycle.activity(ALICE, session.id, "start")
+    container.lifecycle.activity(ALICE, session.id, "end")
+    assert len(cards(container, session)) == 3
