@@ -24,6 +24,52 @@ export type Preferences = S["PreferencesBody"];
 export type PrStatus = S["PrStatus"];
 export type ListeningPort = S["PortOut"];
 export type DevServer = S["DevServerOut"];
+export type CommitAnswer = S["CommitOut"];
+export type DiscardAnswer = S["DiscardOut"];
+export type PushAnswer = S["PushOut"];
+export type PullRequest = S["PullRequestOut"];
+export type PullRequestBody = RequestBody<"/api/sessions/{session_id}/pr", "post">;
+export type MergeReadiness = S["ReadinessOut"];
+export type MergeMethod = MergeReadiness["allowedMethods"][number];
+
+// Routes the API gains in issue 25 that docs/openapi.json does not hold yet: their documented
+// shapes (docs/api.md), called untyped until the schema has them.
+export interface Repository {
+  repoUrl: string;
+  name: string;
+  owner?: string | null;
+  private?: boolean | null;
+  defaultBranch: string | null;
+}
+export interface RepositoryPage {
+  repositories: Repository[];
+  next: string | null;
+}
+export interface Branch {
+  name: string;
+  default: boolean;
+}
+export interface UsageTokens {
+  runs: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  costUsd: number | null;
+}
+export interface UsageDay extends UsageTokens {
+  date: string;
+  modelId: string;
+}
+export interface UsageReport {
+  days: UsageDay[];
+  totals: UsageTokens;
+}
+type Untyped = (
+  method: "get" | "post",
+  path: string,
+  options?: { query?: Record<string, string | number | null | undefined>; body?: unknown },
+) => Promise<unknown>;
 
 /** A UI message as stored (the API keeps the whole object). */
 export type UIMessage = {
@@ -42,6 +88,7 @@ export const END = "end";
 export type SharedChat = S["SharedChatOut"];
 
 export function createApi(call: Call) {
+  const untyped = call as unknown as Untyped;
   const session = (id: string) => ({ session_id: id });
   const chat = (id: string, chatId: string) => ({ session_id: id, chat_id: chatId });
   return {
@@ -162,6 +209,43 @@ export function createApi(call: Call) {
         params: chat(id, chatId),
         body: { modelId },
       }),
+
+    commit: (id: string, message?: string | null) =>
+      call("post", "/api/sessions/{session_id}/commit", {
+        params: session(id),
+        body: message ? { message } : {},
+      }),
+    discard: (id: string, paths?: string[]) =>
+      call("post", "/api/sessions/{session_id}/discard", {
+        params: session(id),
+        body: paths ? { paths } : {},
+      }),
+    push: (id: string) => call("post", "/api/sessions/{session_id}/push", { params: session(id) }),
+    openPullRequest: (id: string, body: Partial<PullRequestBody> = {}) =>
+      call("post", "/api/sessions/{session_id}/pr", {
+        params: session(id),
+        body: body as PullRequestBody,
+      }),
+    mergeReadiness: (id: string) =>
+      call("get", "/api/sessions/{session_id}/merge-readiness", { params: session(id) }),
+    merge: (id: string, method?: MergeMethod) =>
+      call("post", "/api/sessions/{session_id}/merge", {
+        params: session(id),
+        body: method ? { method } : undefined,
+      }),
+    fixChecks: (id: string, checkRunIds?: number[]) =>
+      call("post", "/api/sessions/{session_id}/checks/fix", {
+        params: session(id),
+        body: checkRunIds ? { checkRunIds } : {},
+      }),
+    repositories: (query = "", cursor?: string | null) =>
+      untyped("get", "/api/repositories", {
+        query: { query: query || undefined, cursor },
+      }) as Promise<RepositoryPage>,
+    branches: (repoUrl: string) =>
+      untyped("get", "/api/repositories/branches", { query: { repoUrl } }) as Promise<{ branches: Branch[] }>,
+    usage: (from: string, to: string) =>
+      untyped("get", "/api/usage", { query: { from, to } }) as Promise<UsageReport>,
 
     preferences: () => call("get", "/api/user/preferences"),
     setPreferences: (body: Preferences) => call("put", "/api/user/preferences", { body }),

@@ -4,6 +4,7 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { ApiError } from "../api/http";
 import { useLoader } from "../hooks/useLoader";
+import { MergePanel, ShipActions } from "./GitPanel";
 import { UnifiedDiff } from "./UnifiedDiff";
 
 function GitSummary({ status }: { status: GitStatus }) {
@@ -66,17 +67,22 @@ function DiffFiles({ diff, cachedAt }: { diff: Diff; cachedAt?: string }) {
   );
 }
 
-function Live({ sessionId }: { sessionId: string }) {
+function Live({ sessionId, onShipped }: { sessionId: string; onShipped: () => void }) {
   const api = useApi();
   const load = useCallback(
     () => Promise.all([api.gitStatus(sessionId), api.diff(sessionId)]),
     [api, sessionId],
   );
-  const { data, error } = useLoader(load);
+  const { data, error, reload } = useLoader(load);
+  const shipped = useCallback(() => {
+    reload();
+    onShipped();
+  }, [reload, onShipped]);
   if (error !== undefined) return <p role="alert">{errorMessage(error)}</p>;
   if (!data) return <p className="muted">Loading changes…</p>;
   return (
     <>
+      <ShipActions sessionId={sessionId} dirty={data[0].hasUncommittedChanges} onShipped={shipped} />
       <GitSummary status={data[0]} />
       <DiffFiles diff={data[1]} />
     </>
@@ -94,9 +100,28 @@ function Cached({ sessionId }: { sessionId: string }) {
   return <DiffFiles diff={data.data} cachedAt={data.cachedAt} />;
 }
 
-/** Git status and the live diff while the sandbox runs; the cached diff when paused or archived. */
-export function Changes({ sessionId, diff }: { sessionId: string; diff: "live" | "cached" | "none" }) {
-  if (diff === "live") return <Live sessionId={sessionId} />;
-  if (diff === "cached") return <Cached sessionId={sessionId} />;
-  return <p className="muted">No changes to show until the sandbox is running.</p>;
+const nothing = () => undefined;
+
+/** Git status, the live diff and the ship buttons while the sandbox runs; the cached diff when
+ * paused or archived; the pull request's merge readiness whenever the session has one. */
+export function Changes({
+  sessionId,
+  diff,
+  hasPr = false,
+  onShipped = nothing,
+}: {
+  sessionId: string;
+  diff: "live" | "cached" | "none";
+  hasPr?: boolean;
+  /** A commit, discard, push, pull request, merge or fix started: what shows it reloads. */
+  onShipped?: () => void;
+}) {
+  return (
+    <>
+      {hasPr && <MergePanel sessionId={sessionId} onShipped={onShipped} />}
+      {diff === "live" && <Live sessionId={sessionId} onShipped={onShipped} />}
+      {diff === "cached" && <Cached sessionId={sessionId} />}
+      {diff === "none" && <p className="muted">No changes to show until the sandbox is running.</p>}
+    </>
+  );
 }

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
@@ -20,6 +20,8 @@ interface Props {
   onWorking?: (running: boolean) => void;
   /** A tool call of the live turn may have changed the workspace's files. */
   onFilesChanged?: () => void;
+  /** Bumped when a ship action may have written a card (or started a turn) in a chat. */
+  cardsVersion?: number;
 }
 
 export function ChatArea({
@@ -31,6 +33,7 @@ export function ChatArea({
   onSent,
   onWorking,
   onFilesChanged,
+  cardsVersion = 0,
 }: Props) {
   const api = useApi();
   const load = useCallback(() => api.listChats(sessionId).then((answer) => answer.chats), [api, sessionId]);
@@ -64,6 +67,13 @@ export function ChatArea({
     reloadChats(); // the first message names the chat
     onSent();
   }, [reloadChats, onSent]);
+
+  const seenCards = useRef(cardsVersion);
+  useEffect(() => {
+    if (seenCards.current === cardsVersion) return;
+    seenCards.current = cardsVersion;
+    reloadChats(); // a fix-checks turn runs in one of them now
+  }, [cardsVersion, reloadChats]);
 
   const busy = working !== null;
   useEffect(() => {
@@ -128,6 +138,7 @@ export function ChatArea({
           onChatChanged={reloadChats}
           onRunning={markWorking}
           onFilesChanged={onFilesChanged}
+          version={cardsVersion}
           onForked={(fork) => {
             chats.setData((current = []) => [...current.filter((c) => c.id !== fork.id), fork]);
             open(fork.id);

@@ -37,6 +37,8 @@ interface Props {
   onForked?: (chat: Chat) => void;
   /** A write, edit or bash call of the live turn returned (the files may have changed). */
   onFilesChanged?: () => void;
+  /** Bumped when the chat may hold new messages written elsewhere (a commit, push or PR card). */
+  version?: number;
 }
 
 /** Tools whose result may change the workspace's files. */
@@ -104,6 +106,7 @@ export function ChatPanel({
   onRunning,
   onForked,
   onFilesChanged,
+  version = 0,
 }: Props) {
   const api = useApi();
   const { messages, hasOlder, loadingOlder, olderError, error, loading, append, reload, loadOlder } =
@@ -132,6 +135,12 @@ export function ChatPanel({
   const { live, follow, stop, respond } = useAgentRun(chatId, { onEnd, activeRunId });
 
   const running = live !== null && (live.status === "running" || live.status === "starting");
+  const seenVersion = useRef(version);
+  useEffect(() => {
+    if (seenVersion.current === version) return;
+    seenVersion.current = version;
+    reload(); // the cards a ship action wrote (a turn it started comes as the chat's activeRunId)
+  }, [version, reload]);
   const results = fileResults(live?.message as ViewMessage | undefined);
   const filesChanged = useRef(onFilesChanged);
   useEffect(() => {

@@ -21,6 +21,8 @@ export function SandboxPanel({
   chip,
   version = 0,
   filesVersion = 0,
+  hasPr = false,
+  onShipped,
 }: {
   sessionId: string;
   chip: ChipLabel | null;
@@ -28,6 +30,10 @@ export function SandboxPanel({
   version?: number;
   /** Bumped when the files may have changed: the tree reloads in place. */
   filesVersion?: number;
+  /** The session has a pull request: Changes shows its merge readiness. */
+  hasPr?: boolean;
+  /** Something was shipped from the Changes tab (commit, push, PR, merge, fix). */
+  onShipped?: () => void;
 }) {
   const [view, setView] = useState<View>("files");
   const running = chip === "Active";
@@ -50,7 +56,9 @@ export function SandboxPanel({
         key={`${view}-${chip}-${view === "files" ? 0 : version}`}
       >
         {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} version={filesVersion} />}
-        {view === "changes" && <Changes sessionId={sessionId} diff={diff} />}
+        {view === "changes" && (
+          <Changes sessionId={sessionId} diff={diff} hasPr={hasPr} onShipped={onShipped} />
+        )}
         {view === "preview" && <Preview sessionId={sessionId} running={running} />}
         {view === "activity" && (
           <>

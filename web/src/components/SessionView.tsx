@@ -9,6 +9,7 @@ import { deriveChip, failureInWords, withPending, type Pending } from "../lifecy
 import { AskBeforeBash } from "./AskBeforeBash";
 import { ChatArea } from "./ChatArea";
 import { Countdown } from "./Countdown";
+import { checksSummary } from "./GitPanel";
 import { Link } from "./Link";
 import { PrBadge } from "./PrBadge";
 import { SandboxPanel } from "./SandboxPanel";
@@ -23,6 +24,17 @@ const PANES = [
   { id: "chat", label: "Chat" },
   { id: "sandbox", label: "Sandbox" },
 ];
+
+/** The open pull request's checks in words (from merge readiness; null until known or none). */
+function usePrChecks(sessionId: string, prNumber: number | null, prStatus: string | null, version: number) {
+  const api = useApi();
+  const open = prNumber !== null && prStatus === "open";
+  const load = useCallback(
+    () => (open ? api.mergeReadiness(sessionId).then((r) => checksSummary(r.checks)) : Promise.resolve(null)),
+    [api, sessionId, open, version], // eslint-disable-line react-hooks/exhaustive-deps
+  );
+  return useLoader(load).data ?? null;
+}
 
 interface Props {
   sessionId: string;
@@ -59,6 +71,13 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
     reloadSession();
     onSessionsChanged();
   }, [refresh, reloadSession, onSessionsChanged]);
+  const [cards, setCards] = useState(0); // a ship action wrote a card into a chat
+  const shipped = useCallback(() => {
+    setCards((n) => n + 1);
+    refresh();
+    reloadSession(); // the PR badge
+    onSessionsChanged();
+  }, [refresh, reloadSession, onSessionsChanged]);
   const working = useCallback((running: boolean) => onWorking?.(sessionId, running), [onWorking, sessionId]);
   const actionDone = useCallback(
     (action: Action, ok: boolean) => {
@@ -70,6 +89,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
   );
 
   const data = session.data;
+  const checks = usePrChecks(sessionId, data?.prNumber ?? null, data?.prStatus ?? null, cards);
   const archived = data?.status === "archived";
   const state = reading?.status.lifecycle.state;
   // the restore from the archive lasts while the server provisions
@@ -117,7 +137,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
                 · <code>{data.branch}</code>
               </>
             )}{" "}
-            <PrBadge number={data.prNumber} status={data.prStatus} />
+            <PrBadge number={data.prNumber} status={data.prStatus} checks={checks} />
           </p>
         </div>
         <div className="session-status">
@@ -173,8 +193,16 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
           onSent={resync}
           onWorking={working}
           onFilesChanged={filesChanged}
+          cardsVersion={cards}
         />
-        <SandboxPanel sessionId={sessionId} chip={label} version={turns} filesVersion={files} />
+        <SandboxPanel
+          sessionId={sessionId}
+          chip={label}
+          version={turns}
+          filesVersion={files}
+          hasPr={data.prNumber !== null && data.prNumber !== undefined}
+          onShipped={shipped}
+        />
       </div>
     </article>
   );

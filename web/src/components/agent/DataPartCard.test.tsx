@@ -1,4 +1,4 @@
-import { render, screen } from "@testing-library/react";
+import { render, screen, within } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import { DataPartCard, commitOutcome, prOutcome } from "./DataPartCard";
 import { MessageView } from "./MessageView";
@@ -26,6 +26,8 @@ describe("data parts", () => {
     );
     expect(prOutcome({ prNumber: 9, prUrl: "https://github.com/acme/app/pull/9" })).toEqual({
       number: 9,
+      title: null,
+      state: null,
       url: "https://github.com/acme/app/pull/9",
       status: null,
       skipped: null,
@@ -38,6 +40,59 @@ describe("data parts", () => {
         .skipped,
     ).toBe("Auto-commit did not leave origin in sync with HEAD");
     expect(prOutcome({ prNumber: 1, prUrl: "javascript:alert(1)" }).url).toBeNull();
+  });
+
+  it("renders the ship routes' cards (docs/api.md): commit, push and PR, linked", () => {
+    const sha = "0123456789abcdef0123456789abcdef01234567";
+    render(
+      <>
+        <DataPartCard
+          type="data-commit"
+          data={{ commit: sha, subject: "Add multiply", branch: "agent/x", source: "button" }}
+        />
+        <DataPartCard
+          type="data-push"
+          data={{ branch: "agent/x", commit: sha, pushed: true, reason: null, source: "auto" }}
+        />
+        <DataPartCard
+          type="data-push"
+          data={{
+            branch: "agent/x",
+            commit: null,
+            pushed: false,
+            reason: "the git host refused",
+            source: "auto",
+          }}
+        />
+        <DataPartCard
+          type="data-pr"
+          data={{
+            number: 7,
+            title: "Add multiply",
+            state: "open",
+            url: "https://github.com/acme/app/pull/7",
+            created: true,
+            source: "button",
+          }}
+        />
+      </>,
+    );
+    const commit = screen.getByRole("article", { name: "Commit" });
+    expect(commit).toHaveTextContent("Committed");
+    expect(commit).toHaveTextContent("0123456789ab");
+    expect(commit).toHaveTextContent("Add multiply");
+    const [pushed, refused] = screen.getAllByRole("article", { name: "Push" });
+    expect(pushed).toHaveTextContent("Pushed");
+    expect(pushed).toHaveTextContent("agent/x");
+    expect(refused).toHaveTextContent("Not pushed");
+    expect(refused).toHaveTextContent("The git host refused.");
+    const pr = screen.getByRole("article", { name: "Pull request" });
+    expect(within(pr).getByRole("link", { name: "PR #7" })).toHaveAttribute(
+      "href",
+      "https://github.com/acme/app/pull/7",
+    );
+    expect(pr).toHaveTextContent("open");
+    expect(pr).toHaveTextContent("Add multiply");
   });
 
   it("renders a commit as a card: hash, branch, pushed, subject", () => {

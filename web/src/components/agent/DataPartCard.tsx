@@ -27,18 +27,23 @@ export function commitOutcome(data: unknown): CommitOutcome {
   const d = asRecord(data);
   const commit = text(d.commit) ?? text(d.sha) ?? "";
   const [sha, ...rest] = commit.split(/\s+/);
+  // a card of the ship routes and auto-commit ({commit, subject, branch, source}) committed by
+  // being there; auto-commit's older outcome says `committed`
   return {
-    committed: d.committed === true,
+    committed: d.committed === true || (d.committed === undefined && text(d.commit) !== null),
     pushed: d.pushed === true,
     branch: text(d.branch),
     sha: sha ? sha.slice(0, 12) : null,
-    subject: text(d.message) ?? (rest.join(" ") || null),
+    subject: text(d.subject) ?? text(d.message) ?? (rest.join(" ") || null),
     skipped: text(d.skipped) ?? text(d.error) ?? text(d.skipReason),
   };
 }
 
 export interface PrOutcome {
   number: number | null;
+  title: string | null;
+  /** open, closed or merged. */
+  state: string | null;
   url: string | null;
   /** "created", "existing", "skipped" … (the reference's status), when given. */
   status: string | null;
@@ -52,8 +57,10 @@ export function prOutcome(data: unknown): PrOutcome {
   const skipped = text(d.skipReason) ?? (pr?.startsWith("skipped") ? pr.replace(/^skipped:?\s*/, "") : null);
   return {
     number,
+    title: text(d.title),
+    state: text(d.state),
     url: webUrl(d.prUrl) ?? webUrl(d.url),
-    status: text(d.status),
+    status: text(d.status) ?? (d.created === true ? "created" : d.created === false ? "existing" : null),
     skipped: number === null ? (skipped ?? "no pull request was opened") : skipped,
   };
 }
@@ -96,9 +103,32 @@ function PrCard({ data }: { data: unknown }) {
           ) : (
             <span>PR #{pr.number}</span>
           ))}
+        {pr.state && <span className={`badge pr-badge pr-${pr.state}`}>{pr.state}</span>}
         {pr.status && <span className="badge">{pr.status}</span>}
       </header>
+      {pr.title && <p className="data-card-line">{pr.title}</p>}
       {pr.skipped && <p className="data-card-line muted">No pull request: {pr.skipped}.</p>}
+    </article>
+  );
+}
+
+function PushCard({ data }: { data: unknown }) {
+  const d = asRecord(data);
+  const pushed = d.pushed === true;
+  const sha = text(d.commit)?.slice(0, 12) ?? null;
+  const reason = text(d.reason);
+  return (
+    <article className={`data-card ${pushed ? "data-card-ok" : "data-card-skipped"}`} aria-label="Push">
+      <header className="tool-head">
+        <span className="tool-name">{pushed ? "Pushed" : "Not pushed"}</span>
+        {sha && <code>{sha}</code>}
+        {text(d.branch) && (
+          <span className="muted">
+            to <code>{text(d.branch)}</code>
+          </span>
+        )}
+      </header>
+      {reason && <p className="data-card-line muted">{capitalise(reason)}.</p>}
     </article>
   );
 }
@@ -109,6 +139,7 @@ const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 export function DataPartCard({ type, data }: { type: string; data: unknown }) {
   if (type === "data-commit") return <CommitCard data={data} />;
   if (type === "data-pr") return <PrCard data={data} />;
+  if (type === "data-push") return <PushCard data={data} />;
   return (
     <div className="data-part">
       <span className="badge">{type.slice("data-".length)}</span> <code>{JSON.stringify(data)}</code>
