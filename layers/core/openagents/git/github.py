@@ -423,10 +423,8 @@ class GitHubHost:
             location = response.headers.get("location")
             if not location:
                 return ""
-            try:  # a pre-signed storage URL: never our token
-                with self._api.client.stream(
-                    "GET", location, headers={"Authorization": ""}
-                ) as stored:
+            try:  # a pre-signed storage URL: the client sends no token unless one is passed
+                with self._api.client.stream("GET", location) as stored:
                     if not stored.is_success:
                         return ""
                     return _tail(stored.iter_bytes(), max_bytes)
