@@ -53,8 +53,11 @@ def _assistant(api: AgentApi, session_id: str, chat_id: str) -> dict[str, Any]:
 
 def _uninterrupted(api: AgentApi, session_id: str) -> tuple[list[Any], list[Any]]:
     chat_id = _chat(api, session_id)
-    assert api.turn(session_id, chat_id, "Look around").status == 202
+    started = api.turn(session_id, chat_id, "Look around")
+    assert started.status == 202, started.body
     events = api.events(chat_id)
+    # its follow-ups too: a recovery below must find only the interrupted turn's execution
+    api.container.agent._engine().wait(str(started.body["runId"]))
     return chunks(events), parts(_assistant(api, session_id, chat_id))
 
 
