@@ -231,6 +231,7 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
     "sandbox.restoring": [{"from": "hibernated", "to": "restoring", "generation": 2}],
     "sandbox.resumed": [{"generation": 3, "from": "restoring", "to": "active"}],
     "sandbox.extended": [{"from": "active", "to": "active", "generation": 2, "seconds": 3600}],
+    "sandbox.waiting": [{"generation": 1, "reason": "RunTask: ThrottlingException"}],
     "sandbox.lost": [
         {
             "from": "active",

@@ -58,6 +58,7 @@ DETAIL_TYPES: dict[str, str] = {
     "sandbox.active": "Sandbox Provisioned",
     "sandbox.failed": "Sandbox Failed",
     "sandbox.retry": "Sandbox Retry",
+    "sandbox.waiting": "Sandbox Waiting",  # provisioning waits for AWS capacity (retried)
     "sandbox.hibernating": "Sandbox Hibernating",
     "sandbox.hibernated": "Sandbox Hibernated",
     "sandbox.snapshot_failed": "Sandbox Snapshot Failed",
