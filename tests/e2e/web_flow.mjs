@@ -9,7 +9,7 @@
 // tabs scroll sideways and the composer stays on screen; Pause says Hibernating at once; Archive →
 // the session is under "Archived", offering only what works on it. Each step is a screenshot at 1280×800 and at
 // 390×844, and axe checks the main screens (no serious or critical violation).
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -189,6 +189,37 @@ async function run(page) {
   log("Changes shows greeting.txt");
   await accessible(page, "changes");
   await screenshot(page, "changes", { pane: "Sandbox" });
+
+  // ship it from the app: Commit with a generated message, Push, Create PR with a generated title;
+  // each leaves its card in the chat, and the header shows the PR badge
+  if (SCRIPT) {
+    const generated = JSON.parse(readFileSync(SCRIPT, "utf8"));
+    writeFileSync(
+      SCRIPT,
+      JSON.stringify({
+        ...generated,
+        commitMessage: "Add the greeting file\n\nA greeting written by the agent.",
+        pullRequest: { title: "Greet the e2e visitor", body: "Adds greeting.txt." },
+      }),
+    );
+    const ship = page.getByRole("region", { name: "Ship" });
+    await ship.getByRole("button", { name: "Commit" }).click();
+    await ship.getByRole("status").filter({ hasText: "Add the greeting file" }).waitFor({ timeout: 20_000 });
+    const commitCard = page.getByRole("article", { name: "Commit" }).filter({ hasText: "Add the greeting file" });
+    await commitCard.waitFor();
+    log("committed with a generated message: the commit card is in the chat");
+    await ship.getByRole("button", { name: "Push" }).click();
+    await ship.getByRole("status").filter({ hasText: "Pushed" }).waitFor({ timeout: 20_000 });
+    await page.getByRole("article", { name: "Push" }).filter({ hasText: "Pushed" }).waitFor();
+    await ship.getByRole("button", { name: "Create PR" }).click();
+    await ship.getByRole("status").filter({ hasText: "Greet the e2e visitor" }).waitFor({ timeout: 20_000 });
+    await page.getByRole("article", { name: "Pull request" }).filter({ hasText: "Greet the e2e visitor" }).waitFor();
+    await page.locator(".session-header .pr-badge[data-pr-status=open]").waitFor();
+    log("pushed, PR opened with a generated title: cards and the PR badge");
+    await page.getByRole("region", { name: /Pull request/ }).waitFor(); // merge readiness
+    await accessible(page, "shipped");
+    await screenshot(page, "shipped", { pane: "Sandbox" });
+  }
 
   // Preview: the repository's static site started from the tab, served from the sandbox through
   // the preview proxy, in a tab of its own (the app runs at 127.0.0.1, so no iframe)
