@@ -73,3 +73,61 @@ describe("NewSessionDialog", () => {
     expect(retryMessage(null)).toMatch(/a minute/);
   });
 });
+
+describe("the repository and branch pickers", () => {
+  it("searches the repositories, picks one and its branch, and creates the session on them", async () => {
+    const user = userEvent.setup();
+    const repositories = vi.fn(async (query = "") => ({
+      repositories: [
+        { repoUrl: "/srv/git/app.git", name: "app", owner: null, private: false, defaultBranch: "main" },
+        { repoUrl: "/srv/git/web.git", name: "web", owner: null, private: false, defaultBranch: "trunk" },
+      ].filter((repo) => repo.name.includes(query)),
+      next: null,
+    }));
+    const branches = vi.fn(async () => ({
+      branches: [
+        { name: "trunk", default: true },
+        { name: "feature", default: false },
+      ],
+    }));
+    const createSession = vi.fn(async () => ({ session: { id: "s9" }, chat: chat({ id: "c9" }) }) as never);
+    const onCreated = vi.fn();
+    renderWithApi(
+      <NewSessionDialog local onClose={vi.fn()} onCreated={onCreated} />,
+      fakeApi({
+        repositories: repositories as Api["repositories"],
+        branches,
+        createSession,
+        preferences: vi.fn(() => Promise.reject(new Error("offline"))),
+      }),
+    );
+    const picker = await screen.findByLabelText("Repositories");
+    await user.type(screen.getByLabelText("Search repositories"), "we");
+    await vi.waitFor(() => expect(repositories).toHaveBeenLastCalledWith("we"));
+    await vi.waitFor(() => expect(screen.queryByRole("option", { name: "app" })).toBeNull());
+    await user.selectOptions(picker, "/srv/git/web.git");
+    expect(screen.getByLabelText("Repository")).toHaveValue("/srv/git/web.git"); // the field stays for paste
+    expect(branches).toHaveBeenCalledWith("/srv/git/web.git");
+    await user.click(screen.getByLabelText("Existing branch"));
+    const branch = await screen.findByLabelText("Branches of the repository");
+    expect(branch).toHaveValue("trunk"); // the default first
+    await user.selectOptions(branch, "feature");
+    await user.click(screen.getByRole("button", { name: "Create session" }));
+    expect(createSession).toHaveBeenCalledWith(
+      expect.objectContaining({ repoUrl: "/srv/git/web.git", isNewBranch: false, branch: "feature" }),
+    );
+    expect(onCreated).toHaveBeenCalledWith("s9", "c9");
+  });
+
+  it("keeps only the URL field when the API lists no repositories", async () => {
+    renderWithApi(
+      <NewSessionDialog local={false} onClose={vi.fn()} onCreated={vi.fn()} />,
+      fakeApi({
+        repositories: vi.fn(() => Promise.reject(new ApiError(404, "not_found", "Not Found"))),
+        preferences: vi.fn(() => Promise.reject(new Error("offline"))),
+      }),
+    );
+    expect(await screen.findByLabelText("Repository")).toBeEnabled();
+    expect(screen.queryByLabelText("Repositories")).toBeNull();
+  });
+});

@@ -1,5 +1,5 @@
 import { useEffect, useState, type FormEvent } from "react";
-import type { CreateSessionBody } from "../api/client";
+import type { Branch, CreateSessionBody, Repository } from "../api/client";
 import { useApi } from "../api/context";
 import { ApiError } from "../api/http";
 import { errorMessage } from "../api/errors";
@@ -69,6 +69,38 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
   const [autoCreatePr, setAutoCreatePr] = useState(false);
   const [errors, setErrors] = useState<Errors>({});
   const [submitting, setSubmitting] = useState(false);
+  // the picker: the repositories the platform reaches (GET /api/repositories), searchable;
+  // hidden when the API lists none or cannot (the field takes a pasted URL either way)
+  const [search, setSearch] = useState("");
+  const [found, setFound] = useState<Repository[] | null>(null);
+  const [branches, setBranches] = useState<Branch[] | null>(null);
+
+  useEffect(() => {
+    let live = true;
+    api.repositories(search.trim()).then(
+      (page) => live && setFound(page.repositories),
+      () => live && setFound(null),
+    );
+    return () => {
+      live = false;
+    };
+  }, [api, search]);
+
+  const pick = (repoUrl: string) => {
+    setRepository(repoUrl);
+    setNoRepository(false);
+    setBranches(null);
+    setErrors(({ repository: _, ...rest }) => rest);
+    if (!repoUrl) return;
+    api.branches(repoUrl).then(
+      (answer) => {
+        setBranches(answer.branches);
+        const main = answer.branches.find((b) => b.default) ?? answer.branches[0];
+        if (main) setBranch(main.name);
+      },
+      () => setBranches(null),
+    );
+  };
 
   useEffect(() => {
     let live = true;
@@ -127,6 +159,33 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
   return (
     <Modal title="New session" onClose={onClose}>
       <form onSubmit={submit} noValidate className="form">
+        {(found !== null || search) && (
+          <fieldset className="repo-picker">
+            <legend>Pick a repository</legend>
+            <label htmlFor="new-repo-search">Search repositories</label>
+            <input
+              id="new-repo-search"
+              type="search"
+              value={search}
+              onChange={(event) => setSearch(event.target.value)}
+              autoComplete="off"
+            />
+            <label htmlFor="new-repo-pick">Repositories</label>
+            <select
+              id="new-repo-pick"
+              value={found?.some((r) => r.repoUrl === repository) ? repository : ""}
+              onChange={(event) => pick(event.target.value)}
+            >
+              <option value="">{found && found.length === 0 ? "None found" : "Choose one…"}</option>
+              {found?.map((repo) => (
+                <option key={repo.repoUrl} value={repo.repoUrl}>
+                  {repo.owner ? `${repo.owner}/${repo.name}` : repo.name}
+                  {repo.private ? " (private)" : ""}
+                </option>
+              ))}
+            </select>
+          </fieldset>
+        )}
         <label htmlFor="new-repository">Repository</label>
         <input
           id="new-repository"
@@ -160,7 +219,8 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
           <legend>Branch</legend>
           <label className="inline">
             <input type="radio" name="branch-kind" checked={newBranch} onChange={() => setNewBranch(true)} />
-            New branch (named for you)
+            New branch (named for you
+            {branches?.some((b) => b.default) ? `, from ${branches.find((b) => b.default)?.name}` : ""})
           </label>
           <label className="inline">
             <input
@@ -171,6 +231,19 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
             />
             Existing branch
           </label>
+          {!newBranch && branches && branches.length > 0 && (
+            <>
+              <label htmlFor="new-branch-pick">Branches of the repository</label>
+              <select id="new-branch-pick" value={branch} onChange={(event) => setBranch(event.target.value)}>
+                {branches.map((b) => (
+                  <option key={b.name} value={b.name}>
+                    {b.name}
+                    {b.default ? " (default)" : ""}
+                  </option>
+                ))}
+              </select>
+            </>
+          )}
           {!newBranch && (
             <>
               <label htmlFor="new-branch">Branch name</label>
