@@ -6,6 +6,7 @@ import { NewSessionDialog } from "./NewSessionDialog";
 import { PreferencesDialog } from "./PreferencesDialog";
 import { SessionView } from "./SessionView";
 import { Sidebar } from "./Sidebar";
+import { UsagePage } from "./UsagePage";
 
 const SIDEBAR_REFRESH_MS = 30_000;
 /** While a turn runs somewhere, sooner: its Working badge turns into an unread dot when it ends. */
@@ -19,7 +20,9 @@ interface Props {
 
 /** The signed-in layout: the sidebar beside the session (one of them at a time on a phone). */
 export function Workspace({ user, local, onSignOut }: Props) {
-  const route = parseRoute(usePathname());
+  const pathname = usePathname();
+  const route = parseRoute(pathname);
+  const usage = pathname === "/usage";
   const [creating, setCreating] = useState(false);
   const [preferences, setPreferences] = useState(false);
   const active = useSessionList("active", true);
@@ -43,7 +46,7 @@ export function Workspace({ user, local, onSignOut }: Props) {
   }, [sessionsChanged, busy]);
 
   return (
-    <div className="app" data-view={route.sessionId ? "session" : "list"}>
+    <div className="app" data-view={route.sessionId ? "session" : usage ? "page" : "list"}>
       <a href="#main" className="skip-link">
         Skip to content
       </a>
@@ -54,6 +57,9 @@ export function Workspace({ user, local, onSignOut }: Props) {
         <span className="user" aria-label="Signed in as">
           {user}
         </span>
+        <Link href="/usage" className="button-link">
+          Usage
+        </Link>
         <button type="button" onClick={() => setPreferences(true)}>
           Preferences
         </button>
@@ -68,7 +74,9 @@ export function Workspace({ user, local, onSignOut }: Props) {
         onNewSession={() => setCreating(true)}
       />
       <main id="main" className="main" tabIndex={-1}>
-        {route.sessionId ? (
+        {usage ? (
+          <UsagePage />
+        ) : route.sessionId ? (
           <SessionView
             key={route.sessionId}
             sessionId={route.sessionId}
