@@ -1,5 +1,7 @@
-"""The store contract: every test here runs against both adapters of the store port — the
-DynamoDB adapter on moto's server (a table of its own) and the SQLite adapter on a temp file."""
+"""The store contract: every test here runs against the three adapters of the store port — the
+DynamoDB adapter on moto's server (a table of its own), the SQLite adapter on a temp file, and
+the in-memory adapter (the SQLite adapter's rules on a database in memory, which the services'
+tests can use without a file or a moto table)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import botocore.session
@@ -24,12 +27,13 @@ from openagents.store.items import OutboxItem
 from openagents.store.keys import OUTBOX_PREFIX, session_pk
 from openagents.store.mapping import to_event
 from openagents.store.port import Store
+from openagents.store.runs_sqlite import SqliteRunStore
 from openagents.store.sqlite import SqliteStore
 
 from tests.conftest import dynamodb_table
 from tests.support import NoMetrics
 
-ADAPTERS = ["dynamodb", "sqlite"]
+ADAPTERS = ["dynamodb", "sqlite", "memory"]
 TABLES = ("sessions", "chats", "messages", "audit", "profiles", "titles", "counters", "shares")
 
 
@@ -40,6 +44,7 @@ class Backend:
     name: str
     settings: Settings
     store: Store
+    monkeypatch: pytest.MonkeyPatch
 
     @property
     def artifacts(self) -> Path:
@@ -57,14 +62,35 @@ class Backend:
             found = (item for page in pages for item in page["Items"])
             return sorted(json.dumps(item, sort_keys=True) for item in found)
         rows: list[str] = []
+        for table in TABLES:
+            kept = self.rows(f"SELECT * FROM {table}")  # noqa: S608 - our table names
+            rows += [json.dumps([table, *row]) for row in kept]
+        return sorted(rows)
+
+    def execute(self, sql: str, parameters: tuple[object, ...] = ()) -> None:
+        """One write to the SQLite database under the store, committed (bypassing the store)."""
+        if self.name == "memory":
+            assert isinstance(self.store, SqliteStore)
+            with self.store.db.transaction() as db:
+                db.execute(sql, parameters)
+            return
         db = sqlite3.connect(self.settings.sqlite_path)
         try:
-            for table in TABLES:
-                cursor = db.execute(f"SELECT * FROM {table}")  # noqa: S608 - our table names
-                rows += [json.dumps([table, *row]) for row in cursor]
+            with db:
+                db.execute(sql, parameters)
         finally:
             db.close()
-        return sorted(rows)
+
+    def rows(self, sql: str, parameters: tuple[object, ...] = ()) -> list[Any]:
+        """Rows of the SQLite database under the store (in memory: through the store's own)."""
+        if self.name == "memory":
+            assert isinstance(self.store, SqliteStore)
+            return self.store.db.read(sql, parameters)
+        db = sqlite3.connect(self.settings.sqlite_path)
+        try:
+            return db.execute(sql, parameters).fetchall()
+        finally:
+            db.close()
 
     def outbox(self, session_id: str) -> list[Event]:
         """The session's events waiting in the outbox, oldest first: on DynamoDB its outbox
@@ -74,15 +100,23 @@ class Backend:
                 session_pk(session_id), OutboxItem.sk.startswith(OUTBOX_PREFIX)
             )
             return [to_event(item) for item in found]
-        db = sqlite3.connect(self.settings.sqlite_path)
-        try:
-            rows = db.execute(
-                "SELECT user_id, entry FROM outbox WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-        finally:
-            db.close()
+        rows = self.rows(
+            "SELECT user_id, entry FROM outbox WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
         return [from_entry(AuditEntry.model_validate_json(entry), user) for user, entry in rows]
+
+    def build(self, settings: Settings) -> Container:
+        """The services on this adapter, as the composition root builds them from settings
+        (settings name the two real adapters: the in-memory one is put in their place)."""
+        if self.name == "memory":
+            assert isinstance(self.store, SqliteStore)
+            memory = self.store
+
+            def stores(*_: object) -> tuple[SqliteStore, SqliteRunStore]:
+                return memory, SqliteRunStore(memory)
+
+            self.monkeypatch.setattr(composition, "_stores", stores)
+        return composition.build(settings, NoMetrics())
 
     def files(self) -> list[Path]:
         return sorted(p for p in self.artifacts.rglob("*") if p.is_file())
@@ -97,16 +131,20 @@ def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=ADAPTERS)
-def backend(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Backend]:
-    chosen = settings.model_copy(update={"store": request.param})
+def backend(
+    request: pytest.FixtureRequest, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
+    kind = "sqlite" if request.param == "memory" else request.param
+    chosen = settings.model_copy(update={"store": kind})
     artifacts = FolderArtifactStore(chosen.artifacts_dir)
     store: Store
     if request.param == "dynamodb":
         dynamodb_table(chosen)
         store = DynamoStore(artifacts, chosen.inline_message_bytes)
     else:
-        store = SqliteStore(chosen.sqlite_path, artifacts, chosen.inline_message_bytes)
-    yield Backend(request.param, chosen, store)
+        path = None if request.param == "memory" else chosen.sqlite_path
+        store = SqliteStore(path, artifacts, chosen.inline_message_bytes)
+    yield Backend(request.param, chosen, store, monkeypatch)
     if isinstance(store, SqliteStore):
         store.db.close()
 
@@ -119,4 +157,4 @@ def store(backend: Backend) -> Store:
 @pytest.fixture
 def app(backend: Backend) -> Container:
     """The services on the adapter under test."""
-    return composition.build(backend.settings, NoMetrics())
+    return backend.build(backend.settings)

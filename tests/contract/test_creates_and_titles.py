@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from openagents import composition
 from openagents.composition import Container
 from openagents.domain import naming
 from openagents.domain.errors import Conflict, NotFound, RateLimited
@@ -16,7 +15,6 @@ from openagents.store.port import RateLimitExceeded, Store, TitleTaken
 
 from tests.contract.conftest import Backend
 from tests.contract.helpers import create, new_objects
-from tests.support import NoMetrics
 
 ALICE = Identity(user_id="alice", username="alice", name="Alice Liddell")
 BOB = Identity(user_id="bob", username="bob")
@@ -51,7 +49,7 @@ def test_given_titles_may_repeat(app: Container) -> None:
 
 def test_rate_limited_create_leaves_nothing_behind(backend: Backend) -> None:
     limited = backend.settings.model_copy(update={"rate_limit_per_minute": 2})
-    app = composition.build(limited, NoMetrics())
+    app = backend.build(limited)
     app.sessions.create(ALICE, NewSession(title="one"))
     app.sessions.create(ALICE, NewSession(title="two"))
     before = backend.snapshot()
@@ -69,7 +67,7 @@ def test_a_refusal_never_promises_more_than_one_window(backend: Backend) -> None
     """Concurrent creates stamp their hits after this one read its clock: the oldest counted
     hit can leave the window later than now + window. Retry-After still says one window."""
     limited = backend.settings.model_copy(update={"rate_limit_per_minute": 2})
-    app = composition.build(limited, NoMetrics())
+    app = backend.build(limited)
     later = datetime.now(UTC) + timedelta(seconds=5)
     for _ in range(2):
         create(backend.store, "alice", action="create-session", limit=2, at=later)

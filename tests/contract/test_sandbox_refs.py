@@ -4,7 +4,6 @@ the refs had as plain maps (so items written before the types still load, no mig
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -82,12 +81,7 @@ def write_raw(backend: Backend, session_id: str, fields: dict[str, Any]) -> None
         )
         return
     data = {**json.loads(_sqlite_row(backend, session_id)), **fields}
-    db = sqlite3.connect(backend.settings.sqlite_path)
-    try:
-        with db:
-            db.execute("UPDATE sessions SET data = ? WHERE id = ?", (json.dumps(data), session_id))
-    finally:
-        db.close()
+    backend.execute("UPDATE sessions SET data = ? WHERE id = ?", (json.dumps(data), session_id))
 
 
 def test_typed_refs_are_stored_in_the_plain_shape(backend: Backend, store: Store) -> None:
@@ -155,11 +149,7 @@ def _client(backend: Backend) -> Any:
 
 
 def _sqlite_row(backend: Backend, session_id: str) -> str:
-    db = sqlite3.connect(backend.settings.sqlite_path)
-    try:
-        row = db.execute("SELECT data FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    finally:
-        db.close()
+    (row,) = backend.rows("SELECT data FROM sessions WHERE id = ?", (session_id,))
     return str(row[0])
 
 

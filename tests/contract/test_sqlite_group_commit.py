@@ -200,3 +200,22 @@ def test_a_store_error_inside_a_batch_is_unavailable(tmp_path: Path) -> None:
         create(store)
     store.db._writer = real
     assert store.list_sessions("alice", ListFilter.ALL, 10, None).items == []
+
+
+def test_in_memory_a_read_waits_for_the_transaction_in_its_way() -> None:
+    """The in-memory database has one connection: a read takes its turn, so it never sees a
+    transaction that has not committed."""
+    db = Database(None)
+    queue = Queue(db)  # the holder has written its row, not committed
+    seen: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: seen.append(
+            [r[0] for r in db.connection().execute("SELECT id FROM deliveries")]
+        )
+    )
+    reader.start()
+    until(lambda: db.waiting() == 1)
+    assert seen == []  # still waiting behind the open transaction
+    queue.finish()
+    reader.join(WAIT)
+    assert seen == [["holder"]]

@@ -99,7 +99,7 @@ class SqliteStore:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | None,
         artifacts: ArtifactStore,
         inline_message_bytes: int,
         publish: Publish | None = None,
@@ -107,7 +107,9 @@ class SqliteStore:
     ) -> None:
         """``publish``: where the outbox's events go (drained after every commit that wrote
         one); without it they wait in the outbox for a drainer. A write waits up to
-        ``busy_timeout`` seconds for SQLite's lock, then fails ``Unavailable``."""
+        ``busy_timeout`` seconds for SQLite's lock, then fails ``Unavailable``. ``path`` None:
+        the in-memory adapter (these rules on a database in memory: no file, no fsync), for
+        the services' tests."""
         self.db = Database(path, busy_timeout)  # the unit of work the run store shares
         self.bodies = MessageBodies(artifacts, inline_message_bytes)
         self.outbox = Outbox(self.db, publish) if publish is not None else None

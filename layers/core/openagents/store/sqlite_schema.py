@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from openagents.domain.errors import Unavailable
 
@@ -207,11 +207,14 @@ class Database:
     """
 
     def __init__(
-        self, path: Path, busy_timeout: float = BUSY_TIMEOUT_SECONDS, max_batch: int = 32
+        self, path: Path | None, busy_timeout: float = BUSY_TIMEOUT_SECONDS, max_batch: int = 32
     ) -> None:
-        self.path = path
+        """``path`` None: a database in memory (no file, no fsync; gone with this object),
+        for tests of the services: one connection, every statement and transaction in turn."""
+        self.memory = path is None
+        self.path = path if path is not None else Path(f"memory-{id(self)}")
         self._timeout = busy_timeout
-        self._max_batch = max_batch
+        self._max_batch = 1 if self.memory else max_batch  # a read must never see a batch
         self._local = threading.local()
         self._turns = threading.Condition()
         self._next_ticket = 0  # the next arrival's place in the queue
@@ -219,7 +222,12 @@ class Database:
         self._writer: sqlite3.Connection | None = None
         self._batch: _Batch | None = None
         self.commits = 0  # how many COMMITs the writer made (group commit: fewer than writes)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path is None:
+            self._writer = sqlite3.connect(
+                ":memory:", isolation_level=None, check_same_thread=False
+            )
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
         with self.transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version < SCHEMA_VERSION:
@@ -243,11 +251,26 @@ class Database:
         inside: sqlite3.Connection | None = getattr(self._local, "inside", None)
         if inside is not None:
             return inside
+        if self.memory:
+            return _InTurn(self)  # type: ignore[return-value]  # the part of it readers use
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._connect(shared=False)
             self._local.conn = conn
         return conn
+
+    def read(self, sql: str, parameters: Sequence[object] = ()) -> list[Any]:
+        """One statement on the in-memory database, in its turn (between transactions)."""
+        with self._turns:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while self._serving != ticket:
+                self._turns.wait()
+        try:
+            assert self._writer is not None
+            return self._writer.execute(sql, parameters).fetchall()
+        finally:
+            self._next_turn()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -345,9 +368,34 @@ class Database:
             self._local.conn = None
         with self._turns:
             writer, idle = self._writer, self._next_ticket == self._serving
-            if writer is not None and idle:
+            if writer is not None and idle and not self.memory:  # memory: its only copy
                 writer.close()
                 self._writer = None
+
+
+class _InTurn:
+    """The in-memory database's reading connection: each statement runs in its turn, its rows
+    fetched at once (as a file database's reader sees one committed state per statement)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> _Rows:
+        return _Rows(self._database.read(sql, parameters))
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
 
 
 def guard(method: Callable[P, R]) -> Callable[P, R]:
