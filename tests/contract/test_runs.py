@@ -489,3 +489,27 @@ def test_runs_of_two_users_chats_with_the_same_ids_are_independent(both: Runs) -
         assert both.runs.latest(s.run.session_id, "run-same-chat") == s.run
         stored = both.store.list_messages(s.run.session_id, "run-same-chat", 10, None).items
         assert [m.id for m in stored] == ["same-message"]
+
+
+def test_runs_of_a_user_in_a_time_range_oldest_first(runs: RunStore) -> None:
+    base = datetime(2026, 3, 1, tzinfo=UTC)
+    inside = []
+    for i, session_id in enumerate(["sess-1", "sess-2", "sess-1"]):
+        run = new_run(f"u-chat-{i}", session_id=session_id, at=base + timedelta(hours=i))
+        runs.start(run)
+        inside.append(run.id)
+    before = new_run("u-before", at=base - timedelta(microseconds=1))
+    at_end = new_run("u-end", at=base + timedelta(days=1))
+    someone_else = replace(new_run("u-bob", session_id="sess-bob", at=base), user_id="bob")
+    for run in (before, at_end, someone_else):
+        runs.start(run)
+    end = base + timedelta(days=1)
+    found = runs.list_for_user("alice", base, end, 100)
+    assert [r.id for r in found] == inside  # the start included, the end excluded
+    assert [r.id for r in runs.list_for_user("alice", base, end, 2)] == inside[:2]
+    assert [r.id for r in runs.list_for_user("bob", base, end, 100)] == [someone_else.id]
+    usage = RunUsage(input_tokens=10, output_tokens=5, cache_read_tokens=2, cache_write_tokens=1)
+    runs.append(inside[0], [], Progress(steps=1, model_calls=1, usage=usage))
+    (first, *_) = runs.list_for_user("alice", base, end, 1)
+    assert first.usage == usage  # what the run holds now, not what it started with
+    assert runs.list_for_user("alice", end + WEEK, end + 2 * WEEK, 100) == []

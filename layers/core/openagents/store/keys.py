@@ -21,6 +21,7 @@ as well. No PynamoDB here: the SQLite adapter imports this module.
 | tombstone | ``PURGE`` | ``S#<sessionId>`` / ``C#<sessionId>#<chatId>`` |
 | run | ``RUN#<runId>`` | ``RUN`` (the run as JSON, ``version`` for optimistic writes) |
 | a session's runs | ``RSESS#<sessionId>`` | ``<started iso>#<runId>`` (``runs.started_key``) |
+| a user's runs | ``RUSER#<userId, %-escaped>`` | ``<started iso>#<runId>`` (usage reads) |
 | a chat's run claim | ``RCHAT#<sessionId>#<chatId>`` | ``CLAIM`` (``activeRunId``, ``lastRunId``) |
 | message → run | ``RMSG#<sessionId>#<chatId>#<messageId>`` | ``RMSG`` |
 | live runs | ``RLIVE#<0..15>`` (a shard by run id) | ``<runId>`` (removed when the run ends) |
@@ -196,6 +197,11 @@ def run_key(run_id: str) -> Key:
 def session_runs_pk(session_id: str) -> str:
     """A session's runs, sorted by ``runs.started_key``."""
     return f"RSESS#{session_id}"
+
+
+def user_runs_pk(user_id: str) -> str:
+    """A user's runs across sessions, sorted by ``runs.started_key`` (the usage page)."""
+    return f"RUSER#{quote(user_id, safe='')}"
 
 
 def run_claim_key(session_id: str, chat_id: str) -> Key:

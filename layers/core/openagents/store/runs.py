@@ -121,6 +121,11 @@ class RunStore(Protocol):
         """Runs newest first; ``BadCursor`` for a cursor that is not one of ours."""
         ...
 
+    def list_for_user(self, user_id: str, start: datetime, end: datetime, limit: int) -> list[Run]:
+        """The user's runs (every session's) started in ``[start, end)``, oldest first, at
+        most ``limit``: one index read keyed by the user, never a scan."""
+        ...
+
     def append(
         self,
         run_id: str,
@@ -246,6 +251,12 @@ def run_from_json(data: Mapping[str, object]) -> Run:
 def started_key(run: Run) -> str:
     """The sort key of a session's run list: start time (UTC, fixed width), then id."""
     return f"{run.started_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}#{run.id}"
+
+
+def started_bound(at: datetime) -> str:
+    """A bound on ``started_key``: every run started at or after ``at`` sorts at or after it,
+    every run started before it sorts before (``#`` sorts before any run id's character)."""
+    return f"{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}#"
 
 
 STARTED_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[\w-]{1,80}")

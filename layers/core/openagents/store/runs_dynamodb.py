@@ -42,6 +42,7 @@ from openagents.store.keys import (
     run_key,
     session_key,
     session_runs_pk,
+    user_runs_pk,
 )
 from openagents.store.port import Activity, Gone, MessageIdTaken, UpsertResult
 from openagents.store.runs import (
@@ -59,6 +60,7 @@ from openagents.store.runs import (
     run_from_json,
     run_to_json,
     start_with_body,
+    started_bound,
     started_key,
     with_checkpoint,
 )
@@ -66,6 +68,7 @@ from openagents.store.shared import MessageBodies
 from openagents.store.transaction import Transaction, conflicted, guard
 
 __all__ = ["DynamoRunStore"]
+BATCH_GET = 100
 WRITE_RETRIES = 30  # optimistic writes: one writer per run normally, a few at most
 
 
@@ -85,6 +88,10 @@ class RunItem(_Item):
 
 
 class SessionRunItem(_Item):
+    run_id = UnicodeAttribute(attr_name="runId")
+
+
+class UserRunItem(_Item):  # a user's runs across sessions (``keys.user_runs_pk``)
     run_id = UnicodeAttribute(attr_name="runId")
 
 
@@ -109,6 +116,7 @@ class EventItem(_Item):
 MODELS: tuple[type[_Item], ...] = (
     RunItem,
     SessionRunItem,
+    UserRunItem,
     ChatRunClaimItem,
     MessageRunItem,
     LiveRunItem,
@@ -184,6 +192,7 @@ class DynamoRunStore:
                 tx.save(
                     SessionRunItem(session_runs_pk(run.session_id), started_key(run), run_id=run.id)
                 )
+                tx.save(UserRunItem(user_runs_pk(run.user_id), started_key(run), run_id=run.id))
                 tx.save(LiveRunItem(*live_key(run.id)))
                 tx.update(
                     ChatRunClaimItem(*run_claim_key(run.session_id, run.chat_id)),
@@ -310,6 +319,22 @@ class DynamoRunStore:
         runs = [by_id[run_key(item.run_id)[0]] for item in page if run_key(item.run_id)[0] in by_id]
         more = len(found) > limit
         return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
+
+    @guard
+    def list_for_user(self, user_id: str, start: datetime, end: datetime, limit: int) -> list[Run]:
+        found = list(
+            UserRunItem.query(
+                user_runs_pk(user_id),
+                UserRunItem.sk.between(started_bound(start), started_bound(end)),
+                limit=limit,
+            )
+        )
+        runs: dict[str, Run] = {}
+        for chunk in range(0, len(found), BATCH_GET):  # BatchGetItem takes 100 keys
+            keys = [run_key(item.run_id) for item in found[chunk : chunk + BATCH_GET]]
+            runs.update((item.pk, _run(item)) for item in RunItem.batch_get(keys))
+        ordered = (runs.get(run_key(item.run_id)[0]) for item in found)
+        return [run for run in ordered if run is not None]
 
     @guard
     def append(

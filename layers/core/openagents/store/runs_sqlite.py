@@ -30,6 +30,7 @@ from openagents.store.runs import (
     run_from_json,
     run_to_json,
     start_with_body,
+    started_bound,
     started_key,
     with_checkpoint,
 )
@@ -51,6 +52,9 @@ SCHEMA = (
     """CREATE INDEX IF NOT EXISTS agent_runs_by_chat
         ON agent_runs (session_id, chat_id, started_key)""",
     "CREATE INDEX IF NOT EXISTS agent_runs_status ON agent_runs (status)",
+    # a user's runs (the usage page): the user id as the run's JSON holds it
+    """CREATE INDEX IF NOT EXISTS agent_runs_by_user
+        ON agent_runs (json_extract(data, '$.userId'), started_key)""",
     RUN_CLAIMS_TABLE,
     RUN_MESSAGES_TABLE,
     """CREATE TABLE IF NOT EXISTS agent_run_events (
@@ -201,6 +205,19 @@ class SqliteRunStore:
         runs = [run_from_json(json.loads(data)) for data, _ in rows[:limit]]
         more = len(rows) > limit
         return Page[Run](items=runs, cursor=cursors.encode(rows[limit - 1][1]) if more else None)
+
+    @guard
+    def list_for_user(self, user_id: str, start: datetime, end: datetime, limit: int) -> list[Run]:
+        rows = (
+            self.db.connection()
+            .execute(
+                "SELECT data FROM agent_runs WHERE json_extract(data, '$.userId') = ?"
+                " AND started_key >= ? AND started_key < ? ORDER BY started_key LIMIT ?",
+                (user_id, started_bound(start), started_bound(end), limit),
+            )
+            .fetchall()
+        )
+        return [run_from_json(json.loads(data)) for (data,) in rows]
 
     @guard
     def append(
