@@ -41,7 +41,7 @@ AGENT_PYTHON = "3.13"  # the durable agent function's runtime (infra/constructs/
 AGENT_FUNCTION = "agent"
 PLATFORM = "manylinux2014_aarch64"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
-CORE_EXCLUDED = ("local",)  # openagents.local: moto, typer, uvicorn; never in a layer
+CORE_EXCLUDED = ("local", "cli.py")  # the one-machine runtime and its CLI: moto, typer, uvicorn
 
 
 def function_names(root: Path = ROOT) -> list[str]:

@@ -12,8 +12,8 @@ from typing import Any
 import boto3
 import pytest
 from openagents.artifacts.folder import FolderArtifactStore
+from openagents.cli import cli
 from openagents.domain.models import Message, Role
-from openagents.local.cli import cli
 from openagents.settings import Settings
 from openagents.store.dynamodb import DynamoStore
 from openagents.store.dynamodb_migrate import MigrationReport, migrate_table

@@ -12,9 +12,9 @@ from pathlib import Path
 import boto3
 import pytest
 from openagents import composition
+from openagents.cli import start_moto
 from openagents.domain.identity import Identity
 from openagents.domain.models import ListFilter, Role, SessionStatus
-from openagents.local.cli import start_moto
 from openagents.local.dynamodb import DUMP_FILE, LocalDynamo, import_dump
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings

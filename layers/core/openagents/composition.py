@@ -326,8 +326,9 @@ def _stores(
     from openagents.store.dynamodb import DynamoStore
     from openagents.store.runs_dynamodb import DynamoRunStore
 
-    items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-    dynamo = DynamoStore(artifacts, settings.inline_message_bytes)
+    table = items.Table(settings.table_name, settings.dynamodb_endpoint, settings.region)
+    items.bind(table.name, table.host, table.region)  # for code that uses the models directly
+    dynamo = DynamoStore(artifacts, settings.inline_message_bytes, table)
     return dynamo, DynamoRunStore(dynamo)
 
 
@@ -335,10 +336,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     artifacts = _artifacts(settings)
     bus = _bus(settings)
     store, runs = _stores(settings, artifacts, bus)
-    # The store's outbox publishes the events: SQLite drains it to the local bus, and on AWS
-    # the table's stream and an EventBridge pipe put its items on the bus. Only the moto
-    # runtime (OPENAGENTS_STORE=dynamodb openagents dev) has no pipe: there the journal does.
-    outboxed = settings.store_adapter == "sqlite" or settings.mode is Mode.AWS
+    # The store's outbox publishes the events: SQLite drains it to the local bus; on AWS the
+    # table's stream and an EventBridge pipe put its items on the bus, and on moto
+    # (OPENAGENTS_STORE=dynamodb openagents dev) the CLI drains that stream the same way.
     driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
 
     clients: dict[tuple[str, str], Sandboxd] = {}  # building one costs ~1.4 ms (urllib's opener)
@@ -356,7 +356,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
                 client = clients[key] = SandboxClient(*key)
             return client
 
-    journal = Journal(None if outboxed else bus, metrics)
+    journal = Journal(None, metrics)
     git_host = _git_host(settings)
     # lifecycle, provisioning, archive and auto-commit call one another through these
     handoffs = Handoffs()

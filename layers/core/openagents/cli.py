@@ -1,4 +1,5 @@
-"""``openagents``: the one-machine runtime's command line."""
+"""``openagents``: the one-machine runtime's command line (above the composition root: it starts
+the runtime of ``openagents.local`` and builds the container for ``down``)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def dev(
     # EMF metrics belong to Lambda's log stream; printed here they are JSON noise every minute
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     settings = Settings()
-    drainer = start_drainer(settings) if dynamo is None else None
+    drainer = start_drainer(settings) if dynamo is None else start_stream_drain(settings, moto)
     # every run of a previous process died with it, its sandboxes did not: re-adopt, reboot
     # on their own volume or restore, and start every lifecycle run again (docs/sandboxes.md)
     run_schedule("reconciler", checkAll=True)
@@ -195,6 +196,31 @@ def start_drainer(settings: Settings) -> Any:
     drainer = OutboxDrainer(Outbox(Database(settings.sqlite_path), bus.publish))
     drainer.start()
     return drainer
+
+
+def start_stream_drain(settings: Settings, moto: Any) -> Any:
+    """moto's table has no pipe: its stream drained to the local bus the way the pipe does."""
+    import boto3
+
+    from openagents.events.local import LocalBus
+    from openagents.local.dynamodb_outbox import StreamDrain
+    from openagents.local.rules import local_rules
+
+    endpoint = {
+        "endpoint_url": moto.endpoint,
+        "region_name": settings.region,
+        "aws_access_key_id": "local",
+        "aws_secret_access_key": "local",
+    }
+    bus = LocalBus(settings.home / "events.jsonl", rules=local_rules(settings))
+    drain = StreamDrain(
+        boto3.client("dynamodb", **endpoint),
+        boto3.client("dynamodbstreams", **endpoint),
+        settings.table_name,
+        bus.publish,
+    )
+    drain.start()
+    return drain
 
 
 def start_moto(settings: Settings) -> tuple[Any, Any]:
