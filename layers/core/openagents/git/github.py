@@ -19,6 +19,7 @@ which is scrubbed of every token the request used.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +41,17 @@ from openagents.git import (
     PullRequestState,
     Repo,
     pr_status,
+)
+from openagents.git.catalog import (
+    PAGE_SIZE,
+    BadCursor,
+    BadRepositoryUrl,
+    BranchInfo,
+    RepositoryExists,
+    RepositoryInfo,
+    RepositoryMissing,
+    RepositoryPage,
+    sorted_branches,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +79,9 @@ ALREADY_EXISTS = "a pull request already exists"
 REDACTED = "***"
 CHECKS_PAGE = 100  # check runs and statuses of one commit read (GitHub's page size cap)
 ANNOTATIONS_PAGE = 50
+BRANCH_PAGES = 10  # a repository's branches read at most (100 a page)
+LIST_PAGES = 5  # GitHub pages one picker page reads at most while a query matches none
+GITHUB_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 @dataclass(frozen=True)
@@ -222,6 +237,38 @@ class _AppTokens:
             self._installations[key] = int(data["id"])
         return self._installations[key]
 
+    def installations(self) -> list[int]:
+        """The app's installations (one page of 100: an app for one platform has a few)."""
+        app_jwt = self.app_jwt()
+        response = self._api.send("GET", "/app/installations", app_jwt, params={"per_page": 100})
+        data = self._api.ok_json(response, "the app's installations", [app_jwt])
+        return [int(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+
+    def owner_installation(self, owner: str) -> int | None:
+        """The installation on an organization (None: the app is not installed there)."""
+        app_jwt = self.app_jwt()
+        response = self._api.send("GET", f"/orgs/{owner}/installation", app_jwt)
+        if response.status_code == 404:
+            return None
+        data = self._api.ok_json(response, f"the app installation on {owner}", [app_jwt])
+        return int(data["id"])
+
+    def installation_token(self, installation_id: int) -> str:
+        """A token of the whole installation (every repository it reaches), cached."""
+        key = (f"#installation:{installation_id}", "")
+        with self._lock:
+            cached = self._tokens.get(key)
+            if cached and self._clock() < cached.expires_at - TOKEN_REFRESH_MARGIN_SECONDS:
+                return cached.value
+            app_jwt = self.app_jwt()
+            path = f"/app/installations/{installation_id}/access_tokens"
+            response = self._api.send("POST", path, app_jwt, body={})
+            data = self._api.ok_json(response, "an installation token", [app_jwt])
+            expires_at = datetime.fromisoformat(str(data["expires_at"])).timestamp()
+            cached = _CachedToken(value=str(data["token"]), expires_at=expires_at)
+            self._tokens[key] = cached
+            return cached.value
+
     def _exchange(self, installation_id: int, owner: str, name: str) -> _CachedToken:
         app_jwt = self.app_jwt()
         body: dict[str, Any] = {}
@@ -248,6 +295,7 @@ class GitHubHost:
         base_url: str = DEFAULT_BASE_URL,
         git_url: str = DEFAULT_GIT_URL,
         clone_max_bytes: int = DEFAULT_CLONE_MAX_BYTES,
+        repo_owner: str | None = None,
         timeout_seconds: float = TIMEOUT_SECONDS,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.time,
@@ -267,6 +315,7 @@ class GitHubHost:
         self._api = _Api(client, clock, sleep)
         self._git_url = git_url.rstrip("/")
         self._clone_max_bytes = clone_max_bytes
+        self._repo_owner = repo_owner  # where new repositories go (None: the token's user)
         self._tokens: _StaticTokens | _AppTokens
         if isinstance(credentials, GitHubApp):
             self._tokens = _AppTokens(credentials, self._api, clock)
@@ -490,6 +539,116 @@ class GitHubHost:
         token = self._tokens.token(owner, name)
         return call(Remote(url, token, GIT_TIMEOUT_SECONDS, label=f"{owner}/{name}"))
 
+    # ------------------------------------------------------------------ the picker (catalog.py)
+
+    def repositories(self, query: str, cursor: str | None) -> RepositoryPage:
+        """The installations' repositories (``GET /installation/repositories`` with each
+        installation's token), or the token's (``GET /user/repos``), ``PAGE_SIZE`` a GitHub
+        page; ``query`` filters each page by ``owner/name``, and a page with no match reads on
+        (at most ``LIST_PAGES``). The cursor is ``<installation index>.<page>``."""
+        source, page = _list_cursor(cursor)
+        needle = query.strip().lower()
+        sources = self._sources()
+        found: list[RepositoryInfo] = []
+        for _ in range(LIST_PAGES):
+            if source >= len(sources):
+                return RepositoryPage(tuple(found), None)
+            path, token, key = sources[source]
+            params: dict[str, str | int] = {"per_page": PAGE_SIZE, "page": page}
+            if key is None:
+                params["sort"] = "full_name"
+            response = self._api.send("GET", path, token, params=params)
+            data = self._api.ok_json(response, "the repositories", [token])
+            items = data.get(key) if key is not None and isinstance(data, dict) else data
+            items = items if isinstance(items, list) else []
+            found += [
+                info
+                for item in items
+                if isinstance(item, dict)
+                and (info := self._info(item)) is not None
+                and needle in f"{info.owner}/{info.name}".lower()
+            ]
+            source, page = (source, page + 1) if len(items) >= PAGE_SIZE else (source + 1, 1)
+            if found:
+                break
+        more = source < len(sources)
+        return RepositoryPage(tuple(found), f"{source}.{page}" if more else None)
+
+    def branches(self, repo_url: str) -> list[BranchInfo]:
+        owner, name = self._parse_url(repo_url)
+        data = self._read(owner, name, f"/repos/{owner}/{name}", f"repository {owner}/{name}")
+        if data is None:
+            raise RepositoryMissing(f"No repository {owner}/{name} the platform can reach")
+        names: list[str] = []
+        for page in range(1, BRANCH_PAGES + 1):
+            path = f"/repos/{owner}/{name}/branches"
+            params = {"per_page": 100, "page": page}
+            found = self._read(owner, name, path, f"the branches of {owner}/{name}", params) or []
+            names += [str(item["name"]) for item in found if isinstance(item, dict)]
+            if len(found) < 100:
+                break
+        return sorted_branches(names, _text(data.get("default_branch")))
+
+    def create_repository(self, name: str, *, private: bool) -> RepositoryInfo:
+        """``POST /orgs/{owner}/repos`` with ``repo_owner`` set, else ``POST /user/repos``
+        (a token's user; an app has none), with a README so it has a default branch."""
+        owner = self._repo_owner
+        token: str | None
+        if isinstance(self._tokens, _AppTokens):
+            if not owner:
+                raise GitHostError(
+                    "A GitHub App creates repositories in an organization: set "
+                    "OPENAGENTS_GITHUB_REPO_OWNER",
+                    status=400,
+                )
+            installation = self._tokens.owner_installation(owner)
+            if installation is None:
+                raise GitHostError(f"The GitHub App is not installed on {owner}", status=400)
+            token = self._tokens.installation_token(installation)
+        else:
+            token = self._tokens.token(owner or "", name)
+        path = f"/orgs/{owner}/repos" if owner else "/user/repos"
+        body = {"name": name, "private": private, "auto_init": True}
+        response = self._api.send("POST", path, token, body=body)
+        if response.status_code == 422 and "already exists" in _error_text(response):
+            raise RepositoryExists(f"A repository named {name} exists already")
+        info = self._info(self._api.ok_json(response, f"creating repository {name}", [token]))
+        if info is None:
+            raise GitHostError(f"GitHub answered creating {name} without the repository")
+        return info
+
+    def _sources(self) -> list[tuple[str, str | None, str | None]]:
+        """(path, token, the answer's list key) per list to read, in order."""
+        if isinstance(self._tokens, _AppTokens):
+            tokens = self._tokens
+            return [
+                ("/installation/repositories", tokens.installation_token(i), "repositories")
+                for i in tokens.installations()
+            ]
+        return [("/user/repos", self._tokens.token("", ""), None)]
+
+    def _info(self, data: Mapping[str, Any]) -> RepositoryInfo | None:
+        owner = data.get("owner")
+        login = _text(owner.get("login")) if isinstance(owner, dict) else None
+        name = _text(data.get("name"))
+        if not login or not name:
+            return None
+        return RepositoryInfo(
+            repo_url=f"{self._git_url}/{login}/{name}",
+            name=name,
+            owner=login,
+            private=bool(data.get("private")),
+            default_branch=_text(data.get("default_branch")),
+        )
+
+    def _parse_url(self, repo_url: str) -> tuple[str, str]:
+        given = repo_url.strip().removesuffix("/").removesuffix(".git")
+        prefix = f"{self._git_url}/"
+        parts = given[len(prefix) :].split("/") if given.startswith(prefix) else []
+        if len(parts) != 2 or not all(GITHUB_NAME.match(part) for part in parts):
+            raise BadRepositoryUrl(f"repoUrl must be {self._git_url}/<owner>/<repository>")
+        return parts[0], parts[1]
+
     # ------------------------------------------------------------------ helpers
 
     def _open_pull_request(
@@ -536,6 +695,15 @@ class GitHubHost:
 
 
 # ---------------------------------------------------------------------- pure helpers
+
+
+def _list_cursor(cursor: str | None) -> tuple[int, int]:
+    if cursor is None:
+        return 0, 1
+    source, _, page = cursor.partition(".")
+    if not (source.isdigit() and page.isdigit()) or len(cursor) > 20 or int(page) < 1:
+        raise BadCursor("Not a cursor of this list")
+    return int(source), int(page)
 
 
 def _owner_and_name(repo: Repo) -> tuple[str, str]:

@@ -37,7 +37,17 @@ from openagents.git import (
     PullRequestState,
     Repo,
 )
-from openagents.git.roots import LocalRepoRefused, LocalRepoRoots
+from openagents.git.catalog import (
+    PAGE_SIZE,
+    BadCursor,
+    BadRepositoryUrl,
+    BranchInfo,
+    RepositoryInfo,
+    RepositoryMissing,
+    RepositoryPage,
+    sorted_branches,
+)
+from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, is_git_repository, real_path
 
 REGISTRY_FILE = "pull-requests.json"
 GIT_TIMEOUT_SECONDS = 60
@@ -526,3 +536,114 @@ def _pull_request(bare: Path, record: Record) -> PullRequest:
         base_branch=str(record["baseBranch"]),
         title=str(record["title"]),
     )
+
+
+# ---------------------------------------------------------------------- the repository picker
+
+SCAN_DEPTH = 4  # folders below a root a scan descends
+SCAN_MAX_REPOSITORIES = 500
+SCAN_MAX_FOLDERS = 20_000  # folders a scan visits at most (a root over a huge tree)
+SCAN_TTL_SECONDS = 30.0
+
+
+class LocalCatalog:
+    """The git repositories under the allowed roots (``RepositoryCatalog``): a bounded scan
+    (``SCAN_DEPTH`` deep, ``SCAN_MAX_REPOSITORIES``, hidden folders skipped, a repository's own
+    folders not entered), cached ``SCAN_TTL_SECONDS`` on ``clock``. Only what ``roots`` allows
+    is listed; nothing in a repository's config is read (``HEAD`` is read as a file)."""
+
+    def __init__(
+        self,
+        roots: LocalRepoRoots,
+        *,
+        clock: Callable[[], float],
+        ttl_seconds: float = SCAN_TTL_SECONDS,
+    ) -> None:
+        self._roots = roots
+        self._clock = clock
+        self._ttl = ttl_seconds
+        self._lock = threading.Lock()
+        self._cached: tuple[float, tuple[RepositoryInfo, ...]] | None = None
+
+    def repositories(self, query: str, cursor: str | None) -> RepositoryPage:
+        offset = _offset(cursor)
+        needle = query.strip().lower()
+        found = [repo for repo in self._scan() if needle in repo.repo_url.lower()]
+        page = found[offset : offset + PAGE_SIZE]
+        more = offset + PAGE_SIZE < len(found)
+        return RepositoryPage(tuple(page), f"o{offset + PAGE_SIZE}" if more else None)
+
+    def branches(self, repo_url: str) -> list[BranchInfo]:
+        if not repo_url.strip().removeprefix("file://").startswith("/"):
+            raise BadRepositoryUrl("repoUrl must be an absolute path on one machine")
+        try:
+            path = self._roots.repository(repo_url)
+        except LocalRepoRefused as exc:
+            raise RepositoryMissing(str(exc)) from None
+        names = _git(path, "for-each-ref", "--format=%(refname:short)", "refs/heads/")
+        return sorted_branches(names.splitlines(), _head_branch(path))
+
+    def _scan(self) -> tuple[RepositoryInfo, ...]:
+        with self._lock:
+            now = self._clock()
+            if self._cached is None or now - self._cached[0] >= self._ttl:
+                self._cached = (now, tuple(sorted(self._walk(), key=lambda r: r.repo_url)))
+            return self._cached[1]
+
+    def _walk(self) -> list[RepositoryInfo]:
+        found: dict[str, RepositoryInfo] = {}
+        visited = 0
+        queue: list[tuple[Path, int]] = [(Path(root), 0) for root in self._roots.roots]
+        while queue and len(found) < SCAN_MAX_REPOSITORIES and visited < SCAN_MAX_FOLDERS:
+            folder, depth = queue.pop(0)
+            visited += 1
+            real = real_path(folder)
+            if not self._inside(real):
+                continue  # a symlink out of the roots, or into a forbidden folder
+            if is_git_repository(real):
+                with contextlib.suppress(LocalRepoRefused):  # the check a session create makes
+                    found.setdefault(str(self._roots.repository(str(real))), _info(real))
+                continue
+            if depth >= SCAN_DEPTH:
+                continue
+            try:
+                children = sorted(os.scandir(real), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            queue += [
+                (Path(child.path), depth + 1)
+                for child in children
+                if not child.name.startswith(".") and child.is_dir(follow_symlinks=False)
+            ]
+        return list(found.values())
+
+    def _inside(self, real: Path) -> bool:
+        """Under a root, and not inside a forbidden folder (a root may hold one: the scan
+        walks around it)."""
+        if any(real.is_relative_to(real_path(folder)) for _, folder in self._roots.forbidden):
+            return False
+        return any(real.is_relative_to(real_path(root)) for root in self._roots.roots)
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if cursor[:1] != "o" or not cursor[1:].isdigit() or len(cursor) > 12:
+        raise BadCursor("Not a cursor of this list")
+    return int(cursor[1:])
+
+
+def _head_branch(repo: Path) -> str | None:
+    """The branch ``HEAD`` names, read from the file (a detached HEAD: None)."""
+    git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
+    try:
+        head = (git_dir / "HEAD").read_text(errors="replace")[:1024].strip()
+    except OSError:
+        return None
+    prefix = "ref: refs/heads/"
+    return (head[len(prefix) :] or None) if head.startswith(prefix) else None
+
+
+def _info(repo: Path) -> RepositoryInfo:
+    name = repo.name.removesuffix(".git") if repo.name.endswith(".git") else repo.name
+    return RepositoryInfo(str(repo), name, None, None, _head_branch(repo))

@@ -8,12 +8,12 @@ from typing import ClassVar
 
 from openagents.agent.models.port import JsonObject, JsonValue
 from openagents.agent.sandbox import SandboxError, sandbox_error_text
+from openagents.agent.skills import SKILL_FOLDERS, is_skill_name, skill_path
 from openagents.agent.tools.base import BaseTool, ToolContext, ToolFailure, cap, string
 
 MAX_BODY_CHARS = 10_000
 FETCH_TIMEOUT_SECONDS = 30
 TODO_STATUSES = ("pending", "in_progress", "completed")
-SKILL_FOLDERS = (".agents/skills", ".claude/skills", "skills")
 
 
 class TodoWriteTool(BaseTool):
@@ -187,10 +187,10 @@ class SkillTool(BaseTool):
 
     def run(self, arguments: JsonObject, context: ToolContext) -> JsonValue:
         name = string(arguments, "skill").strip()
-        if not name or "/" in name or name.startswith("."):
+        if not is_skill_name(name):
             raise ToolFailure("skill is a skill's folder name")
         for folder in SKILL_FOLDERS:
-            path = f"{folder}/{name}/SKILL.md"
+            path = skill_path(folder, name)
             try:
                 text = context.workspace.read_text(path, 1 << 20)
             except SandboxError as error:
