@@ -39,6 +39,7 @@ from openagents.agent.models import (
     Usage,
 )
 from openagents.agent.models.bedrock import STOP_REASONS, BedrockModel, converse_params
+from openagents.agent.models.port import DocumentBlock, ImageBlock, ImageType
 
 from tests.bedrock_stub import Bedrock, RawStream, encode, make_client
 
@@ -442,3 +443,66 @@ def test_the_call_runs_in_the_callers_context(bedrock: Bedrock) -> None:
     finally:
         current.reset(token)
     assert seen == ["turn-7"]
+
+
+# --- attachments: images and text files in a user message ----------------------------------
+
+NOTES = '<file name="notes.md" type="text/markdown">\n# Notes\nship it\n</file>'
+NOTES = '<file name="notes.md" type="text/markdown">\n# Notes\nship it\n</file>'
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(17)
+
+
+def test_an_image_and_a_text_file_at_the_wire(bedrock: Bedrock) -> None:
+    """An image goes as Converse's ``image`` block (its raw bytes; ParamValidator checks the
+    format and the source), a text file inline as text, in the parts' order."""
+    user = Message(
+        "user",
+        (
+            TextBlock("what is in these?"),
+            ImageBlock("image/png", PNG),
+            DocumentBlock("notes.md", "text/markdown", "# Notes\nship it"),
+            ImageBlock("image/webp", b"RIFF\x00\x00\x00\x00WEBPVP8 "),
+        ),
+    )
+    expected = {
+        "modelId": MODEL,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"text": "what is in these?"},
+                    {"image": {"format": "png", "source": {"bytes": PNG}}},
+                    {"text": NOTES},
+                    {
+                        "image": {
+                            "format": "webp",
+                            "source": {"bytes": b"RIFF\x00\x00\x00\x00WEBPVP8 "},
+                        }
+                    },
+                ],
+            }
+        ],
+        "system": [{"text": "You code."}],
+        "inferenceConfig": {"maxTokens": 100},
+    }
+    bedrock.answer(simple("a chart"), expected)
+    request = ModelRequest(system="You code.", messages=(user,), max_tokens=100)
+    events = list(model(bedrock, prompt_caching=False).stream(request))
+    assert events[0] == TextDelta("a chart")
+
+
+def test_every_image_type_is_a_converse_format() -> None:
+    types: list[tuple[ImageType, str]] = [
+        ("image/png", "png"),
+        ("image/jpeg", "jpeg"),
+        ("image/gif", "gif"),
+        ("image/webp", "webp"),
+    ]
+    for media, wire in types:
+        request = ModelRequest(
+            system="", messages=(Message("user", (ImageBlock(media, b"x"),)),), max_tokens=10
+        )
+        params = converse_params(MODEL, request, caching=False)
+        assert params["messages"][0]["content"] == [
+            {"image": {"format": wire, "source": {"bytes": b"x"}}}
+        ]

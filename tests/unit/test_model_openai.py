@@ -4,6 +4,7 @@ the request bodies it received."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -34,6 +35,7 @@ from openagents.agent.models import (
     build_registry,
 )
 from openagents.agent.models.openai_compat import OpenAICompatModel
+from openagents.agent.models.port import DocumentBlock, ImageBlock
 from openagents.settings import Settings
 from openai import OpenAI
 
@@ -517,3 +519,44 @@ def test_a_connection_broken_mid_stream_is_unavailable(server: Server) -> None:
     assert events == [TextDelta("half")]
     assert raised.value.kind is ModelErrorKind.UNAVAILABLE
     assert "connection to the endpoint failed" in raised.value.message
+
+
+# --- attachments: images and text files in a user message ----------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(8)
+NOTES = '<file name="notes.md" type="text/markdown">\n# Notes\n</file>'
+
+
+def test_an_image_goes_as_an_image_url_data_part_and_a_text_file_inline(server: Server) -> None:
+    server.replies.append(Reply(chunks=OLLAMA_STEP))
+    user = Message(
+        "user",
+        (
+            TextBlock("what is this?"),
+            ImageBlock("image/png", PNG),
+            DocumentBlock("notes.md", "text/markdown", "# Notes"),
+        ),
+    )
+    list(model(server).stream(ModelRequest(system="", messages=(user,), max_tokens=64)))
+    [received] = server.received
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert received.body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": data_url}},
+                {"type": "text", "text": NOTES},
+            ],
+        }
+    ]
+
+
+def test_a_text_file_without_images_stays_plain_content(server: Server) -> None:
+    server.replies.append(Reply(chunks=OLLAMA_STEP))
+    user = Message(
+        "user", (TextBlock("review"), DocumentBlock("notes.md", "text/markdown", "# Notes"))
+    )
+    list(model(server).stream(ModelRequest(system="", messages=(user,), max_tokens=64)))
+    [received] = server.received
+    assert received.body["messages"] == [{"role": "user", "content": f"review\n{NOTES}"}]

@@ -28,6 +28,7 @@ from openagents.sandbox.port import (
 )
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
+from openagents.services.attachments import AttachmentFiles, Attachments
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
@@ -87,6 +88,7 @@ class Container:
     code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
     git_actions: GitActions  # commit, discard, push, open the PR, fix failing checks
     merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
+    attachments: Attachments  # a user message's images and text files (artifact store)
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -458,6 +460,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         exec_pool(settings),
         on_unreachable=lifecycle.verify_running,
     )
+    attachment_files = AttachmentFiles(artifacts)
+    attachments = Attachments(store, attachment_files)
     agent, agent_loop, checkpoints = _agent(
         settings,
         store,
@@ -470,6 +474,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         pull_requests,
         metrics,
         registry,
+        attachments,
+        attachment_files,
     )
     git_actions = GitActions(
         store,
@@ -521,6 +527,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         code_editor=code_editor,
         git_actions=git_actions,
         merge_readiness=merge_readiness,
+        attachments=attachments,
     )
 
 
@@ -536,6 +543,8 @@ def _agent(
     pull_requests: PullRequestService,
     metrics: Metrics,
     registry: ModelRegistry,
+    attachments: Attachments,
+    attachment_files: AttachmentFiles,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -558,6 +567,7 @@ def _agent(
         journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
+        attachments=attachment_files,
     )
     loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []
@@ -605,6 +615,7 @@ def _agent(
         loop,
         journal,
         metrics=metrics,
+        attachments=attachments,
     )
     checkpoints = Checkpoints(
         store,

@@ -102,7 +102,9 @@ class ModelStep:
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
     ) -> ModelRequest:
-        messages = history([*others, message.to_json()])
+        messages = history(
+            [*others, message.to_json()], lambda url: self._host.attachment(run, url)
+        )
         request = ModelRequest(self._system(run), messages, specs(), step=run.model_calls)
         return fitted(request, self._models.info(run.model_id).context_window)
 

@@ -12,6 +12,7 @@ from openagents.agent.models.port import JsonObject, JsonValue
 from openagents.agent.prompt import Project
 from openagents.agent.sandbox import Workspace
 from openagents.agent.ui import AssistantMessage, UIMessageJson
+from openagents.domain.attachments import AttachmentFile
 from openagents.store.runs import Run, RunStatus, TurnMessage
 
 Outcome = Literal["tools", "end", "waiting", "aborted", "failed"]
@@ -103,6 +104,10 @@ class TurnHost(Protocol):
         ...
 
     def workspace(self, run: Run) -> Workspace: ...
+
+    def attachment(self, run: Run, url: str) -> AttachmentFile | None:
+        """The run's user's attachment a ``file`` part names (its bytes), or None."""
+        ...
 
     def project(self, run: Run) -> Project: ...
 

@@ -5,7 +5,7 @@ history read back from a chat's UI messages (stored JSON, any role).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeAlias
 
@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from openagents.agent.models.port import (
     ContentBlock,
+    DocumentBlock,
+    ImageBlock,
     JsonValue,
     Message,
     ReasoningBlock,
@@ -30,8 +32,12 @@ from openagents.agent.parts import (
     parse_parts,
 )
 from openagents.agent.ui_model import Json, UIModel
+from openagents.domain.attachments import AttachmentFile, sniff_image
 
 UIMessageJson: TypeAlias = Mapping[str, JsonValue]
+FileReader: TypeAlias = Callable[[str], AttachmentFile | None]
+"""A user message's ``file`` part's URL → the attachment with its bytes (None: not one of the
+run's user's, or gone)."""
 FINAL_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
 NOT_RUN = "The tool call did not complete (the turn was stopped)."
 
@@ -195,14 +201,62 @@ def _result(part: Mapping[str, JsonValue], call_id: str) -> ToolResult:
     return ToolResult(call_id, NOT_RUN, is_error=True)
 
 
-def history(messages: Sequence[UIMessageJson]) -> tuple[Message, ...]:
-    """The model-visible conversation of a chat's UI messages (oldest first): user text, and
-    per assistant step its blocks then its tool results; same-role neighbours merged."""
+def _user(message: UIMessageJson, files: FileReader | None) -> list[Message]:
+    """The user's text (its parts joined by newlines) and files, in the parts' order: an image
+    as an ``ImageBlock``, a text file as a ``DocumentBlock``, one that cannot be read as a
+    note saying so."""
+    parts = message.get("parts")
+    if not isinstance(parts, Sequence) or files is None:
+        text = _text_of(message)
+        return [Message.user(text)] if text else []
+    blocks: list[ContentBlock] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if texts:
+            joined = "\n".join(texts)
+            if joined:
+                blocks.append(TextBlock(joined))
+            texts.clear()
+
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "text":
+            texts.append(str(part.get("text", "")))
+        elif part.get("type") == "file":
+            flush()
+            blocks.append(_file_block(part, files))
+    flush()
+    return [Message("user", tuple(blocks))] if blocks else []
+
+
+def _file_block(part: Mapping[str, JsonValue], files: FileReader) -> ContentBlock:
+    url = part.get("url")
+    name = part.get("filename")
+    label = str(name) if isinstance(name, str) and name else "attachment"
+    found = files(url) if isinstance(url, str) else None
+    if found is None:
+        return TextBlock(f"[The attached file {label} is no longer available.]")
+    media_type = found.attachment.media_type
+    image = sniff_image(found.data)
+    if image is not None:
+        return ImageBlock(image, found.data)
+    if media_type.startswith("image/"):  # the record says image, the bytes disagree
+        return TextBlock(f"[The attached file {label} could not be read.]")
+    return DocumentBlock(label, media_type, found.data.decode("utf-8", errors="replace"))
+
+
+def history(
+    messages: Sequence[UIMessageJson], files: FileReader | None = None
+) -> tuple[Message, ...]:
+    """The model-visible conversation of a chat's UI messages (oldest first): user text and
+    files (read through ``files``; without it, files are left out), and per assistant step its
+    blocks then its tool results; same-role neighbours merged."""
     out: list[Message] = []
     for message in messages:
         if message.get("role") == "user":
-            text = _text_of(message)
-            produced: list[Message] = [Message.user(text)] if text else []
+            produced: list[Message] = _user(message, files)
         else:
             produced = list(_assistant(message))
         for item in produced:

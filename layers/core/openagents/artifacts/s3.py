@@ -17,7 +17,10 @@ class S3ArtifactStore:
         self._client.put_object(Bucket=self._bucket, Key=key, Body=data)
 
     def get(self, key: str) -> bytes:
-        return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        try:
+            return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        except self._client.exceptions.NoSuchKey:
+            raise FileNotFoundError(key) from None
 
     def delete(self, key: str) -> None:
         self._client.delete_object(Bucket=self._bucket, Key=key)

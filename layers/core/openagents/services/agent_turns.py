@@ -20,6 +20,7 @@ from openagents.agent.models.registry import ModelInfo, ModelRegistry
 from openagents.agent.prompt import Project
 from openagents.agent.sandbox import SandboxError, Workspace, WorkspaceClient
 from openagents.agent.ui import AssistantMessage, UIMessageJson
+from openagents.domain.attachments import AttachmentFile
 from openagents.domain.errors import (
     Conflict,
     DomainError,
@@ -43,6 +44,7 @@ from openagents.domain.models import (
 )
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.attachments import AttachmentFiles, Attachments, file_parts
 from openagents.services.chats import ChatService, message_error
 from openagents.services.journal import Journal
 from openagents.services.lifecycle import Activity
@@ -173,7 +175,9 @@ class AgentTurns:
         journal: Journal | None = None,
         *,
         metrics: Metrics,
+        attachments: Attachments | None = None,
     ) -> None:
+        self._attachments = attachments  # checks a message's file parts before it is stored
         self._retention, self._loop, self._journal = retention, loop, journal
         self._metrics = metrics
         self._store, self._runs, self._chats = store, runs, chats
@@ -210,6 +214,13 @@ class AgentTurns:
                     continue
         return self._models.default()
 
+    def _check_files(self, identity: Identity, session_id: str, message: Mapping[str, Any]) -> None:
+        """The message's file parts: the caller's attachments of the session, under the caps."""
+        if self._attachments is not None:
+            self._attachments.check_message(identity, session_id, message)
+        elif file_parts(message):
+            raise InvalidInput("Attachments are not configured", field="message.parts")
+
     def post(
         self,
         identity: Identity,
@@ -229,6 +240,7 @@ class AgentTurns:
                 field="sessionId",
             )
         model = self.model_for(identity, chat, model_id)
+        self._check_files(identity, session.id, message)
         try:
             engine = self._engine()
         except ValueError as error:  # a deployment without the agent function configured
@@ -421,7 +433,9 @@ class AgentHost(TurnHost):
         refresh_diff: Callable[[Identity, str], object] | None = None,
         refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
+        attachments: AttachmentFiles | None = None,
     ) -> None:
+        self._attachments = attachments
         self._ids, self._journal, self._refresh_diff = ids, journal, refresh_diff
         self._metrics = metrics
         self._refresh_pr = refresh_pr  # branch and PR state (check-pr), after the auto-commit
@@ -464,6 +478,12 @@ class AgentHost(TurnHost):
             created_at=self._clock(),  # after the user message (an upsert keeps the first)
         )
         return TurnMessage(session, chat, stored, activity=None)
+
+    def attachment(self, run: Run, url: str) -> AttachmentFile | None:
+        """The run's user's attachment (read at the model step, never kept in the message)."""
+        if self._attachments is None:
+            return None
+        return self._attachments.read(run.user_id, url)
 
     def workspace(self, run: Run) -> Workspace:
         """The session's sandbox, once it is active (a resumed session comes up first)."""

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from openagents.agent.models.port import (
     CancelCheck,
+    DocumentBlock,
     Finish,
+    ImageBlock,
     Message,
     ModelError,
     ModelErrorKind,
@@ -198,6 +200,11 @@ def _block(block: object) -> dict[str, Any] | None:
         }
     if isinstance(block, ToolCall):
         return {"toolUse": {"toolUseId": block.id, "name": block.name, "input": block.input}}
+    if isinstance(block, ImageBlock):  # Converse's image block: the raw bytes (boto3 encodes)
+        image_format = block.media_type.removeprefix("image/")
+        return {"image": {"format": image_format, "source": {"bytes": block.data}}}
+    if isinstance(block, DocumentBlock):  # inline text: any model, any file name or type
+        return {"text": block.inline}
     if isinstance(block, ToolResult):
         return {
             "toolResult": {

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from openagents.agent.models.port import (
     CancelCheck,
+    DocumentBlock,
     Finish,
+    ImageBlock,
     Message,
     ModelError,
     ModelErrorKind,
@@ -164,9 +166,34 @@ def _message(message: Message) -> list[dict[str, Any]]:
         for block in message.content
         if isinstance(block, ToolResult)
     ]
-    if text:
-        out.append({"role": "user", "content": text})
+    content = _user_content(message)
+    if content:
+        out.append({"role": "user", "content": content})
     return out
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    """The user's text, text files inline (``DocumentBlock.inline``, on lines of their own),
+    or content parts once an image is among them: ``text`` and ``image_url`` parts (the image
+    as a data URL), in order."""
+    parts: list[dict[str, Any]] = []
+    texts: list[str] = []
+    document = False  # the last text piece was a file: the next starts on a new line
+    for block in message.content:
+        if isinstance(block, ImageBlock):
+            parts.append({"type": "image_url", "image_url": {"url": block.data_url}})
+            document = False
+        elif isinstance(block, DocumentBlock):
+            parts.append({"type": "text", "text": block.inline})
+            texts.append(("\n" if texts else "") + block.inline)
+            document = True
+        elif isinstance(block, TextBlock) and block.text:
+            parts.append({"type": "text", "text": block.text})
+            texts.append(("\n" if document else "") + block.text)
+            document = False
+    if any(part["type"] == "image_url" for part in parts):
+        return parts
+    return "".join(texts)
 
 
 def _call(call: ToolCall) -> dict[str, Any]:

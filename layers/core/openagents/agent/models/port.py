@@ -20,6 +20,7 @@ so keep both inside one ``try``.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,10 @@ __all__ = [
     "CancelCheck",
     "ChatModel",
     "ContentBlock",
+    "DocumentBlock",
     "Finish",
+    "ImageBlock",
+    "ImageType",
     "JsonObject",
     "JsonValue",
     "Message",
@@ -98,7 +102,40 @@ class ToolResult:
     is_error: bool = False
 
 
-ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCall | ToolResult
+ImageType: TypeAlias = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
+IMAGE_TOKENS = 1600  # what estimate_tokens counts for an image (a ~1.15 MP image, Anthropic's)
+
+
+@dataclass(frozen=True)
+class ImageBlock:
+    """An image the user attached (in a user message): its bytes, type sniffed from them."""
+
+    media_type: ImageType
+    data: bytes = field(repr=False)
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode()}"
+
+
+@dataclass(frozen=True)
+class DocumentBlock:
+    """A text file the user attached (in a user message): its name, type and UTF-8 text.
+    Both adapters send it inline, as ``inline`` text."""
+
+    name: str
+    media_type: str
+    text: str
+
+    @property
+    def inline(self) -> str:
+        name = self.name.replace('"', "'")
+        return f'<file name="{name}" type="{self.media_type}">\n{self.text}\n</file>'
+
+
+ContentBlock: TypeAlias = (
+    TextBlock | ReasoningBlock | ToolCall | ToolResult | ImageBlock | DocumentBlock
+)
 Role: TypeAlias = Literal["user", "assistant"]
 
 
@@ -129,7 +166,7 @@ class Message:
     def to_json(self) -> dict[str, JsonValue]:
         """A JSON form, to keep the model-visible history between steps (``from_json`` reads
         it back): ``{"role", "content": [{"type": "text" | "reasoning" | "toolCall" |
-        "toolResult", ...}]}``."""
+        "toolResult" | "image" | "document", ...}]}`` (an image's bytes in base64)."""
         return {"role": self.role, "content": [_block_json(block) for block in self.content]}
 
     @classmethod
@@ -140,6 +177,9 @@ class Message:
         return cls(role, tuple(_block_from_json(block) for block in data["content"]))
 
 
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
+
+
 def _block_json(block: ContentBlock) -> dict[str, JsonValue]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
@@ -147,6 +187,16 @@ def _block_json(block: ContentBlock) -> dict[str, JsonValue]:
         return {"type": "reasoning", "text": block.text, "signature": block.signature}
     if isinstance(block, ToolCall):
         return {"type": "toolCall", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, ImageBlock):
+        data = base64.b64encode(block.data).decode()
+        return {"type": "image", "mediaType": block.media_type, "data": data}
+    if isinstance(block, DocumentBlock):
+        return {
+            "type": "document",
+            "name": block.name,
+            "mediaType": block.media_type,
+            "text": block.text,
+        }
     return {
         "type": "toolResult",
         "toolCallId": block.tool_call_id,
@@ -165,6 +215,10 @@ def _block_from_json(data: Mapping[str, Any]) -> ContentBlock:
         return ToolCall(str(data["id"]), str(data["name"]), dict(data["input"]))
     if kind == "toolResult":
         return ToolResult(str(data["toolCallId"]), str(data["content"]), bool(data["isError"]))
+    if kind == "image" and data["mediaType"] in _IMAGE_TYPES:
+        return ImageBlock(data["mediaType"], base64.b64decode(str(data["data"])))
+    if kind == "document":
+        return DocumentBlock(str(data["name"]), str(data["mediaType"]), str(data["text"]))
     raise ValueError(f"unknown content block type {kind!r}")
 
 
@@ -203,6 +257,10 @@ def estimate_tokens(request: ModelRequest) -> int:
                 size += len(block.name) + len(str(block.input))
             elif isinstance(block, ToolResult):
                 size += len(block.content)
+            elif isinstance(block, ImageBlock):
+                size += IMAGE_TOKENS * 4
+            elif isinstance(block, DocumentBlock):
+                size += len(block.inline)
             else:
                 size += len(block.text)
     return size // 4 + 1

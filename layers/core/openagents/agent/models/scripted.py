@@ -16,21 +16,29 @@ and demos. Local mode only. The contract:
 - the git routes' generations answer the file's optional keys the same way, never a response
   of ``responses``: ``commit_message`` the ``"commitMessage": str`` (subject line, then the
   body), ``pull_request`` the ``"pullRequest": {"title": str, "body": str}`` as the JSON object
-  the prompt asks for; without the key, ``ModelError`` (the route answers 502).
+  the prompt asks for; without the key, ``ModelError`` (the route answers 502);
+- with the optional ``"requestLog": str`` (a path; relative to the file's folder), every call
+  appends one JSON line ``{"step", "purpose", "messages"}`` to it before answering: the
+  messages as ``Message.to_json`` has them, an image as ``{"type": "image", "mediaType",
+  "size", "sha256"}`` (not its bytes) — how a test sees what reached the model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from openagents.agent.models.port import (
     CancelCheck,
     Finish,
+    ImageBlock,
     JsonObject,
+    JsonValue,
     ModelError,
     ModelErrorKind,
     ModelEvent,
@@ -70,6 +78,7 @@ class ScriptedModel:
     def stream(
         self, request: ModelRequest, *, cancelled: CancelCheck = never
     ) -> Iterator[ModelEvent]:
+        self._record(request)
         if request.purpose == "title":
             return self._play(request, self.title(), cancelled)
         if request.purpose == "commit_message":
@@ -78,6 +87,29 @@ class ScriptedModel:
             return self._play(request, self.pull_request(), cancelled)
         response = self.response(request.step)  # read before anything streams
         return self._play(request, response, cancelled)
+
+    def _record(self, request: ModelRequest) -> None:
+        """One line of the request in the file's ``requestLog``, when it names one."""
+        log = _read(self._path).get("requestLog")
+        if not isinstance(log, str) or not log:
+            return
+        messages: list[JsonValue] = []
+        for message in request.messages:
+            entry = message.to_json()
+            shown = cast("list[JsonValue]", entry["content"])
+            entry["content"] = [
+                _image_summary(block) if isinstance(block, ImageBlock) else json_block
+                for block, json_block in zip(message.content, shown, strict=True)
+            ]
+            messages.append(entry)
+        line = {"step": request.step, "purpose": request.purpose, "messages": messages}
+        try:
+            with (self._path.parent / log).open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line) + "\n")
+        except OSError as error:
+            raise ModelError(
+                ModelErrorKind.SCRIPT, f"scripted model cannot write its requestLog: {error}"
+            ) from None
 
     def title(self) -> ScriptedResponse:
         """The script's answer to the title call (its ``"title"``), read from the file now."""
@@ -163,6 +195,12 @@ class ScriptedModel:
         """Deterministic counts: about four characters per input token, a chunk per output."""
         size = len(request.system) + sum(len(repr(message)) for message in request.messages)
         return Usage(input_tokens=size // 4, output_tokens=output)
+
+
+def _image_summary(block: ImageBlock) -> dict[str, JsonValue]:
+    digest = hashlib.sha256(block.data).hexdigest()
+    size = len(block.data)
+    return {"type": "image", "mediaType": block.media_type, "size": size, "sha256": digest}
 
 
 def _read(path: Path) -> dict[str, object]:
