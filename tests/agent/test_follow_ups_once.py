@@ -1,6 +1,6 @@
 """The turn-end follow-ups run again record nothing twice (issue 21): a crash between a run's
 recorded end and the checkpoint of its ``follow-ups`` step replays the step, and a stop that was
-not honoured runs them beside the turn's own step. The audit entry, its event (outbox and bus)
+not honoured runs them beside the turn's own step. The audit entry, its event (the outbox)
 and the turn's metrics are recorded once, keyed by the run; the other follow-ups (activity,
 auto-commit, diff, PR) are asked again and find nothing left to do."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,9 +19,7 @@ from openagents.artifacts.folder import FolderArtifactStore
 from openagents.domain.errors import NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import Session
-from openagents.events import Event
 from openagents.services.agent_turns import AgentHost, finished_entry_id
-from openagents.services.journal import Journal
 from openagents.services.lifecycle import Activity
 from openagents.store.runs import Run, RunStatus
 from openagents.store.runs_sqlite import SqliteRunStore
@@ -39,14 +36,6 @@ class CountingMetrics:
 
     def count(self, name: str, value: int = 1) -> None:
         self.counts[name] += value
-
-
-class Bus:
-    def __init__(self) -> None:
-        self.published: list[Event] = []
-
-    def publish(self, events: Sequence[Event]) -> None:
-        self.published += events
 
 
 class Lifecycle:
@@ -80,7 +69,6 @@ class World:
     store: SqliteStore
     loop: AgentLoop
     metrics: CountingMetrics
-    bus: Bus
     lifecycle: Lifecycle
     refreshed: list[str]
     session: Session
@@ -92,7 +80,7 @@ def world(tmp_path: Path) -> World:
     store = SqliteStore(tmp_path / "db", FolderArtifactStore(tmp_path / "artifacts"), 4096)
     session = create(store)
     runs = SqliteRunStore(store)
-    metrics, bus, lifecycle = CountingMetrics(), Bus(), Lifecycle()
+    metrics, lifecycle = CountingMetrics(), Lifecycle()
     refreshed: list[str] = []
     host = AgentHost(
         store,
@@ -101,7 +89,6 @@ def world(tmp_path: Path) -> World:
         lambda: AT,
         ids=Ids(),
         metrics=metrics,
-        journal=Journal(bus, metrics),
         refresh_diff=lambda identity, session_id: refreshed.append("diff"),
         refresh_pr=lambda session_id: refreshed.append("pr"),
     )
@@ -117,7 +104,7 @@ def world(tmp_path: Path) -> World:
         started_at=AT,
     )
     runs.start(run)
-    return World(store, loop, metrics, bus, lifecycle, refreshed, session, tmp_path / "db")
+    return World(store, loop, metrics, lifecycle, refreshed, session, tmp_path / "db")
 
 
 def _finished_entries(world: World) -> list[str]:
@@ -144,9 +131,7 @@ def test_a_replayed_follow_up_step_records_the_turn_end_once(world: World) -> No
     assert loop.follow_up("run-1") == "completed"
 
     assert _finished_entries(world) == [finished_entry_id("run-1")]
-    assert len(_outboxed(world)) == 1
-    bus_events = [e for e in world.bus.published if e.detail["type"] == "agent.turn_finished"]
-    assert len(bus_events) == 1
+    assert len(_outboxed(world)) == 1  # its event, once
     metrics = world.metrics.counts
     assert metrics["AgentTurnCompleted"] == 1
     assert metrics["AgentTurnSteps"] == 0

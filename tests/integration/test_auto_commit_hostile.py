@@ -90,7 +90,6 @@ def service(app: Container, sandbox: SandboxdFake, host: GitHubHost) -> AutoComm
         app.archive._clock,
         app.archive._ids,
         NoMetrics(),
-        app.archive._journal,
     )
 
 

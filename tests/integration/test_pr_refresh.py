@@ -73,7 +73,6 @@ def service(
         app.archive._clock,
         app.archive._ids,
         NoMetrics(),
-        app.archive._journal,
         archive=app.archive,
         host_setting="OPENAGENTS_GITHUB_TOKEN_SECRET_ARN",
         refresh_seconds=30,

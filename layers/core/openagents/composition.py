@@ -36,7 +36,6 @@ from openagents.services.dev_servers import DevServers
 from openagents.services.git_actions import GitActions
 from openagents.services.git_cards import GitCards
 from openagents.services.handoffs import Handoffs, Services
-from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
@@ -358,7 +357,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
                 client = clients[key] = SandboxClient(*key)
             return client
 
-    journal = Journal(None, metrics)
     git_host = _git_host(settings)
     # lifecycle, provisioning, archive and auto-commit call one another through these
     handoffs = Handoffs()
@@ -375,7 +373,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         restore=handoffs.provision,
-        journal=journal,
         after_turn=handoffs.after_turn,
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
@@ -413,7 +410,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         on_active=sandbox_active,
-        journal=journal,
         from_bundle=handoffs.restore_workspace,
         clone=partial(_clone, git_host),
     )
@@ -427,13 +423,12 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         provision=handoffs.provision,
         on_active=handoffs.unarchived,
     )
     cards = GitCards(store, utc_now, new_id)  # the chat's commit, push and PR cards
     auto_commit = AutoCommitService(
-        store, sandboxd, git_host, utc_now, new_id, metrics, journal, cards=cards
+        store, sandboxd, git_host, utc_now, new_id, metrics, cards=cards
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
@@ -446,7 +441,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         archive=archive,
         host_setting=GITHUB_SETTING,
         refresh_seconds=settings.pr_refresh_seconds,
@@ -469,7 +463,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sandboxd,
         lifecycle,
         chats,
-        journal,
         sandbox_tools,
         pull_requests,
         metrics,
@@ -488,7 +481,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         host_setting=GITHUB_SETTING,
     )
     local = settings.mode is Mode.LOCAL
@@ -503,7 +495,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             metrics,
             registry.offered,
             kick=kick,
-            journal=journal,
             archive=archive,
             teardown=SandboxTeardown(driver, _remains(settings)),
         ),
@@ -538,7 +529,6 @@ def _agent(
     sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
     chats: ChatService,
-    journal: Journal,
     tools: SandboxTools,
     pull_requests: PullRequestService,
     metrics: Metrics,
@@ -564,7 +554,6 @@ def _agent(
         utc_now,
         ids=new_id,
         metrics=metrics,
-        journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
         attachments=attachment_files,
@@ -613,7 +602,6 @@ def _agent(
         new_id,
         retention,
         loop,
-        journal,
         metrics=metrics,
         attachments=attachments,
     )
@@ -623,7 +611,6 @@ def _agent(
         tools,
         utc_now,
         new_id,
-        journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
     )
     return turns, loop, checkpoints

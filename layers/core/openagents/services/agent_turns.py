@@ -46,7 +46,6 @@ from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.attachments import AttachmentFiles, Attachments, file_parts
 from openagents.services.chats import ChatService, message_error
-from openagents.services.journal import Journal
 from openagents.services.lifecycle import Activity
 from openagents.services.sessions import owned
 from openagents.store.port import BadCursor, Gone, MessageIdTaken, Store
@@ -114,7 +113,6 @@ class Lifecycle(Protocol):
 
 def _entry(
     store: Store,
-    journal: Journal | None,
     ids: IdFactory,
     clock: Clock,
     run: Run,
@@ -134,8 +132,6 @@ def _entry(
         entry = AuditEntry(id=entry_id, session_id=run.session_id, at=at, type=kind, detail=detail)
         if not store.append_entry(entry):
             return False  # recorded by an earlier attempt of the same follow-up
-        if journal is not None:
-            journal.publish(run.user_id, entry)
     except Exception:
         log.exception("recording %s of run %s", kind, run.id)
         return False
@@ -172,13 +168,12 @@ class AgentTurns:
         ids: IdFactory,
         retention: timedelta,
         loop: AgentLoop,
-        journal: Journal | None = None,
         *,
         metrics: Metrics,
         attachments: Attachments | None = None,
     ) -> None:
         self._attachments = attachments  # checks a message's file parts before it is stored
-        self._retention, self._loop, self._journal = retention, loop, journal
+        self._retention, self._loop = retention, loop
         self._metrics = metrics
         self._store, self._runs, self._chats = store, runs, chats
         self._models, self._lifecycle, self._engine = models, lifecycle, engine
@@ -274,7 +269,7 @@ class AgentTurns:
             if session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
             engine.start(run.id)
-            _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
+            _entry(self._store, self._ids, self._clock, run, "agent.turn_started")
             measure(self._metrics, run, "started")
         except Exception as error:
             self._runs.finish(
@@ -399,7 +394,7 @@ class AgentTurns:
             if session is not None and session.lifecycle_state is LifecycleState.HIBERNATED:
                 self._lifecycle.resume(identity, session.id)
             self._engine().start(run.id)
-            _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_started")
+            _entry(self._store, self._ids, self._clock, run, "agent.turn_started")
             measure(self._metrics, run, "started")
         return started.run, 0
 
@@ -429,14 +424,13 @@ class AgentHost(TurnHost):
         *,
         ids: IdFactory,
         metrics: Metrics,
-        journal: Journal | None = None,
         refresh_diff: Callable[[Identity, str], object] | None = None,
         refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
         attachments: AttachmentFiles | None = None,
     ) -> None:
         self._attachments = attachments
-        self._ids, self._journal, self._refresh_diff = ids, journal, refresh_diff
+        self._ids, self._refresh_diff = ids, refresh_diff
         self._metrics = metrics
         self._refresh_pr = refresh_pr  # branch and PR state (check-pr), after the auto-commit
         self._store, self._sandboxd, self._lifecycle = store, sandboxd, lifecycle
@@ -548,8 +542,7 @@ class AgentHost(TurnHost):
                 type="session.renamed",
                 detail=detail,
             )
-            if self._store.title_session(session, title, entry) and self._journal is not None:
-                self._journal.publish(session.user_id, entry)
+            self._store.title_session(session, title, entry)
         chat = self._store.get_chat(run.session_id, run.chat_id)
         if chat is not None and chat.title_source is TitleSource.AUTO:
             self._store.title_chat(chat, title)
@@ -590,7 +583,7 @@ class AgentHost(TurnHost):
         left to do the second time."""
         with self._lock:
             self._beats.pop(run.id, None)
-        if _entry(self._store, self._journal, self._ids, self._clock, run, "agent.turn_finished"):
+        if _entry(self._store, self._ids, self._clock, run, "agent.turn_finished"):
             measure(self._metrics, run, "ended")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
             self._lifecycle.activity(self._identity(run), run.session_id, "end")

@@ -37,7 +37,6 @@ from openagents.sandbox.port import (
     SandboxState,
 )
 from openagents.services import Clock, IdFactory, Metrics
-from openagents.services.journal import Journal
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
 
@@ -175,7 +174,6 @@ class ArchiveService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        journal: Journal,
         *,
         provision: Callable[[Session, int], object] | None = None,
         on_active: Callable[[Session], object] | None = None,
@@ -190,7 +188,6 @@ class ArchiveService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
-        self._journal = journal
         self._provision = provision
         self._sleep = sleep
         self._on_active = on_active
@@ -234,7 +231,6 @@ class ArchiveService:
         updated = self._store.set_status(
             session, SessionStatus.ARCHIVED, LifecycleState.ARCHIVED, entry, changes
         )
-        self._journal.publish(session.user_id, entry)
         self._metrics.count("SessionArchived")
         return updated
 
@@ -487,7 +483,6 @@ class ArchiveService:
             {"from": "archived", "to": str(state), "fromBundle": _key(session.bundle)},
         )
         updated = self._store.set_status(session, SessionStatus.RUNNING, state, entry, changes)
-        self._journal.publish(session.user_id, entry)
         self._metrics.count("SessionUnarchived")
         if state is LifecycleState.ACTIVE and self._on_active is not None:
             self._on_active(updated)
@@ -581,7 +576,6 @@ class ArchiveService:
     ) -> Session:
         entry = self._entry(session, kind, detail)
         moved = self._store.transition(session.id, expect=ARCHIVED, changes=changes, entry=entry)
-        self._journal.publish(session.user_id, entry)
         return moved
 
     def _entry(self, session: Session, kind: str, detail: dict[str, Any]) -> AuditEntry:

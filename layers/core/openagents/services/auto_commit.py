@@ -28,7 +28,6 @@ from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.git_cards import Card, CardValue, GitCards
-from openagents.services.journal import Journal
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,6 @@ class AutoCommitService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        journal: Journal,
         cards: GitCards | None = None,
     ) -> None:
         self._cards = cards
@@ -80,7 +78,6 @@ class AutoCommitService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
-        self._journal = journal
 
     def after_turn(self, session: Session) -> dict[str, Any]:
         prefs = self._store.get_user(session.user_id).preferences
@@ -230,7 +227,6 @@ class AutoCommitService:
             detail={k: v for k, v in outcome.items() if v is not None},
         )
         self._store.append_entry(entry)
-        self._journal.publish(session.user_id, entry)
         self._metrics.count("AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped")
         if self._cards is not None:
             self._cards.record(session, *cards_of(outcome))

@@ -16,7 +16,6 @@ from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import AuditEntry
 from openagents.services import Clock, IdFactory
-from openagents.services.journal import Journal
 from openagents.services.sandbox_tools import SandboxTools
 from openagents.services.sessions import owned
 from openagents.store.port import Store
@@ -49,11 +48,10 @@ class Checkpoints:
         tools: SandboxTools,  # revert: the session's running sandbox, or 409
         clock: Clock,
         ids: IdFactory,
-        journal: Journal,
         refresh_diff: Callable[[Identity, str], object] | None = None,
     ) -> None:
         self._store, self._runs, self._tools = store, runs, tools
-        self._clock, self._ids, self._journal = clock, ids, journal
+        self._clock, self._ids = clock, ids
         self._refresh_diff = refresh_diff
 
     def revert(
@@ -143,6 +141,5 @@ class Checkpoints:
         )
         try:
             self._store.append_entry(entry)
-            self._journal.publish(run.user_id, entry)
         except Exception:  # the workspace is reverted; the record's failure is logged
             log.exception("recording the revert to before run %s", run.id)

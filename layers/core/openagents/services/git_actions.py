@@ -55,7 +55,6 @@ from openagents.services import git_prompts as prompts
 from openagents.services.archive import git_identity
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.git_cards import Card, CardValue, GitCards, latest_chat
-from openagents.services.journal import Journal
 from openagents.services.pull_requests import NoPullRequest
 from openagents.services.sandbox_tools import NOT_RUNNING, public_detail
 from openagents.services.sessions import owned
@@ -201,7 +200,6 @@ class GitActions:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        journal: Journal,
         *,
         host_setting: str,
     ) -> None:
@@ -212,7 +210,7 @@ class GitActions:
             models,
             turns,
         )
-        self._clock, self._ids, self._metrics, self._journal = clock, ids, metrics, journal
+        self._clock, self._ids, self._metrics = clock, ids, metrics
         self._host_setting = host_setting
 
     # ------------------------------------------------------------------ commit
@@ -460,7 +458,6 @@ class GitActions:
             self._store.transition(session.id, expect=ANY_STATE, changes=changes, entry=entry)
         except StaleState:  # deleted meanwhile: nothing to keep it on
             return
-        self._journal.publish(session.user_id, entry)
 
     # ------------------------------------------------------------------ checks/fix
 
@@ -616,7 +613,6 @@ class GitActions:
 
     def _audit(self, session: Session, entry: AuditEntry) -> None:
         self._store.append_entry(entry)
-        self._journal.publish(session.user_id, entry)
 
 
 def _chosen(checks: Sequence[CheckRun], check_ids: Sequence[int] | None) -> list[CheckRun]:

@@ -37,7 +37,6 @@ from openagents.sandbox.port import (
     SnapshotRef,
 )
 from openagents.services import Clock, IdFactory, Metrics
-from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
@@ -139,13 +138,11 @@ class LifecycleService:
         ids: IdFactory,
         metrics: Metrics,
         restore: Callable[[Session, int], object] | None = None,
-        journal: Journal | None = None,
         after_turn: Callable[[Session], dict[str, Any]] | None = None,
         reboots: Reboots | None = None,
     ) -> None:
         self._after_turn = after_turn
         self._reboots = reboots  # a driver whose sandboxes outlive the runtime (one machine)
-        self._journal = journal or Journal(None, metrics)
         self._restore = restore
         self._store = store
         self._driver = driver
@@ -578,7 +575,6 @@ class LifecycleService:
                 },
             )
             self._store.append_entry(entry)
-            self._journal.publish(session.user_id, entry)
             self._metrics.count("LifecycleRunRescued")
         return True
 
@@ -760,7 +756,6 @@ class LifecycleService:
             detail={"staleRun": session.lifecycle_run_id, "state": str(session.lifecycle_state)},
         )
         self._store.append_entry(entry)
-        self._journal.publish(session.user_id, entry)
         self._metrics.count("LifecycleRunRescued")
 
     # ---------------------------------------------------------------- helpers
@@ -801,7 +796,6 @@ class LifecycleService:
             lease=lease,
             bump_version=bump,
         )
-        self._journal.publish(session.user_id, entry)
         return moved
 
     def _activity_moved(self, fresh: Session) -> bool:

@@ -30,7 +30,6 @@ from openagents.sandbox.port import (
 )
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
-from openagents.services.journal import Journal
 from openagents.services.sessions import owned
 from openagents.settings import Settings
 from openagents.store.port import Gone, StaleState, Store
@@ -124,14 +123,12 @@ class ProvisioningService:
         ids: IdFactory,
         metrics: Metrics,
         on_active: Callable[[Session], object] | None = None,
-        journal: Journal | None = None,
         from_bundle: Callable[[Session, SandboxHandle], str] | None = None,
         clone: Callable[[Session], ClonedRepository | None] | None = None,
     ) -> None:
         self._from_bundle = from_bundle
         self._clone = clone  # a private repository, fetched by the git host with its token
         self._local_roots = local_repo_roots(settings.local_repo_roots, settings.home)
-        self._journal = journal or Journal(None, metrics)
         self._on_active = on_active
         self._store = store
         self._driver = driver
@@ -410,7 +407,6 @@ class ProvisioningService:
     def _transition(self, user_id: str, session_id: str, **change: Any) -> Session:
         """A conditional lifecycle write, then its audit entry published as an event."""
         moved = self._store.transition(session_id, **change)
-        self._journal.publish(user_id, change.get("entry"))
         return moved
 
     def _session(self, session_id: str) -> Session:

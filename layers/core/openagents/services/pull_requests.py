@@ -23,7 +23,6 @@ from openagents.git import GitHost, GitHostError, MergeMethod
 from openagents.sandbox.git_answers import shown_branch
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
-from openagents.services.journal import Journal
 from openagents.services.sessions import ArchiveFlow, owned
 from openagents.store.port import StaleState, Store
 
@@ -49,7 +48,6 @@ class PullRequestService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        journal: Journal,
         *,
         archive: ArchiveFlow,
         host_setting: str,
@@ -59,7 +57,7 @@ class PullRequestService:
     ) -> None:
         self._blockers = blockers  # merge readiness: what stops a merge now
         self._store, self._workspaces, self._git_host = store, workspaces, git_host
-        self._clock, self._ids, self._metrics, self._journal = clock, ids, metrics, journal
+        self._clock, self._ids, self._metrics = clock, ids, metrics
         self._archive = archive
         self._host_setting = host_setting  # named by the 400 when no git host is configured
         self._refresh_seconds = refresh_seconds
@@ -181,7 +179,6 @@ class PullRequestService:
         updated = self._store.transition(
             session.id, expect=ANY_STATE, changes={"pr_status": status}, entry=entry
         )
-        self._journal.publish(session.user_id, entry)
         self._metrics.count(
             "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
         )

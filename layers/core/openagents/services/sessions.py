@@ -28,7 +28,6 @@ from openagents.domain.models import (
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import SandboxError
 from openagents.services import Clock, IdFactory, Metrics, OfferedModel
-from openagents.services.journal import Journal
 from openagents.settings import Settings
 from openagents.store.port import (
     BadCursor,
@@ -98,7 +97,6 @@ class SessionService:
         offered: OfferedModel,
         *,
         kick: Callable[[Session], object] | None = None,
-        journal: Journal | None = None,
         archive: ArchiveFlow | None = None,
         local_roots: LocalRepoRoots | None = None,
         teardown: Callable[[Session], None] | None = None,
@@ -106,7 +104,6 @@ class SessionService:
         self._archive = archive
         self._offered = offered
         self._teardown = teardown
-        self._journal = journal or Journal(None, metrics)
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -202,7 +199,6 @@ class SessionService:
                     retry_after_seconds=retry,
                 ) from None
             self._metrics.count("SessionCreated")
-            self._journal.publish(session.user_id, entry)
             return self._provision(session), chat
         raise AssertionError("title candidates never run out")  # pragma: no cover
 
@@ -264,12 +260,10 @@ class SessionService:
             if title is not None and title != session.title:
                 entry = self._entry(session.id, "session.renamed", self._clock(), {"title": title})
                 session = self._store.rename_session(session, title, entry)
-                self._journal.publish(session.user_id, entry)
             if ask_before_bash is not None and ask_before_bash != session.ask_before_bash:
                 detail = {"askBeforeBash": ask_before_bash}
                 entry = self._entry(session.id, "session.settings_changed", self._clock(), detail)
                 session = self._store.set_ask_before_bash(session, ask_before_bash, entry)
-                self._journal.publish(session.user_id, entry)
             if status is not None and status is not session.status:
                 session = self._set_status(session, status)
         except Gone:
@@ -290,7 +284,6 @@ class SessionService:
         kind = "session.archived" if status is SessionStatus.ARCHIVED else "session.unarchived"
         entry = self._entry(session.id, kind, self._clock(), {})
         updated = self._store.set_status(session, status, lifecycle, entry)
-        self._journal.publish(session.user_id, entry)
         self._metrics.count("SessionArchived" if lifecycle else "SessionUnarchived")
         return updated
 
