@@ -275,6 +275,19 @@ def openapi() -> None:
     typer.echo(json.dumps(schema, indent=2, sort_keys=True))
 
 
+@cli.command("event-schemas")
+def event_schemas(
+    out: Annotated[str, typer.Option(help="The folder of the schema files")] = "docs/events",
+) -> None:
+    """Write the events' JSON Schemas (one per detail-type) generated from the event models."""
+    from pathlib import Path
+
+    from openagents.events.schemas import write
+
+    for name in write(Path(out)):
+        typer.echo(f"wrote {out}/{name}")
+
+
 @cli.command("migrate-table")
 def migrate_table(
     copy_only: Annotated[
