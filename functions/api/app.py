@@ -30,9 +30,12 @@ from functions.api.routes import (
     github,
     local,
     previews,
+    repositories,
     sandbox,
     sessions,
     shared,
+    skills,
+    usage,
 )
 
 SERVICE = "openagents-api"
@@ -97,7 +100,8 @@ def create_app(
     )
     app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))
     errors.install(app)
-    for module in (sessions, chats, sandbox, previews, local, github, chat, shared, git):
+    routers = (sessions, chats, sandbox, previews, local, github, chat, shared, git)
+    for module in (*routers, repositories, skills, usage):
         _add_routes(app, module.router)
 
     app.add_middleware(Observe, logger=logger, metrics=metrics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -19,6 +20,7 @@ from openagents.clients import LazyClient
 from openagents.domain.models import Session
 from openagents.events import EventBus
 from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
+from openagents.git.catalog import RepositoryCatalog
 from openagents.sandbox.port import (
     Sandboxd,
     SandboxdClients,
@@ -28,7 +30,6 @@ from openagents.sandbox.port import (
 )
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
-from openagents.services.attachments import AttachmentFiles, Attachments
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
@@ -36,15 +37,19 @@ from openagents.services.dev_servers import DevServers
 from openagents.services.git_actions import GitActions
 from openagents.services.git_cards import GitCards
 from openagents.services.handoffs import Handoffs, Services
+from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
 from openagents.services.provisioning import ProvisioningService
 from openagents.services.pull_requests import PullRequestService
+from openagents.services.repositories import RepositoryService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
 from openagents.services.sessions import SessionService
 from openagents.services.shares import ShareService
+from openagents.services.skills import SkillsService
 from openagents.services.teardown import Remains, SandboxTeardown
+from openagents.services.usage import UsageService
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
 from openagents.workflows.stepfunctions import StepFunctionsWorkflows
@@ -86,8 +91,10 @@ class Container:
     dev_servers: DevServers  # a project's dev server, detected and launched in the sandbox
     code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
     git_actions: GitActions  # commit, discard, push, open the PR, fix failing checks
+    repositories: RepositoryService  # the new-session dialog's repository and branch pickers
+    skills: SkillsService  # the repository's skills in the session's sandbox
+    usage: UsageService  # the caller's runs' tokens and cost per day and model
     merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
-    attachments: Attachments  # a user message's images and text files (artifact store)
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -272,7 +279,19 @@ def _git_host(settings: Settings) -> GitHost | None:
         base_url=settings.github_api_url,
         git_url=settings.github_git_url,
         clone_max_bytes=settings.git_clone_max_bytes,
+        repo_owner=settings.github_repo_owner,
     )
+
+
+def _catalog(settings: Settings, git_host: GitHost | None) -> RepositoryCatalog | None:
+    """The repository picker's catalog: the allowed roots on one machine, else GitHub."""
+    if settings.mode is Mode.LOCAL:
+        from openagents.git.local import LocalCatalog
+        from openagents.git.roots import local_repo_roots
+
+        roots = local_repo_roots(settings.local_repo_roots, settings.home)
+        return LocalCatalog(roots, clock=time.monotonic)
+    return git_host if isinstance(git_host, RepositoryCatalog) else None
 
 
 def _webhook_secret(settings: Settings) -> Callable[[], str | None]:
@@ -357,6 +376,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
                 client = clients[key] = SandboxClient(*key)
             return client
 
+    journal = Journal(None, metrics)
     git_host = _git_host(settings)
     # lifecycle, provisioning, archive and auto-commit call one another through these
     handoffs = Handoffs()
@@ -373,6 +393,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         restore=handoffs.provision,
+        journal=journal,
         after_turn=handoffs.after_turn,
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
@@ -410,6 +431,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         on_active=sandbox_active,
+        journal=journal,
         from_bundle=handoffs.restore_workspace,
         clone=partial(_clone, git_host),
     )
@@ -423,12 +445,13 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
+        journal,
         provision=handoffs.provision,
         on_active=handoffs.unarchived,
     )
     cards = GitCards(store, utc_now, new_id)  # the chat's commit, push and PR cards
     auto_commit = AutoCommitService(
-        store, sandboxd, git_host, utc_now, new_id, metrics, cards=cards
+        store, sandboxd, git_host, utc_now, new_id, metrics, journal, cards=cards
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
@@ -441,6 +464,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
+        journal,
         archive=archive,
         host_setting=GITHUB_SETTING,
         refresh_seconds=settings.pr_refresh_seconds,
@@ -454,8 +478,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         exec_pool(settings),
         on_unreachable=lifecycle.verify_running,
     )
-    attachment_files = AttachmentFiles(artifacts)
-    attachments = Attachments(store, attachment_files)
     agent, agent_loop, checkpoints = _agent(
         settings,
         store,
@@ -463,12 +485,11 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sandboxd,
         lifecycle,
         chats,
+        journal,
         sandbox_tools,
         pull_requests,
         metrics,
         registry,
-        attachments,
-        attachment_files,
     )
     git_actions = GitActions(
         store,
@@ -481,6 +502,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
+        journal,
         host_setting=GITHUB_SETTING,
     )
     local = settings.mode is Mode.LOCAL
@@ -495,6 +517,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             metrics,
             registry.offered,
             kick=kick,
+            journal=journal,
             archive=archive,
             teardown=SandboxTeardown(driver, _remains(settings)),
         ),
@@ -517,8 +540,10 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         dev_servers=dev_servers,
         code_editor=code_editor,
         git_actions=git_actions,
+        repositories=RepositoryService(_catalog(settings, git_host), GITHUB_SETTING),
+        skills=SkillsService(store, sandboxd),
+        usage=UsageService(runs, utc_now),
         merge_readiness=merge_readiness,
-        attachments=attachments,
     )
 
 
@@ -529,12 +554,11 @@ def _agent(
     sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
     chats: ChatService,
+    journal: Journal,
     tools: SandboxTools,
     pull_requests: PullRequestService,
     metrics: Metrics,
     registry: ModelRegistry,
-    attachments: Attachments,
-    attachment_files: AttachmentFiles,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -554,9 +578,9 @@ def _agent(
         utc_now,
         ids=new_id,
         metrics=metrics,
+        journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
-        attachments=attachment_files,
     )
     loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []
@@ -602,8 +626,8 @@ def _agent(
         new_id,
         retention,
         loop,
+        journal,
         metrics=metrics,
-        attachments=attachments,
     )
     checkpoints = Checkpoints(
         store,
@@ -611,6 +635,7 @@ def _agent(
         tools,
         utc_now,
         new_id,
+        journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
     )
     return turns, loop, checkpoints

@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     github_app_id: str | None = None  # AWS: a GitHub App (preferred over the token when set)
     github_app_private_key_secret_arn: str | None = None  # AWS: the app's PEM private key
     github_api_url: str = "https://api.github.com"
+    github_repo_owner: str | None = None  # new repositories: an organization (else the user)
     github_git_url: str = "https://github.com"  # smart HTTP base: <url>/<owner>/<name>.git
     git_clone_max_bytes: int = Field(default=512 << 20, ge=1 << 20)  # a private clone's pack cap
     pr_refresh_seconds: float = Field(default=30, ge=0)  # opening a session refreshes its PR

@@ -1,0 +1,16 @@
+"""The repository's skills in a session's sandbox (``services/skills.py``)."""
+
+from fastapi import APIRouter
+
+from functions.api.deps import App, Caller
+from functions.api.picker_schemas import SkillOut, SkillsOut
+from functions.api.schemas import error_responses
+
+router = APIRouter(prefix="/api/sessions/{session_id}", tags=["skills"])
+
+
+@router.get("/skills", responses=error_responses(409))
+def skills(session_id: str, app: App, caller: Caller) -> SkillsOut:
+    """The skills the agent's `skill` tool can load, from each SKILL.md's front matter."""
+    found = app.skills.skills(caller, session_id)
+    return SkillsOut(skills=[SkillOut.of(info) for info in found])
