@@ -30,6 +30,7 @@ from openagents.sandbox.port import (
 )
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
+from openagents.services.attachments import AttachmentFiles, Attachments
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
@@ -37,7 +38,6 @@ from openagents.services.dev_servers import DevServers
 from openagents.services.git_actions import GitActions
 from openagents.services.git_cards import GitCards
 from openagents.services.handoffs import Handoffs, Services
-from openagents.services.journal import Journal
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
@@ -95,6 +95,7 @@ class Container:
     skills: SkillsService  # the repository's skills in the session's sandbox
     usage: UsageService  # the caller's runs' tokens and cost per day and model
     merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
+    attachments: Attachments  # a user message's images and text files (artifact store)
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -376,7 +377,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
                 client = clients[key] = SandboxClient(*key)
             return client
 
-    journal = Journal(None, metrics)
     git_host = _git_host(settings)
     # lifecycle, provisioning, archive and auto-commit call one another through these
     handoffs = Handoffs()
@@ -393,7 +393,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         restore=handoffs.provision,
-        journal=journal,
         after_turn=handoffs.after_turn,
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
@@ -431,7 +430,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         on_active=sandbox_active,
-        journal=journal,
         from_bundle=handoffs.restore_workspace,
         clone=partial(_clone, git_host),
     )
@@ -445,13 +443,12 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         provision=handoffs.provision,
         on_active=handoffs.unarchived,
     )
     cards = GitCards(store, utc_now, new_id)  # the chat's commit, push and PR cards
     auto_commit = AutoCommitService(
-        store, sandboxd, git_host, utc_now, new_id, metrics, journal, cards=cards
+        store, sandboxd, git_host, utc_now, new_id, metrics, cards=cards
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
     handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
@@ -464,7 +461,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         archive=archive,
         host_setting=GITHUB_SETTING,
         refresh_seconds=settings.pr_refresh_seconds,
@@ -478,6 +474,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         exec_pool(settings),
         on_unreachable=lifecycle.verify_running,
     )
+    attachment_files = AttachmentFiles(artifacts)
+    attachments = Attachments(store, attachment_files)
     agent, agent_loop, checkpoints = _agent(
         settings,
         store,
@@ -485,11 +483,12 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sandboxd,
         lifecycle,
         chats,
-        journal,
         sandbox_tools,
         pull_requests,
         metrics,
         registry,
+        attachments,
+        attachment_files,
     )
     git_actions = GitActions(
         store,
@@ -502,7 +501,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        journal,
         host_setting=GITHUB_SETTING,
     )
     local = settings.mode is Mode.LOCAL
@@ -517,7 +515,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             metrics,
             registry.offered,
             kick=kick,
-            journal=journal,
             archive=archive,
             teardown=SandboxTeardown(driver, _remains(settings)),
         ),
@@ -544,6 +541,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         skills=SkillsService(store, sandboxd),
         usage=UsageService(runs, utc_now),
         merge_readiness=merge_readiness,
+        attachments=attachments,
     )
 
 
@@ -554,11 +552,12 @@ def _agent(
     sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
     chats: ChatService,
-    journal: Journal,
     tools: SandboxTools,
     pull_requests: PullRequestService,
     metrics: Metrics,
     registry: ModelRegistry,
+    attachments: Attachments,
+    attachment_files: AttachmentFiles,
 ) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
@@ -578,9 +577,9 @@ def _agent(
         utc_now,
         ids=new_id,
         metrics=metrics,
-        journal=journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
+        attachments=attachment_files,
     )
     loop = AgentLoop(runs, host, registry, utc_now, config)
     engines: list[TurnEngine] = []
@@ -626,8 +625,8 @@ def _agent(
         new_id,
         retention,
         loop,
-        journal,
         metrics=metrics,
+        attachments=attachments,
     )
     checkpoints = Checkpoints(
         store,
@@ -635,7 +634,6 @@ def _agent(
         tools,
         utc_now,
         new_id,
-        journal,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
     )
     return turns, loop, checkpoints
