@@ -399,24 +399,25 @@ def test_a_large_body_is_a_pointer_in_the_item(
 # ---------------------------------------------------------------- outages
 
 
-def test_store_outage_is_unavailable(app: Container, settings: Settings) -> None:
+def test_store_outage_is_unavailable(
+    app: Container, settings: Settings, metrics: RecordingMetrics
+) -> None:
     session, _ = app.sessions.create(ALICE, NewSession(title="T"))
-    items.bind(settings.table_name, "http://127.0.0.1:1", settings.region)
-    try:
-        with pytest.raises(Unavailable) as info:
-            app.sessions.get(ALICE, session.id)
-        assert info.value.code == "unavailable"
-        with pytest.raises(Unavailable):
-            app.sessions.list(ALICE, ListFilter.ALL, None, None)
-        with pytest.raises(Unavailable):
-            app.sessions.create(ALICE, NewSession(title="during outage"))
-    finally:
-        items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-    assert app.sessions.get(ALICE, session.id).title == "T"
+    down = composition.build(
+        settings.model_copy(update={"dynamodb_endpoint": "http://127.0.0.1:1"}), metrics
+    )  # the same table behind an endpoint that answers nothing
+    with pytest.raises(Unavailable) as info:
+        down.sessions.get(ALICE, session.id)
+    assert info.value.code == "unavailable"
+    with pytest.raises(Unavailable):
+        down.sessions.list(ALICE, ListFilter.ALL, None, None)
+    with pytest.raises(Unavailable):
+        down.sessions.create(ALICE, NewSession(title="during outage"))
+    assert app.sessions.get(ALICE, session.id).title == "T"  # each store on its own binding
 
 
 def test_transaction_outage_is_unavailable(
-    app: Container, store: DynamoStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    app: Container, settings: Settings, tmp_path: Path
 ) -> None:
     session, _ = app.sessions.create(ALICE, NewSession(title="T"))
     session = app.sessions.get(ALICE, session.id)
@@ -427,9 +428,11 @@ def test_transaction_outage_is_unavailable(
         created_at=datetime.now(UTC),
         updated_at=datetime.now(UTC),
     )
-    monkeypatch.setattr(items.SessionItem.Meta, "host", "http://127.0.0.1:1")
+    table = items.Table(settings.table_name, "http://127.0.0.1:1", settings.region)
+    down = DynamoStore(FolderArtifactStore(tmp_path / "down"), settings.inline_message_bytes, table)
     with pytest.raises(Unavailable):
-        store.create_chat(session, chat, 10)
+        down.create_chat(session, chat, 10)
+    assert [v.chat.id for v in app.chats.list(ALICE, session.id)] == [next(iter(session.chats))]
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,6 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -51,9 +50,11 @@ from openagents.store.items import (
     DeliveryItem,
     MessageClaimItem,
     MessageItem,
+    OutboxItem,
     ProfileItem,
     SessionItem,
     ShareItem,
+    Table,
     TitleItem,
     TombstoneItem,
 )
@@ -138,11 +139,17 @@ def _automatic(source: Any) -> Condition:
 
 
 class DynamoStore:
-    """``Store`` on one DynamoDB table. ``items.bind`` must have pointed the models at it."""
+    """``Store`` on one DynamoDB table (``items.Table``: the models bound to it)."""
 
-    def __init__(self, artifacts: ArtifactStore, inline_message_bytes: int) -> None:
+    def __init__(
+        self, artifacts: ArtifactStore, inline_message_bytes: int, table: Table | None = None
+    ) -> None:
+        """``table``: the table this store works on (its models bound to it alone); None: the
+        one ``items.bind`` named when the store is built."""
         self.bodies = MessageBodies(artifacts, inline_message_bytes)
-        self._connection: tuple[tuple[str, str | None], Connection] | None = None
+        self.table = table or Table.of_process()
+        self._t = self.table
+        self._connection = self.table.connection()  # one (a new one reloads botocore's models)
         self._owners: dict[str, str] = {}
 
     def _seen(self, session: Session) -> Session:
@@ -158,26 +165,21 @@ class DynamoStore:
         if known is not None:
             return known
         try:
-            item = SessionItem.get(*session_key(session_id), attributes_to_get=["userId"])
+            item = self._t[SessionItem].get(*session_key(session_id), attributes_to_get=["userId"])
         except SessionItem.DoesNotExist:
             return ""
         self._owners[session_id] = item.user_id
         return item.user_id
 
     def _transaction(self) -> Transaction:
-        """Transactions share one connection (a new one would reload botocore's models)."""
-        meta = SessionItem.Meta
-        target = (meta.region, getattr(meta, "host", None))
-        if self._connection is None or self._connection[0] != target:
-            self._connection = (target, Connection(region=target[0], host=target[1]))
-        return Transaction(self._connection[1])
+        return Transaction(self._connection)
 
     # ------------------------------------------------------------------ users
 
     @guard
     def get_user(self, user_id: str) -> UserRecord:
         try:
-            item = ProfileItem.get(*profile_key(user_id))
+            item = self._t[ProfileItem].get(*profile_key(user_id))
         except ProfileItem.DoesNotExist:
             return UserRecord(preferences=Preferences(), archived_count=0)
         prefs = Preferences(
@@ -189,7 +191,7 @@ class DynamoStore:
 
     @guard
     def put_preferences(self, user_id: str, preferences: Preferences) -> None:
-        item = ProfileItem(*profile_key(user_id))
+        item = self._t[ProfileItem](*profile_key(user_id))
         item.update(
             actions=[
                 ProfileItem.default_model_id.set(preferences.default_model_id)
@@ -202,7 +204,7 @@ class DynamoStore:
 
     @guard
     def used_titles(self, user_id: str) -> set[str]:
-        items = TitleItem.query(
+        items = self._t[TitleItem].query(
             user_pk(user_id),
             TitleItem.sk.startswith(TITLE_PREFIX),
             filter_condition=TitleItem.session_ids.exists(),
@@ -239,24 +241,29 @@ class DynamoStore:
         """One try; False when a concurrent create moved the rate window first (read again).
         The window is read, decided (``RateWindow.admit``) and written back conditioned on
         the version read, inside the create's transaction."""
-        title = TitleItem(*title_key(session.user_id, session.title))
+        title = self._t[TitleItem](*title_key(session.user_id, session.title))
         key = rate_key(session.user_id, rate.action)
         try:
-            window = CounterItem.get(*key, consistent_read=True)
+            window = self._t[CounterItem].get(*key, consistent_read=True)
             version, stamps = int(window.hits), [int(s) for s in window.stamps or ()]
         except CounterItem.DoesNotExist:
             version, stamps = 0, []
         recent = rate.admit(stamps)
-        counter = CounterItem(*key)
+        counter = self._t[CounterItem](*key)
         try:
             with self._transaction() as tx:
-                tx.save(session_item(session), condition=SessionItem.pk.does_not_exist())
-                tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
                 tx.save(
-                    ChatClaimItem(*chat_claim_key(session.user_id, chat.id), session_id=session.id),
+                    session_item(session, self._t[SessionItem]),
+                    condition=SessionItem.pk.does_not_exist(),
+                )
+                tx.save(chat_item(chat, self._t[ChatItem]), condition=ChatItem.pk.does_not_exist())
+                tx.save(
+                    self._t[ChatClaimItem](
+                        *chat_claim_key(session.user_id, chat.id), session_id=session.id
+                    ),
                     condition=ChatClaimItem.pk.does_not_exist(),
                 )
-                tx.save(audit_item(entry))
+                tx.save(audit_item(entry, self._t[AuditItem]))
                 tx.update(
                     title,
                     actions=[TitleItem.session_ids.add({session.id})],
@@ -275,7 +282,7 @@ class DynamoStore:
                     else CounterItem.hits.does_not_exist(),
                     name="rate window",
                 )
-                tx.save(outbox_item(entry, session.user_id))
+                tx.save(outbox_item(entry, session.user_id, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "rate window"):
                 return False  # another create moved the window first
@@ -287,7 +294,7 @@ class DynamoStore:
     @guard
     def get_session(self, session_id: str) -> Session | None:
         try:
-            return self._seen(to_session(SessionItem.get(*session_key(session_id))))
+            return self._seen(to_session(self._t[SessionItem].get(*session_key(session_id))))
         except SessionItem.DoesNotExist:
             return None
 
@@ -298,13 +305,13 @@ class DynamoStore:
         start = cursor.decode(cursor_, CREATED_KEY) if cursor_ else None
         if which is ListFilter.ALL:
             partition, index_key = user_id, "userId"
-            index: Any = SessionItem.by_user
+            index: Any = self._t[SessionItem].by_user
         else:
             status = (
                 SessionStatus.ARCHIVED if which is ListFilter.ARCHIVED else SessionStatus.RUNNING
             )
             partition, index_key = f"{user_id}#{status.value}", "userStatus"
-            index = SessionItem.by_user_status
+            index = self._t[SessionItem].by_user_status
         last_key = None
         if start is not None:
             pk, sk = session_key(start.split("#", 1)[1])
@@ -337,7 +344,7 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[
                         SessionItem.ask_before_bash.set(ask),
                         SessionItem.updated_at.set(iso(entry.at)),
@@ -345,8 +352,8 @@ class DynamoStore:
                     condition=SessionItem.pk.exists(),
                     name="session",
                 )
-                tx.save(audit_item(entry))
-                tx.save(outbox_item(entry, session.user_id))
+                tx.save(audit_item(entry, self._t[AuditItem]))
+                tx.save(outbox_item(entry, session.user_id, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):
                 raise Gone from exc
@@ -371,7 +378,7 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[
                         SessionItem.title.set(title),
                         SessionItem.title_source.set(source.value),
@@ -381,15 +388,15 @@ class DynamoStore:
                     name="session",
                 )
                 tx.update(
-                    TitleItem(*title_key(session.user_id, session.title)),
+                    self._t[TitleItem](*title_key(session.user_id, session.title)),
                     actions=[TitleItem.session_ids.delete({session.id})],
                 )
                 tx.update(
-                    TitleItem(*title_key(session.user_id, title)),
+                    self._t[TitleItem](*title_key(session.user_id, title)),
                     actions=[TitleItem.session_ids.add({session.id})],
                 )
-                tx.save(audit_item(entry))
-                tx.save(outbox_item(entry, session.user_id))
+                tx.save(audit_item(entry, self._t[AuditItem]))
+                tx.save(outbox_item(entry, session.user_id, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):
                 return False
@@ -416,7 +423,7 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[
                         SessionItem.status.set(status.value),
                         SessionItem.user_status.set(f"{session.user_id}#{status.value}"),
@@ -431,11 +438,11 @@ class DynamoStore:
                 )
                 if change.archived_delta:
                     tx.update(
-                        ProfileItem(*profile_key(session.user_id)),
+                        self._t[ProfileItem](*profile_key(session.user_id)),
                         actions=[ProfileItem.archived_count.add(change.archived_delta)],
                     )
-                tx.save(audit_item(entry))
-                tx.save(outbox_item(entry, session.user_id))
+                tx.save(audit_item(entry, self._t[AuditItem]))
+                tx.save(outbox_item(entry, session.user_id, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):  # the status changed (or the session went) meanwhile
                 raise StaleState from exc
@@ -449,14 +456,14 @@ class DynamoStore:
         key = pr_key(owner, name, number)
         if key is None:
             return []
-        return [self._seen(to_session(item)) for item in SessionItem.by_pr.query(key)]
+        return [self._seen(to_session(item)) for item in self._t[SessionItem].by_pr.query(key)]
 
     @guard
     def delete_session(self, session: Session) -> None:
         """Remove the session at once, with a tombstone, in one transaction; then its children
         (``purge_deleted``: here at once, best effort, and by the reconciler for whatever a
         failure left)."""
-        tombstone = TombstoneItem(
+        tombstone = self._t[TombstoneItem](
             *session_tombstone_key(session.id),
             session_id=session.id,
             user_id=session.user_id,
@@ -465,18 +472,18 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     condition=SessionItem.pk.exists(),
                     name="session",
                 )
                 tx.save(tombstone)
                 tx.update(
-                    TitleItem(*title_key(session.user_id, session.title)),
+                    self._t[TitleItem](*title_key(session.user_id, session.title)),
                     actions=[TitleItem.session_ids.delete({session.id})],
                 )
                 if session.status is SessionStatus.ARCHIVED:
                     tx.update(
-                        ProfileItem(*profile_key(session.user_id)),
+                        self._t[ProfileItem](*profile_key(session.user_id)),
                         actions=[ProfileItem.archived_count.add(-1)],
                     )
         except TransactWriteError as exc:
@@ -491,7 +498,9 @@ class DynamoStore:
         per user: its children are under the old keys, so it waits for the table's migration
         (``store/dynamodb_migrate.py``), which gives it one."""
         done = 0
-        for tombstone in TombstoneItem.query(PURGE_PK, consistent_read=True, page_size=limit):
+        for tombstone in self._t[TombstoneItem].query(
+            PURGE_PK, consistent_read=True, page_size=limit
+        ):
             if done == limit:
                 break
             if tombstone.user_id is None:
@@ -513,16 +522,16 @@ class DynamoStore:
         session_id, user_id = tombstone.session_id, tombstone.user_id or ""
         if is_session_tombstone(tombstone.sk):
             pk = session_pk(session_id)
-            items = list(ChatItem.query(pk, ChatItem.sk.startswith(CHAT_PREFIX)))
+            items = list(self._t[ChatItem].query(pk, ChatItem.sk.startswith(CHAT_PREFIX)))
             chats = set(tombstone.chat_ids or ()) | {c.id for c in items}
             for chat_id in sorted(chats):
                 self._delete_messages(user_id, session_id, chat_id)
-            with ShareItem.batch_write() as shares:  # the chats' public links are revoked
+            with self._t[ShareItem].batch_write() as shares:  # the chats' public links are revoked
                 for chat in items:
                     if chat.share_id:
-                        shares.delete(ShareItem(*share_key(chat.share_id)))
-            with SessionItem.batch_write() as batch:
-                for item in SessionItem.query(pk, attributes_to_get=["pk", "sk"]):
+                        shares.delete(self._t[ShareItem](*share_key(chat.share_id)))
+            with self._t[SessionItem].batch_write() as batch:
+                for item in self._t[SessionItem].query(pk, attributes_to_get=["pk", "sk"]):
                     batch.delete(item)
         else:
             chats = set(tombstone.chat_ids or ())
@@ -532,11 +541,10 @@ class DynamoStore:
             self._release_chat_id(user_id, chat_id, session_id)
         tombstone.delete()
 
-    @staticmethod
-    def _release_chat_id(user_id: str, chat_id: str, session_id: str) -> None:
+    def _release_chat_id(self, user_id: str, chat_id: str, session_id: str) -> None:
         """Free a chat id, unless another session holds it (it was free and claimed again)."""
         try:
-            ChatClaimItem(*chat_claim_key(user_id, chat_id)).delete(
+            self._t[ChatClaimItem](*chat_claim_key(user_id, chat_id)).delete(
                 condition=ChatClaimItem.session_id == session_id
             )
         except DeleteError as exc:
@@ -567,14 +575,14 @@ class DynamoStore:
             condition &= SessionItem.sandbox_generation == generation
         if lease is not None:
             condition &= SessionItem.lifecycle_run_id == lease
-        item = SessionItem(*session_key(session_id))
+        item = self._t[SessionItem](*session_key(session_id))
         owner = self._owner(session_id) if entry is not None else ""
         try:
             with self._transaction() as tx:
                 tx.update(item, actions=actions, condition=condition, name="session")
                 if entry is not None:
-                    tx.save(audit_item(entry))
-                    tx.save(outbox_item(entry, owner))
+                    tx.save(audit_item(entry, self._t[AuditItem]))
+                    tx.save(outbox_item(entry, owner, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):
                 raise StaleState from exc
@@ -587,7 +595,7 @@ class DynamoStore:
     @guard
     def claim_generation(self, session_id: str, generation: int) -> bool:
         """Claim sandbox ``generation`` for a start; False if it is already claimed (a retry)."""
-        item = SessionItem(*session_key(session_id))
+        item = self._t[SessionItem](*session_key(session_id))
         try:
             item.update(
                 actions=[SessionItem.sandbox_generation.set(generation)],
@@ -630,7 +638,7 @@ class DynamoStore:
             takeable |= state == LifecycleState.ACTIVE.value
         running = state.is_in(LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value)
         try:
-            SessionItem(*session_key(session_id)).update(
+            self._t[SessionItem](*session_key(session_id)).update(
                 actions=[SessionItem.lifecycle_run_id.set(run_id)],
                 condition=running & takeable,
             )
@@ -643,7 +651,7 @@ class DynamoStore:
     @guard
     def release_lease(self, session_id: str, run_id: str) -> None:
         with contextlib.suppress(UpdateError):  # not ours any more: nothing to release
-            SessionItem(*session_key(session_id)).update(
+            self._t[SessionItem](*session_key(session_id)).update(
                 actions=[SessionItem.lifecycle_run_id.remove()],
                 condition=SessionItem.lifecycle_run_id == run_id,
             )
@@ -653,7 +661,9 @@ class DynamoStore:
         """Sessions whose sandbox is past due, from every shard of the sparse index."""
         found: list[str] = []
         for shard in range(DUE_SHARDS):
-            for item in SessionItem.overdue.query(f"due#{shard}", SessionItem.due_at <= iso(now)):
+            for item in self._t[SessionItem].overdue.query(
+                f"due#{shard}", SessionItem.due_at <= iso(now)
+            ):
                 found.append(session_id_of(item.pk))
         return found
 
@@ -662,7 +672,9 @@ class DynamoStore:
         """Sessions hibernated before ``moment``, from every shard of the sparse idle index."""
         found: list[str] = []
         for shard in range(DUE_SHARDS):
-            query = SessionItem.idle.query(f"idle#{shard}", SessionItem.hibernated_at < iso(moment))
+            query = self._t[SessionItem].idle.query(
+                f"idle#{shard}", SessionItem.hibernated_at < iso(moment)
+            )
             found.extend(session_id_of(item.pk) for item in query)
         return found
 
@@ -673,8 +685,12 @@ class DynamoStore:
         owner = self._owner(entry.session_id)
         try:
             with self._transaction() as tx:
-                tx.save(audit_item(entry), condition=AuditItem.pk.does_not_exist(), name="entry")
-                tx.save(outbox_item(entry, owner))
+                tx.save(
+                    audit_item(entry, self._t[AuditItem]),
+                    condition=AuditItem.pk.does_not_exist(),
+                    name="entry",
+                )
+                tx.save(outbox_item(entry, owner, self._t[OutboxItem]))
         except TransactWriteError as exc:
             if tx.failed(exc, "entry"):
                 return False  # the same entry again: recorded once
@@ -685,7 +701,7 @@ class DynamoStore:
     def list_events(self, session_id: str, limit: int, cursor_: str | None) -> Page[AuditEntry]:
         pk = session_pk(session_id)
         last_key = self._base_key(pk, cursor_, EVENT_SK)
-        results = AuditItem.query(
+        results = self._t[AuditItem].query(
             pk,
             AuditItem.sk.startswith(EVENT_PREFIX),
             limit=limit + 1,
@@ -699,20 +715,20 @@ class DynamoStore:
     @guard
     def get_chat(self, session_id: str, chat_id: str) -> Chat | None:
         try:
-            return to_chat(ChatItem.get(*chat_key(session_id, chat_id)))
+            return to_chat(self._t[ChatItem].get(*chat_key(session_id, chat_id)))
         except ChatItem.DoesNotExist:
             return None
 
     @guard
     def chat_session(self, user_id: str, chat_id: str) -> str | None:
         try:
-            return str(ChatClaimItem.get(*chat_claim_key(user_id, chat_id)).session_id)
+            return str(self._t[ChatClaimItem].get(*chat_claim_key(user_id, chat_id)).session_id)
         except ChatClaimItem.DoesNotExist:
             return None
 
     @guard
     def list_chats(self, session_id: str) -> list[Chat]:
-        items = ChatItem.query(session_pk(session_id), ChatItem.sk.startswith(CHAT_PREFIX))
+        items = self._t[ChatItem].query(session_pk(session_id), ChatItem.sk.startswith(CHAT_PREFIX))
         return sorted((to_chat(item) for item in items), key=lambda c: (c.created_at, c.id))
 
     @guard
@@ -724,13 +740,13 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.save(
-                    ChatClaimItem(*claim_key, session_id=session.id),
+                    self._t[ChatClaimItem](*claim_key, session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
                     name="chat id",
                 )
-                tx.save(chat_item(chat), condition=ChatItem.pk.does_not_exist())
+                tx.save(chat_item(chat, self._t[ChatItem]), condition=ChatItem.pk.does_not_exist())
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[
                         SessionItem.chats[chat.id].set(mark_map(mark)),
                         SessionItem.chat_count.add(1),
@@ -740,7 +756,7 @@ class DynamoStore:
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, "chat id"):
-                claim = ChatClaimItem.get(*claim_key)
+                claim = self._t[ChatClaimItem].get(*claim_key)
                 raise ChatIdTaken(claim.session_id) from exc
             if tx.failed(exc, "session"):
                 if self.get_session(session.id) is None:
@@ -756,10 +772,10 @@ class DynamoStore:
         chat exists), then the chat in one transaction; a refused chat takes its copies back."""
         written: list[MessageItem] = []
         try:
-            with MessageItem.batch_write() as batch:
+            with self._t[MessageItem].batch_write() as batch:
                 for message in messages:
                     body, body_ref = self.bodies.stage_body(message)
-                    item = MessageItem(
+                    item = self._t[MessageItem](
                         *message_key(chat.session_id, chat.id, message),
                         id=message.id,
                         chat_id=chat.id,
@@ -771,7 +787,7 @@ class DynamoStore:
                     written.append(item)
                     batch.save(item)
                     batch.save(
-                        MessageClaimItem(
+                        self._t[MessageClaimItem](
                             *message_claim_key(session.user_id, message.id),
                             chat_id=chat.id,
                             role=message.role.value,
@@ -796,13 +812,13 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    ChatItem(*chat_key(chat.session_id, chat.id)),
+                    self._t[ChatItem](*chat_key(chat.session_id, chat.id)),
                     actions=actions,
                     condition=ChatItem.pk.exists(),
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(*session_key(chat.session_id)),
+                    self._t[SessionItem](*session_key(chat.session_id)),
                     actions=[SessionItem.chats[chat.id]["updatedAt"].set(now)],
                     condition=SessionItem.chats[chat.id].exists(),
                     name="session",
@@ -817,7 +833,7 @@ class DynamoStore:
     def title_chat(self, chat: Chat, title: str) -> bool:
         auto = _automatic(ChatItem.title_source)  # shared.title_is_automatic, as a condition
         try:
-            ChatItem(*chat_key(chat.session_id, chat.id)).update(
+            self._t[ChatItem](*chat_key(chat.session_id, chat.id)).update(
                 actions=[
                     ChatItem.title.set(title),
                     ChatItem.title_source.set(TitleSource.GENERATED.value),
@@ -834,7 +850,7 @@ class DynamoStore:
     def delete_chat(self, session: Session, chat_id: str) -> None:
         """The chat and a tombstone in one transaction; its messages and id claim after
         (``purge_deleted``, as for a session)."""
-        tombstone = TombstoneItem(
+        tombstone = self._t[TombstoneItem](
             *chat_tombstone_key(session.id, chat_id),
             session_id=session.id,
             user_id=session.user_id,
@@ -847,19 +863,19 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(
-                    ChatItem(*chat_key(session.id, chat_id)),
+                    self._t[ChatItem](*chat_key(session.id, chat_id)),
                     condition=ChatItem.pk.exists(),
                     name="chat",
                 )
                 tx.save(tombstone)
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[SessionItem.chats[chat_id].remove(), SessionItem.chat_count.add(-1)],
                     condition=SessionItem.chat_count > 1,
                     name="session",
                 )
                 if share_id is not None:
-                    tx.delete(ShareItem(*share_key(share_id)))
+                    tx.delete(self._t[ShareItem](*share_key(share_id)))
         except TransactWriteError as exc:
             if tx.failed(exc, "chat"):
                 raise Gone from exc
@@ -871,7 +887,7 @@ class DynamoStore:
     @guard
     def mark_read(self, session: Session, chat_id: str, at: datetime) -> None:
         try:
-            SessionItem(*session_key(session.id)).update(
+            self._t[SessionItem](*session_key(session.id)).update(
                 actions=[SessionItem.chats[chat_id]["lastReadAt"].set(iso(at))],
                 condition=SessionItem.chats[chat_id].exists(),
             )
@@ -895,7 +911,7 @@ class DynamoStore:
             self.bodies.drop_body(body_ref)
             raise
         try:
-            claim = MessageClaimItem.get(*message_claim_key(session.user_id, message.id))
+            claim = self._t[MessageClaimItem].get(*message_claim_key(session.user_id, message.id))
         except MessageClaimItem.DoesNotExist:
             claim = None  # deleted meanwhile: treat as a conflict rather than guess
         if claim is None or claim.chat_id != chat.id or claim.role != message.role.value:
@@ -905,9 +921,9 @@ class DynamoStore:
             self.bodies.drop_body(body_ref)
             return "unchanged"
         pk = messages_pk(session.id, chat.id)
-        item = MessageItem(pk, claim.message_sk)
+        item = self._t[MessageItem](pk, claim.message_sk)
         try:
-            old = MessageItem.get(pk, claim.message_sk)
+            old = self._t[MessageItem].get(pk, claim.message_sk)
             item.update(
                 actions=[
                     MessageItem.body.set(body) if body is not None else MessageItem.body.remove(),
@@ -934,7 +950,9 @@ class DynamoStore:
     ) -> UpsertResult:
         try:
             with self._transaction() as tx:
-                titled = insert_message(tx, session, chat, message, body, body_ref, activity)
+                titled = insert_message(
+                    tx, self._t, session, chat, message, body, body_ref, activity
+                )
         except TransactWriteError as exc:
             if tx.failed(exc, "message id"):
                 raise MessageIdTaken from exc
@@ -957,7 +975,7 @@ class DynamoStore:
         before: bool = False,
     ) -> Page[Message]:
         pk = messages_pk(session_id, chat_id)
-        results = MessageItem.query(
+        results = self._t[MessageItem].query(
             pk,
             MessageItem.sk.startswith(MESSAGE_PREFIX),
             scan_index_forward=not before,
@@ -975,13 +993,13 @@ class DynamoStore:
     ) -> list[str]:
         """The later messages go in batches (newest first), then the target with the chat's
         recomputed times in one transaction: until that commits, a retry finds the target."""
-        claim = message_claim(session.user_id, message_id)  # consistent: just posted
+        claim = message_claim(self._t, session.user_id, message_id)  # consistent: just posted
         if claim is None or claim.chat_id != chat.id:
             raise NoSuchMessage
         deletion_target(claim.role)
         pk = messages_pk(session.id, chat.id)
         doomed = list(
-            MessageItem.query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
+            self._t[MessageItem].query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
         )
         if not doomed or doomed[0].sk != claim.message_sk:
             raise NoSuchMessage
@@ -993,9 +1011,9 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.delete(target, condition=MessageItem.pk.exists(), name="message")
-                tx.delete(MessageClaimItem(*message_claim_key(session.user_id, target.id)))
+                tx.delete(self._t[MessageClaimItem](*message_claim_key(session.user_id, target.id)))
                 tx.update(
-                    ChatItem(*chat_key(session.id, chat.id)),
+                    self._t[ChatItem](*chat_key(session.id, chat.id)),
                     actions=[
                         ChatItem.updated_at.set(now),
                         ChatItem.message_count.add(-len(doomed)),
@@ -1007,7 +1025,7 @@ class DynamoStore:
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(*session_key(session.id)),
+                    self._t[SessionItem](*session_key(session.id)),
                     actions=[
                         mark["updatedAt"].set(now),
                         mark["lastAssistantMessageAt"].set(last)
@@ -1028,7 +1046,7 @@ class DynamoStore:
 
     def _last_assistant_at(self, pk: str, before_sk: str) -> str | None:
         """The creation time of the newest assistant message before ``before_sk``."""
-        older = MessageItem.query(
+        older = self._t[MessageItem].query(
             pk,
             MessageItem.sk.startswith(MESSAGE_PREFIX),
             scan_index_forward=False,
@@ -1045,11 +1063,13 @@ class DynamoStore:
         try:
             with self._transaction() as tx:
                 tx.save(
-                    ShareItem(*share_key(share_id), session_id=chat.session_id, chat_id=chat.id),
+                    self._t[ShareItem](
+                        *share_key(share_id), session_id=chat.session_id, chat_id=chat.id
+                    ),
                     condition=ShareItem.pk.does_not_exist(),
                 )
                 tx.update(
-                    ChatItem(*chat_key(chat.session_id, chat.id)),
+                    self._t[ChatItem](*chat_key(chat.session_id, chat.id)),
                     actions=[ChatItem.share_id.set(share_id)],
                     condition=ChatItem.pk.exists() & ChatItem.share_id.does_not_exist(),
                     name="chat",
@@ -1070,7 +1090,7 @@ class DynamoStore:
                 return
             try:
                 with self._transaction() as tx:
-                    tx.delete(ShareItem(*share_key(item.share_id)))
+                    tx.delete(self._t[ShareItem](*share_key(item.share_id)))
                     tx.update(
                         item,
                         actions=[ChatItem.share_id.remove()],
@@ -1084,7 +1104,7 @@ class DynamoStore:
     @guard
     def shared_chat(self, share_id: str) -> Chat | None:
         try:
-            share = ShareItem.get(*share_key(share_id))
+            share = self._t[ShareItem].get(*share_key(share_id))
         except ShareItem.DoesNotExist:
             return None
         chat = self.get_chat(share.session_id, share.chat_id)
@@ -1094,7 +1114,9 @@ class DynamoStore:
 
     @guard
     def claim_delivery(self, delivery_id: str, at: datetime, expires_at: datetime) -> bool:
-        item = DeliveryItem(*delivery_key(delivery_id), expires_at=int(expires_at.timestamp()))
+        item = self._t[DeliveryItem](
+            *delivery_key(delivery_id), expires_at=int(expires_at.timestamp())
+        )
         try:  # an expired record may linger until the TTL sweep: it counts as gone
             item.save(
                 condition=DeliveryItem.pk.does_not_exist()
@@ -1108,7 +1130,7 @@ class DynamoStore:
 
     @guard
     def forget_delivery(self, delivery_id: str) -> None:
-        DeliveryItem(*delivery_key(delivery_id)).delete()
+        self._t[DeliveryItem](*delivery_key(delivery_id)).delete()
 
     # ---------------------------------------------------------------- helpers
 
@@ -1126,20 +1148,19 @@ class DynamoStore:
     def _delete_messages(self, user_id: str, session_id: str, chat_id: str) -> None:
         pk = messages_pk(session_id, chat_id)
         self._delete_message_items(
-            user_id, list(MessageItem.query(pk, MessageItem.sk.startswith(MESSAGE_PREFIX)))
+            user_id, list(self._t[MessageItem].query(pk, MessageItem.sk.startswith(MESSAGE_PREFIX)))
         )
 
     def _delete_message_items(self, user_id: str, items: list[MessageItem]) -> None:
         """Messages, their id claims, then their large bodies."""
-        with MessageItem.batch_write() as batch:
+        with self._t[MessageItem].batch_write() as batch:
             for item in items:
                 batch.delete(item)
-                batch.delete(MessageClaimItem(*message_claim_key(user_id, item.id)))
+                batch.delete(self._t[MessageClaimItem](*message_claim_key(user_id, item.id)))
         for item in items:
             self.bodies.drop_body(item.body_ref)
 
-    @staticmethod
-    def _chat_items(session_id: str, chat_id: str) -> list[ChatItem]:
+    def _chat_items(self, session_id: str, chat_id: str) -> list[ChatItem]:
         """The chat's item, or none (one GetItem)."""
         try:
             return [ChatItem.get(*chat_key(session_id, chat_id))]

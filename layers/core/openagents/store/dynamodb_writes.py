@@ -9,7 +9,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from openagents.domain.models import Chat, Message, Session
-from openagents.store.items import ChatItem, MessageClaimItem, MessageItem, SessionItem
+from openagents.store.items import ChatItem, MessageClaimItem, MessageItem, SessionItem, Table
 from openagents.store.keys import (
     chat_key,
     message_claim_key,
@@ -25,6 +25,7 @@ from openagents.store.transaction import Transaction
 
 def insert_message(
     tx: Transaction,
+    table: Table,
     session: Session,
     chat: Chat,
     message: Message,
@@ -60,7 +61,7 @@ def insert_message(
         chat_actions.append(ChatItem.title.set(insert.title))
         chat_condition &= ChatItem.message_count == 0
     tx.save(
-        MessageClaimItem(
+        table[MessageClaimItem](
             *message_claim_key(session.user_id, message.id),
             chat_id=chat.id,
             role=message.role.value,
@@ -70,7 +71,7 @@ def insert_message(
         name="message id",
     )
     tx.save(
-        MessageItem(
+        table[MessageItem](
             messages_pk(session.id, chat.id),
             sort_key,
             id=message.id,
@@ -82,13 +83,13 @@ def insert_message(
         )
     )
     tx.update(
-        ChatItem(*chat_key(session.id, chat.id)),
+        table[ChatItem](*chat_key(session.id, chat.id)),
         actions=chat_actions,
         condition=chat_condition,
         name="chat",
     )
     tx.update(
-        SessionItem(*session_key(session.id)),
+        table[SessionItem](*session_key(session.id)),
         actions=session_actions,
         condition=mark.exists(),
         name="session",
@@ -96,9 +97,11 @@ def insert_message(
     return insert.title is not None
 
 
-def message_claim(user_id: str, message_id: str) -> MessageClaimItem | None:
+def message_claim(table: Table, user_id: str, message_id: str) -> MessageClaimItem | None:
     """The user's claim of a message id (consistent: a message just written is found)."""
     try:
-        return MessageClaimItem.get(*message_claim_key(user_id, message_id), consistent_read=True)
+        return table[MessageClaimItem].get(
+            *message_claim_key(user_id, message_id), consistent_read=True
+        )
     except MessageClaimItem.DoesNotExist:
         return None

@@ -15,7 +15,8 @@ session's partition, so a session's events share one stream shard, in order.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, TypeVar
 
 from pynamodb.attributes import (
     BooleanAttribute,
@@ -25,6 +26,7 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UnicodeSetAttribute,
 )
+from pynamodb.connection import Connection
 from pynamodb.indexes import (
     AllProjection,
     GlobalSecondaryIndex,
@@ -254,11 +256,62 @@ OUTBOX_EVENT_ATTRIBUTE = "event"  # where the enrichment reads the event's detai
 OUTBOX_TTL_SECONDS = 2 * 24 * 3600  # past the stream's 24 h retention: published or dead-lettered
 
 
-def bind(table_name: str, host: str | None, region: str) -> None:
-    """Point every item model at one table and endpoint.
+M = TypeVar("M", bound=Model)
 
-    PynamoDB keeps table, endpoint and connection on the model classes; the composition root
-    calls this once per process (tests call it again when they switch endpoints).
+
+class Table:
+    """One DynamoDB table and the item models bound to it: each model a subclass of its own
+    (``table[SessionItem]``), with the table, endpoint and region in its own ``Meta`` and its
+    own connection, so a store instance works on its table whatever else was built before or
+    after it (two stores may use two tables). Conditions and actions may name the models above
+    (an attribute is the same in every binding); what is read or written uses the bound one."""
+
+    def __init__(self, name: str, host: str | None, region: str) -> None:
+        self.name = name
+        self.host = host
+        self.region = region
+        self._bound: dict[type[Model], type[Model]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_process(cls) -> Table:
+        """The table ``bind`` pointed the models at (callers built before per-store tables)."""
+        meta = SessionItem.Meta
+        return cls(meta.table_name, getattr(meta, "host", None), meta.region)
+
+    def __getitem__(self, model: type[M]) -> type[M]:
+        bound = self._bound.get(model)
+        if bound is not None:
+            return bound  # type: ignore[return-value]
+        with self._lock:
+            bound = self._bound.get(model)
+            if bound is not None:
+                return bound  # type: ignore[return-value]
+            meta = type(
+                "Meta", (), {"table_name": self.name, "host": self.host, "region": self.region}
+            )
+            namespace = {"Meta": meta, "DoesNotExist": model.DoesNotExist, "__module__": __name__}
+            bound = type(model.__name__, (model,), namespace)
+            self._bound[model] = bound
+        return bound  # type: ignore[return-value]
+
+    def connection(self) -> Connection:
+        """A connection for this table's transactions (``transaction.Transaction``)."""
+        return Connection(region=self.region, host=self.host)
+
+    def create(self) -> None:
+        """Create the table (keys and every index) from the models, with TTL on."""
+        model = self[SessionItem]
+        if not model.exists():
+            model.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
+            self.connection().update_time_to_live(self.name, TTL_ATTRIBUTE)
+
+
+def bind(table_name: str, host: str | None, region: str) -> None:
+    """Point the item models themselves at one table and endpoint: for code that uses them
+    directly (tests, the migration, the dev runtime's dump); the stores use a ``Table``.
+
+    PynamoDB keeps table, endpoint and connection on the model classes.
     """
     for item in ALL_ITEMS:
         item.Meta.table_name = table_name
@@ -268,11 +321,5 @@ def bind(table_name: str, host: str | None, region: str) -> None:
 
 
 def create_table() -> None:
-    """Create the table (keys and both list indexes) from the models, with TTL on."""
-    if not SessionItem.exists():
-        SessionItem.create_table(billing_mode="PAY_PER_REQUEST", wait=True)
-        client: Any = SessionItem._get_connection().connection.client
-        client.update_time_to_live(
-            TableName=SessionItem.Meta.table_name,
-            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
-        )
+    """Create the table ``bind`` named (keys, indexes, TTL)."""
+    Table.of_process().create()

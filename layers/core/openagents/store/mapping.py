@@ -63,9 +63,9 @@ def marks(raw: Any) -> dict[str, ChatMark]:
     return marks_of(plain(raw))
 
 
-def session_item(session: Session) -> SessionItem:
+def session_item(session: Session, model: type[SessionItem] = SessionItem) -> SessionItem:
     index = index_fields(session)
-    return SessionItem(
+    return model(
         *session_key(session.id),
         id=session.id,
         user_id=session.user_id,
@@ -162,8 +162,8 @@ def to_session(item: SessionItem) -> Session:
     return Session.model_validate(values)
 
 
-def chat_item(chat: Chat) -> ChatItem:
-    return ChatItem(
+def chat_item(chat: Chat, model: type[ChatItem] = ChatItem) -> ChatItem:
+    return model(
         *chat_key(chat.session_id, chat.id),
         id=chat.id,
         session_id=chat.session_id,
@@ -195,8 +195,8 @@ def to_chat(item: ChatItem) -> Chat:
     )
 
 
-def audit_item(entry: AuditEntry) -> AuditItem:
-    return AuditItem(
+def audit_item(entry: AuditEntry, model: type[AuditItem] = AuditItem) -> AuditItem:
+    return model(
         *event_key(entry),
         id=entry.id,
         session_id=entry.session_id,
@@ -217,11 +217,13 @@ def to_audit(item: AuditItem) -> AuditEntry:
     )
 
 
-def outbox_item(entry: AuditEntry, user_id: str) -> OutboxItem:
+def outbox_item(
+    entry: AuditEntry, user_id: str, model: type[OutboxItem] = OutboxItem
+) -> OutboxItem:
     """The domain event of ``entry``, written in the same transaction as the entry (the stream
     and the pipe publish it; it expires after ``OUTBOX_TTL_SECONDS``)."""
     event = from_entry(entry, user_id)
-    return OutboxItem(
+    return model(
         *outbox_key(entry),
         event=json.dumps(event.detail),  # what EventBridgeBus sent as PutEvents' Detail
         detail_type=event.detail_type,

@@ -5,8 +5,8 @@ A run's start is one transaction with the store's items: the user message (its c
 item), the chat item's ``activeStreamId`` and the session item's chat mark ``streaming`` (what
 the lists read); its end clears them with the claim while they still name the run.
 
-The models follow the store's binding (``items.bind``): table, endpoint and region are read
-from ``items.SessionItem`` when the adapter is built.
+The models are bound to the store's own table (``items.Table``, shared with the store it is
+built on), whatever else was built before or after.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 
@@ -29,7 +28,7 @@ from openagents.domain.models import Chat, Message, Page, Role, Session
 from openagents.store import cursor as cursors
 from openagents.store import items
 from openagents.store.dynamodb_writes import insert_message, message_claim
-from openagents.store.items import ChatItem, SessionItem
+from openagents.store.items import ChatItem, SessionItem, Table
 from openagents.store.keys import (
     LIVE_SHARDS,
     chat_key,
@@ -113,26 +112,6 @@ class EventItem(_Item):
     expires_at = NumberAttribute(attr_name=items.TTL_ATTRIBUTE, null=True)
 
 
-MODELS: tuple[type[_Item], ...] = (
-    RunItem,
-    SessionRunItem,
-    UserRunItem,
-    ChatRunClaimItem,
-    MessageRunItem,
-    LiveRunItem,
-    EventItem,
-)
-
-
-def _bind() -> None:
-    meta = items.SessionItem.Meta
-    for model in MODELS:
-        model.Meta.table_name = meta.table_name
-        setattr(model.Meta, "host", getattr(meta, "host", None))  # noqa: B010
-        model.Meta.region = meta.region
-        model._connection = None
-
-
 class Conflicted(Exception):
     """An optimistic write lost to a concurrent one; read again and retry."""
 
@@ -143,6 +122,8 @@ class DynamoUnit(Protocol):
 
     @property
     def bodies(self) -> MessageBodies: ...
+    @property
+    def table(self) -> Table: ...
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
@@ -150,17 +131,16 @@ class DynamoUnit(Protocol):
 
 class DynamoRunStore:
     def __init__(self, store: DynamoUnit) -> None:
-        _bind()
-        meta = items.SessionItem.Meta
         self._store = store
-        self._connection = Connection(region=meta.region, host=getattr(meta, "host", None))
+        self._t = store.table  # the store's table: its models bound to it alone
+        self._connection = self._t.connection()
 
     def _transaction(self) -> Transaction:
         return Transaction(self._connection)
 
     def _item(self, run_id: str) -> RunItem | None:
         try:
-            return RunItem.get(*run_key(run_id), consistent_read=True)
+            return self._t[RunItem].get(*run_key(run_id), consistent_read=True)
         except RunItem.DoesNotExist:
             return None
 
@@ -173,29 +153,33 @@ class DynamoRunStore:
     def _start(
         self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
     ) -> Started:
-        chat = ChatItem(*chat_key(run.session_id, run.chat_id))
+        chat = self._t[ChatItem](*chat_key(run.session_id, run.chat_id))
         mark = SessionItem.chats[run.chat_id]
         titled = False
         try:
             with self._transaction() as tx:
                 tx.save(
-                    RunItem(*run_key(run.id), body=json.dumps(run_to_json(run))),
+                    self._t[RunItem](*run_key(run.id), body=json.dumps(run_to_json(run))),
                     condition=RunItem.pk.does_not_exist(),
                 )
                 tx.save(
-                    MessageRunItem(
+                    self._t[MessageRunItem](
                         *message_run_key(run.session_id, run.chat_id, run.message_id), run_id=run.id
                     ),
                     condition=MessageRunItem.pk.does_not_exist(),
                     name="message run",
                 )
                 tx.save(
-                    SessionRunItem(session_runs_pk(run.session_id), started_key(run), run_id=run.id)
+                    self._t[SessionRunItem](
+                        session_runs_pk(run.session_id), started_key(run), run_id=run.id
+                    )
                 )
-                tx.save(UserRunItem(user_runs_pk(run.user_id), started_key(run), run_id=run.id))
-                tx.save(LiveRunItem(*live_key(run.id)))
+                tx.save(
+                    self._t[UserRunItem](user_runs_pk(run.user_id), started_key(run), run_id=run.id)
+                )
+                tx.save(self._t[LiveRunItem](*live_key(run.id)))
                 tx.update(
-                    ChatRunClaimItem(*run_claim_key(run.session_id, run.chat_id)),
+                    self._t[ChatRunClaimItem](*run_claim_key(run.session_id, run.chat_id)),
                     actions=[
                         ChatRunClaimItem.active_run_id.set(run.id),
                         ChatRunClaimItem.last_run_id.set(run.id),
@@ -210,14 +194,21 @@ class DynamoRunStore:
                     name="chat",
                 )
                 tx.update(  # the session's chat mark
-                    SessionItem(*session_key(run.session_id)),
+                    self._t[SessionItem](*session_key(run.session_id)),
                     actions=[mark["streaming"].set(True)],
                     condition=mark.exists(),
                     name="session",
                 )
                 if turn is not None:  # its updates of the chat and session join the two above
                     titled = insert_message(
-                        tx, turn.session, turn.chat, turn.message, body, body_ref, turn.activity
+                        tx,
+                        self._t,
+                        turn.session,
+                        turn.chat,
+                        turn.message,
+                        body,
+                        body_ref,
+                        turn.activity,
                     )
         except TransactWriteError as exc:
             return self._refused(exc, tx, run, turn, titled, (body, body_ref))
@@ -236,7 +227,7 @@ class DynamoRunStore:
         turn, a message id taken, a lost first-message race (retried), or a gone chat."""
         if tx.failed(exc, "message run"):
             try:
-                marker = MessageRunItem.get(
+                marker = self._t[MessageRunItem].get(
                     *message_run_key(run.session_id, run.chat_id, run.message_id),
                     consistent_read=True,
                 )
@@ -249,7 +240,7 @@ class DynamoRunStore:
             active = self.active_run_id(run.session_id, run.chat_id)
             raise TurnInProgress(active or "unknown") from exc
         if turn is not None and tx.failed(exc, "message id"):
-            claim = message_claim(run.user_id, turn.message.id)
+            claim = message_claim(self._t, run.user_id, turn.message.id)
             if claim is None or claim.chat_id != run.chat_id or claim.role != Role.USER:
                 raise MessageIdTaken from exc
             return self._start(run, None, None, None)  # stored before, without a run
@@ -266,13 +257,13 @@ class DynamoRunStore:
         try:
             with self._transaction() as tx:
                 tx.update(
-                    ChatItem(*chat_key(run.session_id, run.chat_id)),
+                    self._t[ChatItem](*chat_key(run.session_id, run.chat_id)),
                     actions=[ChatItem.active_stream_id.remove()],
                     condition=ChatItem.active_stream_id == run.id,
                     name="chat",
                 )
                 tx.update(
-                    SessionItem(*session_key(run.session_id)),
+                    self._t[SessionItem](*session_key(run.session_id)),
                     actions=[SessionItem.chats[run.chat_id]["streaming"].remove()],
                     condition=SessionItem.chats[run.chat_id].exists(),
                     name="session",
@@ -289,7 +280,9 @@ class DynamoRunStore:
     @guard
     def active_run_id(self, session_id: str, chat_id: str) -> str | None:
         try:
-            claim = ChatRunClaimItem.get(*run_claim_key(session_id, chat_id), consistent_read=True)
+            claim = self._t[ChatRunClaimItem].get(
+                *run_claim_key(session_id, chat_id), consistent_read=True
+            )
         except ChatRunClaimItem.DoesNotExist:
             return None
         return claim.active_run_id
@@ -297,7 +290,9 @@ class DynamoRunStore:
     @guard
     def latest(self, session_id: str, chat_id: str) -> Run | None:
         try:
-            claim = ChatRunClaimItem.get(*run_claim_key(session_id, chat_id), consistent_read=True)
+            claim = self._t[ChatRunClaimItem].get(
+                *run_claim_key(session_id, chat_id), consistent_read=True
+            )
         except ChatRunClaimItem.DoesNotExist:
             return None
         return self.get(claim.last_run_id) if claim.last_run_id else None
@@ -306,7 +301,7 @@ class DynamoRunStore:
     def list_for_session(self, session_id: str, limit: int, cursor: str | None) -> Page[Run]:
         start = cursors.decode(cursor, STARTED_KEY) if cursor else None
         found = list(
-            SessionRunItem.query(
+            self._t[SessionRunItem].query(
                 session_runs_pk(session_id),
                 SessionRunItem.sk < start if start else None,
                 scan_index_forward=False,
@@ -315,7 +310,7 @@ class DynamoRunStore:
         )
         page = found[:limit]
         keys = [run_key(item.run_id) for item in page]
-        by_id = {item.pk: _run(item) for item in RunItem.batch_get(keys)} if keys else {}
+        by_id = {item.pk: _run(item) for item in self._t[RunItem].batch_get(keys)} if keys else {}
         runs = [by_id[run_key(item.run_id)[0]] for item in page if run_key(item.run_id)[0] in by_id]
         more = len(found) > limit
         return Page[Run](items=runs, cursor=cursors.encode(page[-1].sk) if more else None)
@@ -323,7 +318,7 @@ class DynamoRunStore:
     @guard
     def list_for_user(self, user_id: str, start: datetime, end: datetime, limit: int) -> list[Run]:
         found = list(
-            UserRunItem.query(
+            self._t[UserRunItem].query(
                 user_runs_pk(user_id),
                 UserRunItem.sk.between(started_bound(start), started_bound(end)),
                 limit=limit,
@@ -332,7 +327,7 @@ class DynamoRunStore:
         runs: dict[str, Run] = {}
         for chunk in range(0, len(found), BATCH_GET):  # BatchGetItem takes 100 keys
             keys = [run_key(item.run_id) for item in found[chunk : chunk + BATCH_GET]]
-            runs.update((item.pk, _run(item)) for item in RunItem.batch_get(keys))
+            runs.update((item.pk, _run(item)) for item in self._t[RunItem].batch_get(keys))
         ordered = (runs.get(run_key(item.run_id)[0]) for item in found)
         return [run for run in ordered if run is not None]
 
@@ -364,14 +359,14 @@ class DynamoRunStore:
             try:
                 with self._transaction() as tx:
                     tx.update(
-                        RunItem(*run_key(run_id)),
+                        self._t[RunItem](*run_key(run_id)),
                         actions=actions,
                         condition=RunItem.version == int(item.version or 0),
                         name="run",
                     )
                     for offset, chunk in enumerate(chunks, start=1):
                         tx.save(
-                            EventItem(
+                            self._t[EventItem](
                                 *run_event_key(run_id, first + offset),
                                 chunk=json.dumps(chunk, separators=(",", ":")),
                             ),
@@ -389,7 +384,7 @@ class DynamoRunStore:
     @guard
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:
         now = time.time()
-        found = EventItem.query(
+        found = self._t[EventItem].query(
             run_events_pk(run_id),
             EventItem.sk > run_event_key(run_id, after)[1],
             consistent_read=True,
@@ -465,7 +460,7 @@ class DynamoRunStore:
         if run is None:
             raise RunNotFound(run_id)
         try:
-            ChatRunClaimItem(*run_claim_key(run.session_id, run.chat_id)).update(
+            self._t[ChatRunClaimItem](*run_claim_key(run.session_id, run.chat_id)).update(
                 actions=[ChatRunClaimItem.active_run_id.remove()],
                 condition=ChatRunClaimItem.active_run_id == run_id,
             )
@@ -473,10 +468,10 @@ class DynamoRunStore:
             if "ConditionalCheckFailed" not in str(exc):
                 raise
         self._unmark(run)
-        LiveRunItem(*live_key(run_id)).delete()
+        self._t[LiveRunItem](*live_key(run_id)).delete()
         expires = int((at + retention).timestamp())
-        events = list(EventItem.query(run_events_pk(run_id), consistent_read=True))
-        with EventItem.batch_write() as batch:
+        events = list(self._t[EventItem].query(run_events_pk(run_id), consistent_read=True))
+        with self._t[EventItem].batch_write() as batch:
             for event in events:
                 event.expires_at = expires
                 batch.save(event)
@@ -487,10 +482,10 @@ class DynamoRunStore:
         ids = [
             item.sk
             for shard in range(LIVE_SHARDS)
-            for item in LiveRunItem.query(live_pk(shard), consistent_read=True)
+            for item in self._t[LiveRunItem].query(live_pk(shard), consistent_read=True)
         ]
         keys = [run_key(run_id) for run_id in ids]
-        runs = [_run(item) for item in RunItem.batch_get(keys)] if keys else []
+        runs = [_run(item) for item in self._t[RunItem].batch_get(keys)] if keys else []
         return [run for run in runs if run.status is RunStatus.RUNNING]
 
     @guard
@@ -505,7 +500,7 @@ class DynamoRunStore:
         """The events' expiry times (tests)."""
         return [
             float(item.expires_at) if item.expires_at is not None else None
-            for item in EventItem.query(run_events_pk(run_id), consistent_read=True)
+            for item in self._t[EventItem].query(run_events_pk(run_id), consistent_read=True)
         ]
 
 
