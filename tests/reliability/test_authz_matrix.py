@@ -102,6 +102,7 @@ def body_for(method: str, path: str, alice: Alice) -> Any:
             "message": {"id": "mallory-turn", "role": "user", "parts": []},
         },
         ("POST", "/api/chat/{chat_id}/respond"): {"toolCallId": "call-1", "approved": True},
+        ("POST", "/api/repositories"): {"name": "mallory-repo"},
     }
     if (method, path) in bodies:
         return bodies[(method, path)]
@@ -255,6 +256,8 @@ def expect_for_other_user(method: str, path: str) -> set[int]:
         return {404} if body_for(method, path, _DUMMY) != {} else {404, 422}
     if (method, path) == ("POST", "/api/sessions"):
         return {201}
+    if (method, path) in (("GET", "/api/repositories/branches"), ("POST", "/api/repositories")):
+        return {400}  # the caller's own picker: no repoUrl given; no GitHub to create on
     return {200}
 
 
