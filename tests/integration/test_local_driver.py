@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openagents.sandbox import local
+from openagents.sandbox import local, local_processes
 from openagents.sandbox.client import SandboxClient
 from openagents.sandbox.local import LocalDriver
 from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
@@ -179,7 +179,7 @@ def test_a_corrupted_snapshot_is_refused(driver: LocalDriver) -> None:
 
 def forget_in_this_process(handle: SandboxHandle) -> None:
     """As if this process were a new server: the sandbox is in no child table here."""
-    child = local._children.pop(int(handle.ref))
+    child = local_processes.children.pop(int(handle.ref))
     assert child is not None
 
 

@@ -16,28 +16,49 @@ docs/sandboxes.md."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import re
-import select
-import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Protocol
 
 from openagents.sandbox import confine
 from openagents.sandbox.client import unix_endpoint
 from openagents.sandbox.confine import Cgroup, Limits, Machine
+from openagents.sandbox.local_launch import (
+    BWRAP_ENV,
+    KEEPER,
+    READY_TIMEOUT_SECONDS,
+    SANDBOXD_MODULE,
+    SANDBOXD_MOUNT,
+    Staging,
+    SyncPipes,
+    child_setup,
+    compile_sandboxd,
+)
+from openagents.sandbox.local_processes import (
+    PROCESS_RECORD,
+    Child,
+    ProcessRecord,
+    boot_id,
+    children,
+    claim,
+    descendants,
+    handle_pid,
+    kill,
+    launched_alive,
+    launched_by,
+    machinery,
+    process_start_time,
+    record_of,
+    release,
+)
+from openagents.sandbox.local_snapshots import SnapshotStore
 from openagents.sandbox.port import (
     ClientFactory,
     Probe,
@@ -48,8 +69,19 @@ from openagents.sandbox.port import (
     sandbox_token,
 )
 
+# what tests and tools import from here: the launch's fixed parts and a process's identity
+__all__ = [
+    "BWRAP_ENV",
+    "LAUNCH_ATTEMPTS",
+    "PROCESS_RECORD",
+    "SANDBOXD_MODULE",
+    "LocalDriver",
+    "NeverReady",
+    "boot_id",
+    "process_start_time",
+]
+
 log = logging.getLogger(__name__)
-READY_TIMEOUT_SECONDS = 15
 # bubblewrap's own set-up (its loopback in the new network namespace, the namespaces) fails now
 # and then on a loaded host ("loopback: Failed RTM_NEWADDR"), before any sandbox code runs:
 # the launch is tried again before the start is reported failed
@@ -65,219 +97,9 @@ STOP_GRACE_SECONDS = 5
 # is wedged (its sandboxd stopped or hung), remembered as such by this driver (never asked again)
 ADOPT_HEALTH_SECONDS = 5.0
 SOCKET_NAME = "sandboxd.sock"
-PROCESS_RECORD = "process.json"  # who the driver launched: pid, start time, boot, cgroups
 # what a generation hands to the next on reboot; the volume last: a crash half-way is seen
 VOLUMES = ("uid", "workspace", "workspace.img")
-SNAPSHOT_ID = re.compile(r"[A-Za-z0-9_-]{1,80}/[0-9]{1,9}-[0-9]{8}T[0-9]{12}Z\.tar\.zst")
 NETWORKS = ("outbound", "none")
-# sandboxd starts one way everywhere (the image too): the package's parent on PYTHONPATH and
-# ``python3 -P -m sandboxd`` (-P: the working directory, the workspace, is never on sys.path).
-# A module runs from its compiled .pyc (a main script is compiled again at every start).
-SANDBOXD_MODULE = ("-P", "-m", "sandboxd")
-SANDBOXD_MOUNT = "/opt/sandboxd"  # the package's parent inside a sandbox (the image's too)
-# bubblewrap's parent: a shell in the sandbox's own session that waits for it (never the
-# server). --die-with-parent ties the sandbox's pid namespace to it: whichever of them is killed
-# (stop signals the keeper; someone may kill bwrap by hand), the whole sandbox goes
-KEEPER = ("/bin/sh", "-c", '"$@"; exit $?', "keeper")
-# bubblewrap's whole environment (exec'd through ``env -i``): pid 1 of the sandbox shows it in
-# /proc/1/environ, so nothing of the server's (its PWD, its settings) may be in it
-BWRAP_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",  # noqa: S108 - the sandbox's private tmpfs
-    "PYTHONPATH": SANDBOXD_MOUNT,
-}
-
-
-def snapshot_cap(disk_bytes: int) -> int:
-    """The largest archive a workspace of ``disk_bytes`` can give (incompressible files grow a
-    little under zstd, tar adds headers): past it, the sandbox is not sending a snapshot."""
-    return disk_bytes + disk_bytes // 16 + (64 << 20)
-
-
-class _HashingWriter:
-    """Hashes and counts what it writes; refuses past ``limit`` bytes (the sandbox streams the
-    archive: an endless one must not fill the host's disk)."""
-
-    def __init__(self, out: IO[bytes], limit: int) -> None:
-        self._out = out
-        self._limit = limit
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        if self.size + len(data) > self._limit:
-            raise SandboxError(
-                f"snapshot refused: the sandbox sent more than {self._limit} bytes, more than "
-                "its workspace can hold"
-            )
-        self.sha256.update(data)
-        self.size += len(data)
-        return self._out.write(data)
-
-
-class _Process(Protocol):
-    """A process the driver may signal: one it started (a ``Popen``), or one it re-adopted."""
-
-    @property
-    def pid(self) -> int: ...
-    def poll(self) -> int | None: ...
-    def terminate(self) -> None: ...
-    def kill(self) -> None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
-
-
-class _Adopted:
-    """A process a previous server launched, held by a pidfd opened *before* its start time was
-    checked: every signal goes to that very process, never to a pid reused meanwhile."""
-
-    def __init__(self, pid: int, fd: int) -> None:
-        self.pid = pid
-        self._fd = fd
-
-    @classmethod
-    def claim(cls, pid: int, start_time: int) -> _Adopted | None:
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return None
-        if process_start_time(pid) != start_time:
-            os.close(fd)
-            return None
-        return cls(pid, fd)
-
-    def poll(self) -> int | None:
-        return 0 if self._exited(0) else None
-
-    def _exited(self, timeout: float | None) -> bool:
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        return bool(poller.poll(-1 if timeout is None else int(timeout * 1000)))
-
-    def _signal(self, number: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self._fd, number)
-
-    def terminate(self) -> None:
-        self._signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self._signal(signal.SIGKILL)
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self._exited(timeout):
-            raise subprocess.TimeoutExpired("sandbox", timeout or 0)
-        return 0
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-
-
-@dataclass(frozen=True)
-class _Record:
-    """``process.json`` in a generation's folder (the driver's, never the sandbox's): what
-    proves, after a restart, that a process is the one this driver launched."""
-
-    pid: int
-    start_time: int  # /proc/<pid>/stat's starttime: a reused pid has another
-    boot_id: str  # after a reboot every pid is a stranger
-    cgroups: tuple[str, ...]  # the folders it was put in before it ran anything
-    network_pid: int | None = None
-    network_start_time: int | None = None
-
-    def write(self, root: Path) -> None:
-        partial = root / f"{PROCESS_RECORD}.partial"
-        partial.write_text(json.dumps(self.__dict__ | {"cgroups": list(self.cgroups)}))
-        partial.rename(root / PROCESS_RECORD)
-
-    @classmethod
-    def read(cls, root: Path) -> _Record | None:
-        try:
-            data = json.loads((root / PROCESS_RECORD).read_text())
-            return cls(
-                pid=int(data["pid"]),
-                start_time=int(data["start_time"]),
-                boot_id=str(data["boot_id"]),
-                cgroups=tuple(str(folder) for folder in data["cgroups"]),
-                network_pid=None if data.get("network_pid") is None else int(data["network_pid"]),
-                network_start_time=None
-                if data.get("network_start_time") is None
-                else int(data["network_start_time"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-
-def process_start_time(pid: int, *, living: bool = False) -> int | None:
-    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22); with
-    ``living``, None for a process that exited and was not reaped yet (a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if living and fields[0] in ("Z", "X"):
-            return None
-        return int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_cgroups(pid: int) -> set[str]:
-    """The cgroup folders a process belongs to (v1 hierarchies and v2), as absolute paths."""
-    mount = Path("/sys/fs/cgroup")
-    folders: set[str] = set()
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                base = mount / controller if controller else mount
-                folders.add(str(base / path.lstrip("/")))
-    return folders
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-@dataclass
-class _Child:
-    """A sandbox this process started or re-adopted: the only processes the driver signals."""
-
-    process: _Process
-    root: Path
-    network: _Process | None
-    cgroup: Cgroup | None
-
-    def exited(self) -> bool:
-        return self.process.poll() is not None
-
-
-class _Children:
-    """This process's sandbox children. Process-wide on purpose: every driver instance in the
-    process (the API's, each Lambda task's) must be able to stop and reap any of them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.adopting = threading.Lock()  # one adoption at a time decides who holds a pid
-        self.launching: set[Path] = set()  # generations launching here: nobody else's to stop
-        self._by_pid: dict[int, _Child] = {}
-
-    def add(self, child: _Child) -> None:
-        with self._lock:
-            self._by_pid[child.process.pid] = child
-
-    def get(self, pid: int) -> _Child | None:
-        with self._lock:
-            return self._by_pid.get(pid)
-
-    def pop(self, pid: int) -> _Child | None:
-        with self._lock:
-            return self._by_pid.pop(pid, None)
-
-
-_children = _Children()
 
 
 class LocalDriver:
@@ -297,7 +119,7 @@ class LocalDriver:
     ) -> None:
         self._home = home
         self._sandboxes = home / "sandboxes"
-        self._snapshots = home / "snapshots"
+        self._store = SnapshotStore(home / "snapshots", self.name)
         self._sandboxd = sandboxd.resolve()
         self._key = token_key
         self._client = client_factory
@@ -397,14 +219,15 @@ class LocalDriver:
         if existing is not None and self.probe(existing).state is SandboxState.RUNNING:
             return existing
         if from_snapshot is not None:
-            snapshot = self._snapshot_path(from_snapshot.id)  # refuse a bad id before starting
+            snapshot = self._store.path(from_snapshot.id)  # refuse a bad id before starting
             confine.reset_workspace(root)  # a half-restored earlier attempt
         root.mkdir(parents=True, exist_ok=True)
         handle = self._spawner.submit(
             self._spawn, root, session_id, generation, shared_paths
         ).result()
         if from_snapshot is not None:
-            self._restore(handle, snapshot, from_snapshot)
+            client = self._client(self.endpoint(handle), self.token(handle))
+            self._store.restore(client, snapshot, from_snapshot)
             self._drop_earlier_volumes(root)
         return handle
 
@@ -414,7 +237,7 @@ class LocalDriver:
         for earlier in root.parent.iterdir():
             if not earlier.name.isdigit() or int(earlier.name) >= int(root.name):
                 continue
-            if _launched_alive(earlier):  # never the volume of a process that still runs
+            if launched_alive(earlier):  # never the volume of a process that still runs
                 continue
             confine.reset_workspace(earlier)
 
@@ -435,8 +258,8 @@ class LocalDriver:
                     session_id, generation, attempt, exc,
                 )  # fmt: skip
                 time.sleep(0.2 * attempt)
-        _children.add(child)
-        _children.launching.discard(root)
+        children.add(child)
+        children.launching.discard(root)
         self._started.add(child.process.pid)
         handle = SandboxHandle(
             driver=self.name,
@@ -461,7 +284,7 @@ class LocalDriver:
 
     def _launch(
         self, root: Path, session_id: str, generation: int, shared_paths: tuple[str, ...]
-    ) -> _Child:
+    ) -> Child:
         machine = self._machine
         dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
         uid = confine.host_uid(root) if dedicated else os.getuid()
@@ -492,7 +315,7 @@ class LocalDriver:
         shared_paths: tuple[str, ...],
         workspace: Path,
         uid: int,
-    ) -> _Child:
+    ) -> Child:
         machine = self._machine
         dedicated = self._bwrap is not None and machine.root and machine.setpriv is not None
         run = root / "run"
@@ -501,7 +324,7 @@ class LocalDriver:
             if self._bwrap is not None
             else None
         )
-        sync = _SyncPipes() if self._network == "outbound" else None
+        sync = SyncPipes() if self._network == "outbound" else None
         env = BWRAP_ENV if self._bwrap else {
             "PATH": BWRAP_ENV["PATH"],
             "HOME": str(workspace),
@@ -518,7 +341,7 @@ class LocalDriver:
                 stdin=subprocess.PIPE,
                 env=env,
                 pass_fds=sync.child_fds if sync else (),
-                preexec_fn=_child_setup(cgroup),
+                preexec_fn=child_setup(cgroup),
                 start_new_session=True,
             )
         finally:
@@ -528,28 +351,28 @@ class LocalDriver:
         process.stdin.close()  # the token is given once, on a pipe: never in the environment
         # on record before anything can go wrong: a server that dies mid-launch leaves a
         # process the next one can prove it launched, and stop (``running``)
-        _children.launching.add(root)
-        _record(_Child(process, root, None, cgroup)).write(root)
+        children.launching.add(root)
+        record_of(Child(process, root, None, cgroup)).write(root)
         network = None
         try:
             if sync is not None:
                 network = self._connect(sync, root / "network.log")
-                _record(_Child(process, root, network, cgroup)).write(root)
+                record_of(Child(process, root, network, cgroup)).write(root)
             self._await_ready(process, root)
         except BaseException:
-            _kill(process, network, cgroup)
-            _children.launching.discard(root)
+            kill(process, network, cgroup)
+            children.launching.discard(root)
             (root / PROCESS_RECORD).unlink(missing_ok=True)
             raise
         finally:
             if sync is not None:
                 sync.close()
-        return _Child(process, root, network, cgroup)
+        return Child(process, root, network, cgroup)
 
     def token_for(self, session_id: str, generation: int) -> str:
         return sandbox_token(self._key, session_id, generation)
 
-    def _connect(self, sync: _SyncPipes, log_path: Path) -> subprocess.Popen[bytes]:
+    def _connect(self, sync: SyncPipes, log_path: Path) -> subprocess.Popen[bytes]:
         """Firewall the sandbox's namespace, attach the user-mode stack, then let it run."""
         pid = sync.child_pid()
         confine.firewall(self._machine, pid)
@@ -563,7 +386,7 @@ class LocalDriver:
         run: Path,
         uid: int | None,
         shared_paths: tuple[str, ...],
-        sync: _SyncPipes | None,
+        sync: SyncPipes | None,
     ) -> list[str]:
         limits = self._limits
         prefix = [
@@ -584,7 +407,7 @@ class LocalDriver:
                 f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
                 *prefix, f"--nproc={limits.pids}",
             ]  # fmt: skip
-        stage = _Staging(enabled=uid is not None)
+        stage = Staging(enabled=uid is not None)
         binds: list[str] = []
         for path in shared_paths:
             if Path(path).exists():  # a local repository, to clone from: read-only
@@ -623,7 +446,7 @@ class LocalDriver:
 
     def _rootfs_etc(self) -> Path:
         if self._etc is None:
-            _compile(self._sandboxd)
+            compile_sandboxd(self._sandboxd)
             outbound = self._network == "outbound"
             self._etc = confine.build_etc(
                 self._home / "rootfs" / "etc", confine.resolv_conf(outbound)
@@ -673,9 +496,9 @@ class LocalDriver:
             return Probe(SandboxState.STARTING, endpoint, reason=str(exc))
         return Probe(SandboxState.RUNNING, endpoint)
 
-    def _child(self, root: Path, handle: SandboxHandle) -> _Child | None:
+    def _child(self, root: Path, handle: SandboxHandle) -> Child | None:
         """The sandbox of this generation folder: known to this process, or re-adopted."""
-        child = _children.get(_pid(handle))
+        child = children.get(handle_pid(handle))
         if child is not None and child.root == root:
             return child
         recorded = self._recorded(root, handle.session_id, handle.generation)
@@ -683,29 +506,29 @@ class LocalDriver:
             return None
         return self._adopt(root, handle)
 
-    def _adopt(self, root: Path, handle: SandboxHandle) -> _Child | None:
+    def _adopt(self, root: Path, handle: SandboxHandle) -> Child | None:
         """A sandbox a previous server launched, taken over when it proves to be that one:
         the recorded pid still runs with the recorded start time, on this boot, inside the
         cgroups it was put in, and its socket accepts this generation's token. Anything else
         is a stranger: None, and nothing is signalled."""
-        record = _Record.read(root)
+        record = ProcessRecord.read(root)
         if record is None or str(record.pid) != handle.ref:
             return None
         if self._silent.get(root) == record.pid:
             return None  # did not answer before: wedged (reboot kills it when proven)
-        child = _claim(record, root)
+        child = claim(record, root)
         if child is None:
             return None
         if not self._answers(handle):
             self._silent[root] = record.pid
-            _release(child)
+            release(child)
             return None
-        with _children.adopting:
-            known = _children.get(record.pid)
+        with children.adopting:
+            known = children.get(record.pid)
             if known is not None:  # another driver of this process adopted it meanwhile
-                _release(child)
+                release(child)
                 return known
-            _children.add(child)
+            children.add(child)
         log.info("sandbox %s/%s re-adopted (pid %s)", handle.session_id, handle.generation,
                  record.pid)  # fmt: skip
         return child
@@ -734,32 +557,32 @@ class LocalDriver:
         record: the server died inside the launch) is killed in its own cgroups."""
         found: list[SandboxHandle] = []
         for root in sorted(self._sandboxes.glob("*/*")):
-            if root in _children.launching or not root.name.isdigit():
+            if root in children.launching or not root.name.isdigit():
                 continue
             try:
                 handle = self._recorded(root, root.parent.name, int(root.name))
             except (OSError, ValueError, SandboxError):
                 continue
-            finished = handle is not None and _launched_by(root, handle)
+            finished = handle is not None and launched_by(root, handle)
             if handle is not None and finished:
                 child = self._child(root, handle)
                 if child is not None and not child.exited():
                     found.append(handle)
                     continue
-            if not _launched_alive(root):
+            if not launched_alive(root):
                 self._forget(root)
             elif not finished:
                 self._stop_unfinished(root)
         return found
 
     def _stop_unfinished(self, root: Path) -> None:
-        record = _Record.read(root)
+        record = ProcessRecord.read(root)
         if record is None:
             return
-        child = _claim(record, root)
+        child = claim(record, root)
         if child is not None:
             log.info("stopping %s: a launch no server finished (pid %s)", root, record.pid)
-            _kill(child.process, child.network, child.cgroup)
+            kill(child.process, child.network, child.cgroup)
             confine.unmount_run(root / "run")
             (root / PROCESS_RECORD).unlink(missing_ok=True)
 
@@ -782,7 +605,7 @@ class LocalDriver:
             if not self.has_volume(handle):
                 return None
             if self.probe(handle).state is not SandboxState.STOPPED or (
-                _launched_alive(old) and not self._kill_wedged(old, handle)
+                launched_alive(old) and not self._kill_wedged(old, handle)
             ):
                 # its volume may still be mounted: never a second mount of it
                 raise SandboxError("the sandbox to reboot is still running")
@@ -802,7 +625,7 @@ class LocalDriver:
         (named ``<session>-<generation>``: only the driver, as root, puts a process there).
         True when it was killed (its cgroups too, its socket folder unmounted, its record
         dropped); anything not proven is a stranger: False, nothing signalled."""
-        record = _Record.read(root)
+        record = ProcessRecord.read(root)
         try:
             recorded = self._recorded(root, handle.session_id, handle.generation)
         except (OSError, ValueError):
@@ -814,16 +637,16 @@ class LocalDriver:
         own = Cgroup.named(self._machine, f"{handle.session_id}-{handle.generation}")
         if not set(record.cgroups) <= {str(folder) for folder in own.folders}:
             return False
-        with _children.adopting:
-            if _children.get(record.pid) is not None:  # adopted meanwhile: it answers
+        with children.adopting:
+            if children.get(record.pid) is not None:  # adopted meanwhile: it answers
                 return False
-            child = _claim(record, root)
+            child = claim(record, root)
         if child is None:
             return False
         log.warning("sandbox %s/%s does not answer: killed (pid %s, its cgroups)",
                     handle.session_id, handle.generation, record.pid)  # fmt: skip
         child.process.kill()  # the keeper: bubblewrap and the pid namespace die with it
-        _kill(child.process, child.network, child.cgroup)  # then whatever is left in its cgroups
+        kill(child.process, child.network, child.cgroup)  # then whatever is left in its cgroups
         confine.unmount_run(root / "run")
         (root / PROCESS_RECORD).unlink(missing_ok=True)
         return True
@@ -844,13 +667,13 @@ class LocalDriver:
         root = self._dir(handle.session_id, handle.generation)
         child = self._child(root, handle) if root.exists() else None
         if child is not None:
-            _children.pop(child.process.pid)
-            _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+            children.pop(child.process.pid)
+            kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
             self._started.discard(child.process.pid)
             (root / PROCESS_RECORD).unlink(missing_ok=True)
-        elif root.exists() and _launched_alive(root):
+        elif root.exists() and launched_alive(root):
             self._kill_wedged(root, handle)  # one that does not answer, when proven
-        if root.exists() and not _launched_alive(root):
+        if root.exists() and not launched_alive(root):
             confine.unmount_run(root / "run")  # its socket folder's tmpfs, with what it held
         log.info("sandbox %s/%s stopped", handle.session_id, handle.generation)
 
@@ -870,11 +693,9 @@ class LocalDriver:
         isolated = self._bwrap is not None
 
         def members() -> dict[int, int]:
-            return cgroup.procs() if cgroup is not None else _descendants(keeper)
+            return cgroup.procs() if cgroup is not None else descendants(keeper)
 
-        killed = confine.kill_all(
-            members, lambda found: _machinery(found, keeper, isolated), cgroup
-        )
+        killed = confine.kill_all(members, lambda found: machinery(found, keeper, isolated), cgroup)
         log.info("sandbox %s/%s: %d processes killed", handle.session_id, handle.generation,
                  killed)  # fmt: skip
         return killed
@@ -884,9 +705,9 @@ class LocalDriver:
         calls it: its sandboxes outlive it, the next server re-adopts them, and
         ``openagents down`` hibernates them."""
         for pid in list(self._started):
-            child = _children.pop(pid)
+            child = children.pop(pid)
             if child is not None:
-                _kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
+                kill(child.process, child.network, child.cgroup, grace=STOP_GRACE_SECONDS)
                 confine.unmount_run(child.root / "run")
                 (child.root / PROCESS_RECORD).unlink(missing_ok=True)
         self._started.clear()
@@ -895,356 +716,17 @@ class LocalDriver:
     # -------------------------------------------------------------- snapshots
 
     def snapshot(self, handle: SandboxHandle) -> SnapshotRef:
-        """Stream the workspace archive to a file, hashing it; keep it only if sandboxd's
-        manifest reports the same sha256."""
-        folder = self._dir(handle.session_id, 0).parent  # a checked session id
-        folder = self._snapshots / folder.name
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SandboxError(f"the snapshot store failed: {exc}") from exc
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        final = folder / f"{handle.generation}-{stamp}.tar.zst"
-        partial = final.with_suffix(".partial")
+        """Stream the workspace archive to a file of the snapshot store, kept only verified."""
+        self._dir(handle.session_id, 0)  # a checked session id
         client = self._client(self.endpoint(handle), self.token(handle))
-        try:
-            with partial.open("wb") as out:
-                writer = _HashingWriter(out, snapshot_cap(self._limits.disk_bytes))
-                manifest = client.snapshot_to(writer)  # type: ignore[arg-type]
-                out.flush()
-                os.fsync(out.fileno())
-            digest = writer.sha256.hexdigest()
-            if manifest.get("sha256") != digest:
-                raise SandboxError(
-                    f"snapshot verification failed: manifest sha256 {manifest.get('sha256')} "
-                    f"!= received {digest} ({manifest.get('error') or 'archive incomplete'})"
-                )
-            partial.rename(final)
-        except OSError as exc:  # the snapshot store (disk full, permissions): not a snapshot
-            partial.unlink(missing_ok=True)
-            raise SandboxError(f"the snapshot store failed: {exc}") from exc
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        return SnapshotRef(
-            driver=self.name,
-            id=f"{folder.name}/{final.name}",  # opaque: resolved inside the snapshot folder
-            session_id=handle.session_id,
-            generation=handle.generation,
-            size_bytes=writer.size,
-            sha256=digest,
-            created_at=datetime.now(UTC),
-            manifest=manifest,
-        )
+        return self._store.take(client, handle, self._limits.disk_bytes)
 
     def snapshot_file(self, ref: SnapshotRef) -> Path:
-        return self._snapshot_path(ref.id)
-
-    def _snapshot_path(self, snapshot_id: str) -> Path:
-        """An opaque snapshot id as a file of the snapshot folder, or a SandboxError: never a
-        path elsewhere on the host, whatever the store holds. Ids recorded before ids were
-        opaque (absolute paths inside the folder) still resolve."""
-        folder = self._snapshots.resolve()
-        relative = snapshot_id
-        if os.path.isabs(snapshot_id):
-            with contextlib.suppress(ValueError):
-                relative = str(Path(snapshot_id).resolve().relative_to(folder))
-        if not SNAPSHOT_ID.fullmatch(relative):
-            raise SandboxError("invalid snapshot id")
-        path = (folder / relative).resolve()
-        if not path.is_relative_to(folder):
-            raise SandboxError("invalid snapshot id")
-        return path
-
-    def _restore(self, handle: SandboxHandle, path: Path, ref: SnapshotRef) -> None:
-        if not path.exists():
-            raise SandboxError("snapshot not found")
-        if ref.sha256 is None:
-            raise SandboxError("snapshot has no checksum")
-        with path.open("rb") as src:
-            result = self._client(self.endpoint(handle), self.token(handle)).restore_from(
-                src, ref.sha256
-            )
-        expected = ref.manifest.get("fileCount")
-        if expected is not None and result.get("fileCount") != expected:
-            raise SandboxError(
-                f"restore verification failed: {result.get('fileCount')} files restored, "
-                f"the manifest says {expected}"
-            )
+        return self._store.path(ref.id)
 
     def delete_snapshot(self, ref: SnapshotRef) -> None:
-        self._snapshot_path(ref.id).unlink(missing_ok=True)
-
-
-class _Staging:
-    """The host folders a sandbox sees, bind-mounted under ``/mnt`` in a private mount
-    namespace of the launcher (root), so that the sandbox's unprivileged uid reaches them
-    without any host folder above them being opened to it (``/root``, a 0700 state folder)."""
-
-    MOUNT = "/mnt"
-    COPY_SIZE = "32m"
-
-    def __init__(self, *, enabled: bool) -> None:
-        self._enabled = enabled
-        self._sources: list[tuple[Path, str]] = []  # (folder or ext4 image, "bind"|"image"|"copy")
-
-    def add(self, path: Path, *, image: bool = False, copy: bool = False) -> str:
-        """Where the sandbox's bind finds ``path``; with ``copy``, a copy of the (small,
-        read-only) folder in a tmpfs of its own, so the sandbox's ``/proc/self/mountinfo``
-        shows that tmpfs's ``/`` as the mount's source instead of the host folder's path (the
-        state folder, the server's checkout)."""
-        if not self._enabled:
-            return str(path)
-        self._sources.append((path, "image" if image else "copy" if copy else "bind"))
-        return f"{self.MOUNT}/{len(self._sources) - 1}"
-
-    def command(self) -> list[str]:
-        if not self._enabled:
-            return []
-        lines = [
-            "set -e",
-            f"mount -t tmpfs -o mode=0755,size=64k openagents-stage {self.MOUNT}",
-        ]
-        for index, (source, kind) in enumerate(self._sources):
-            target = f"{self.MOUNT}/{index}"
-            quoted = shlex.quote(str(source))
-            lines.append(f"mkdir {target}")
-            if kind == "copy":
-                lines += [
-                    f"mount -t tmpfs -o mode=0755,size={self.COPY_SIZE},nosuid,nodev "
-                    f"openagents-ro {target}",
-                    f"cp -a {quoted}/. {target}/",
-                ]
-            else:
-                how = "-o loop,nosuid,nodev" if kind == "image" else "--bind"
-                lines.append(f"mount {how} {quoted} {target}")
-        lines.append('exec "$@"')
-        script = "\n".join(lines)
-        return [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "/bin/sh",
-            "-c",
-            script,
-            "stage",
-        ]
-
-
-class _SyncPipes:
-    """bwrap's --info-fd (it reports the sandbox's pid) and --block-fd (it waits until the
-    network is configured before starting sandboxd), and the network stack's lifeline."""
-
-    def __init__(self) -> None:
-        self._open: set[int] = set()
-        self._info_read, self.info_write = self._pipe()
-        self.block_read, self._block_write = self._pipe()
-        # held open by the sandbox's processes only: the network stack exits when they are gone
-        self.lifeline, self._lifeline_write = self._pipe()
-
-    def _pipe(self) -> tuple[int, int]:
-        read, write = os.pipe()
-        self._open |= {read, write}
-        return read, write
-
-    def _close(self, *fds: int) -> None:
-        for fd in fds:
-            if fd in self._open:
-                self._open.discard(fd)
-                os.close(fd)
-
-    @property
-    def child_fds(self) -> tuple[int, int, int]:
-        return (self.info_write, self.block_read, self._lifeline_write)
-
-    def child_pid(self) -> int:
-        self._close(*self.child_fds)
-        data = b""
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while b"child-pid" not in data or not data.rstrip().endswith(b"}"):
-            if time.monotonic() > deadline:
-                raise SandboxError("bubblewrap did not report the sandbox's pid")
-            chunk = os.read(self._info_read, 4096)
-            if not chunk:
-                break
-            data += chunk
-        self._close(self._info_read)
-        try:
-            return int(json.loads(data)["child-pid"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SandboxError("bubblewrap did not report the sandbox's pid") from exc
-
-    def release(self) -> None:
-        os.write(self._block_write, b"1")
-        self.close()
-
-    def close(self) -> None:
-        """Close what this process still holds (idempotent)."""
-        self._close(*list(self._open))
-
-
-def _child_setup(cgroup: Cgroup | None) -> Callable[[], None]:
-    def setup() -> None:
-        if cgroup is not None:
-            cgroup.join()
-
-    return setup
-
-
-def _claim(record: _Record, root: Path) -> _Child | None:
-    """The processes on record, held by pidfds, when they are the ones launched: the pid runs
-    with the recorded start time, on this boot, inside the recorded cgroups. Else None."""
-    if record.boot_id != boot_id():
-        return None
-    process = _Adopted.claim(record.pid, record.start_time)
-    if process is None:
-        return None
-    if not set(record.cgroups) <= process_cgroups(record.pid):
-        process.close()
-        return None
-    network = None
-    if record.network_pid is not None and record.network_start_time is not None:
-        network = _Adopted.claim(record.network_pid, record.network_start_time)
-    cgroup = Cgroup.existing(record.cgroups) if record.cgroups else None
-    return _Child(process, root, network, cgroup)
-
-
-def _release(child: _Child) -> None:
-    for held in (child.process, child.network):
-        if isinstance(held, _Adopted):
-            held.close()
-
-
-def _launched_by(root: Path, handle: SandboxHandle) -> bool:
-    """The generation's handle names the process on record: its launch finished."""
-    record = _Record.read(root)
-    return record is not None and str(record.pid) == handle.ref
-
-
-def _launched_alive(root: Path) -> bool:
-    """The process a driver launched in this folder still runs (whether or not it answers)."""
-    record = _Record.read(root)
-    return (
-        record is not None
-        and record.boot_id == boot_id()
-        and process_start_time(record.pid, living=True) == record.start_time
-    )
-
-
-def _record(child: _Child) -> _Record:
-    pid = child.process.pid
-    network = child.network.pid if child.network is not None else None
-    return _Record(
-        pid=pid,
-        start_time=process_start_time(pid) or 0,
-        boot_id=boot_id(),
-        cgroups=tuple(str(folder) for folder in child.cgroup.folders) if child.cgroup else (),
-        network_pid=network,
-        network_start_time=process_start_time(network) if network is not None else None,
-    )
-
-
-def _kill(
-    process: _Process,
-    network: _Process | None,
-    cgroup: Cgroup | None,
-    grace: float = 0,
-) -> None:
-    """Stop the sandbox (its pid namespace dies with bubblewrap), its network, its cgroups."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=grace or 0.5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    if network is not None and network.poll() is None:
-        network.kill()
-        network.wait()
-    if cgroup is not None:
-        cgroup.remove()
-    for held in (process, network):
-        if isinstance(held, _Adopted):
-            held.close()
-
-
-def _status_field(pid: int, name: str) -> list[int]:
-    """A numeric field of /proc/<pid>/status (the kernel's, never the sandbox's word)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{name}:"):
-                return [int(value) for value in line.split()[1:]]
-    except (OSError, ValueError):
-        pass
-    return []
-
-
-def _machinery(found: dict[int, int], keeper: int, isolated: bool) -> set[int]:
-    """Which of a sandbox's processes are its own machinery, never killed by ``kill_commands``:
-    those in the host's pid namespace (only the driver's launch chain — the keeper, bubblewrap —
-    runs there: nothing of the sandbox can leave its namespace), the namespace's init (its pid
-    1) and sandboxd (its pid 2, the init's child: bubblewrap's init forks it first). Without
-    isolation, sandboxd is the launched process itself."""
-    if not isolated:
-        return {keeper}
-    depth = len(_status_field(os.getpid(), "NSpid"))
-    namespaced = {pid: _status_field(pid, "NSpid") for pid in found}
-    spared = {pid for pid, ns in namespaced.items() if len(ns) == depth}
-    inits = {pid for pid, ns in namespaced.items() if len(ns) == depth + 1 and ns[-1] == 1}
-    daemons = {
-        pid
-        for pid, ns in namespaced.items()
-        if len(ns) == depth + 1 and ns[-1] == 2 and set(_status_field(pid, "PPid")) <= inits
-    }
-    return spared | inits | daemons
-
-
-def _descendants(pid: int) -> dict[int, int]:
-    """The processes below ``pid`` (pid -> start time), from one reading of /proc: a sandbox
-    without cgroups (no root). Inside a pid namespace an orphan goes to the namespace's init,
-    still below the keeper."""
-    parents: dict[int, list[tuple[int, int]]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-        except (OSError, ValueError):
-            continue
-        if fields[0] in ("Z", "X"):
-            continue
-        parents.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
-    found: dict[int, int] = {}
-    todo = [pid]
-    while todo:
-        for child, started in parents.get(todo.pop(), []):
-            if child not in found:
-                found[child] = started
-                todo.append(child)
-    return found
-
-
-def _compile(sandboxd: Path) -> None:
-    """sandboxd's .pyc files, by the interpreter the sandbox runs (its cache tag); best effort:
-    a read-only checkout only costs the sandbox its compile."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(  # noqa: S603 - our own paths
-            ["/usr/bin/python3", "-m", "compileall", "-q", str(sandboxd)],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        self._store.delete(ref)
 
 
 def _size(count: int) -> str:
     return f"{count / (1 << 30):g} GiB" if count >= 1 << 30 else f"{count >> 20} MiB"
-
-
-def _pid(handle: SandboxHandle) -> int:
-    try:
-        return int(handle.ref)
-    except ValueError:
-        return -1
