@@ -24,6 +24,7 @@ from functions.api.longpoll import long_polls
 from functions.api.observe import Observe
 from functions.api.preview import PreviewProxy
 from functions.api.routes import (
+    attachments,
     chat,
     chats,
     git,
@@ -103,11 +104,13 @@ def create_app(
     routers = (sessions, chats, sandbox, previews, local, github, chat, shared, git)
     for module in (*routers, repositories, skills, usage):
         _add_routes(app, module.router)
+    _add_routes(app, attachments.router)
 
     app.add_middleware(Observe, logger=logger, metrics=metrics)
     app.add_middleware(
         BodyLimit,
         limit=lambda: app.state.settings().max_message_bytes + REQUEST_OVERHEAD_BYTES,
+        route_limit=attachments.upload_limit,  # an upload's bytes: their own cap
     )
     # outermost: a foreign Host (DNS rebinding) is refused before anything reads the request
     app.add_middleware(HostGuard, settings=app.state.settings)

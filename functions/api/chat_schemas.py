@@ -172,3 +172,14 @@ class ModelListOut(Out):
     models: list[ModelOut]
     default_model_id: str | None
     message: str | None = Field(default=None, description="Set when no model is configured")
+
+
+class AttachmentOut(Out):
+    """An uploaded attachment: send it in a user message as an AI SDK file part ``{type:
+    "file", mediaType, filename?, url}`` with this ``url`` and ``mediaType``."""
+
+    id: str
+    url: str = Field(description="/api/sessions/{sessionId}/attachments/{id}: the file part's url")
+    media_type: str = Field(description="Sniffed from the bytes (images) or the claimed text type")
+    size: int = Field(description="Bytes")
+    filename: str | None = None

@@ -14,15 +14,22 @@ class BodyLimit:
     """Refuses a declared oversize body at once; a chunked one is answered 413 as soon as it
     passes the limit, and the app sees the client gone."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: Callable[[], int],
+        route_limit: Callable[[str, str], int | None] = lambda method, path: None,
+    ) -> None:
         self._app = app
         self._limit = limit
+        self._route_limit = route_limit  # (method, path) -> its own limit (uploads), or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        limit = self._limit()
+        limit = self._route_limit(scope.get("method", ""), scope.get("path", ""))
+        limit = self._limit() if limit is None else limit
         headers: dict[bytes, bytes] = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode() or None
         if declared is not None and (not declared.isdigit() or int(declared) > limit):

@@ -234,8 +234,8 @@ class AgentTurns:
                 f"The session's sandbox is unavailable ({session.lifecycle_error or 'failed'})",
                 field="sessionId",
             )
-        model = self.model_for(identity, chat, model_id)
         self._check_files(identity, session.id, message)
+        model = self.model_for(identity, chat, model_id)
         try:
             engine = self._engine()
         except ValueError as error:  # a deployment without the agent function configured
