@@ -159,3 +159,30 @@ def test_a_link_is_traded_for_a_secure_host_only_cookie(gateway: TestClient) -> 
     assert "domain" not in cookie.lower()
     other = gateway.get(f"/__preview/auth?token={token}", headers={"host": _host(3001)})
     assert other.status_code == 401  # a link is for its own port's host only
+
+
+def test_the_gateways_previews_reach_through_its_clients_and_mark_nothing_lost() -> None:
+    lost: list[str] = []
+    previews = Previews(
+        NoStore(),
+        _clients,
+        lambda: datetime.fromtimestamp(1000, UTC),
+        lambda: KEY,
+        PreviewSite("https", DOMAIN),
+        on_unreachable=lambda session: lost.append(session.id),
+    )
+    reached: list[SandboxHandle] = []
+
+    marker: Any = object()
+
+    def through(handle: SandboxHandle) -> Any:
+        reached.append(handle)
+        return marker
+
+    twin = previews.reaching(through)
+    assert twin.client(HANDLE) is marker
+    assert reached == [HANDLE]
+    assert twin._on_unreachable is None
+    assert previews._on_unreachable is not None  # the API's own previews are untouched
+    with pytest.raises(AssertionError, match="a sandbox was reached"):
+        previews.client(HANDLE)

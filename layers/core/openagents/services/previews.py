@@ -123,9 +123,12 @@ class Previews:
 
     def reaching(self, clients: SandboxdClients) -> Previews:
         """The same previews, reaching each sandbox through ``clients`` (the preview gateway
-        asks ECS where each task is: ``sandbox/fargate_address.py``)."""
+        asks ECS where each task is: ``sandbox/fargate_address.py``). A sandbox they cannot
+        reach is not marked lost from there (that would start workflows, which the gateway may
+        not): the API's own calls and the reconciler do."""
         twin = copy.copy(self)
         twin._clients = clients
+        twin._on_unreachable = None
         twin._active, twin._active_lock = {}, threading.Lock()
         return twin
 
