@@ -14,7 +14,7 @@ import pytest
 from openagents.composition import build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, SessionStatus
-from openagents.services.archive import PullRequestEventId, event_identity
+from openagents.services.pull_requests import PullRequestEventId, event_identity
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -187,7 +187,7 @@ def test_a_failed_event_is_forgotten_under_both_keys(
     hook_api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     container, _ = pr_session(hook_api)
-    archive = container.archive
+    pull_requests = container.pull_requests
     said = PullRequestEventId("closed", "acme", "widget", 7, "a" * 40, "2026-12-01T10:00:00Z")
     identity = event_identity(said, b"")
 
@@ -195,12 +195,12 @@ def test_a_failed_event_is_forgotten_under_both_keys(
         raise RuntimeError("the store is down")
 
     def handle() -> Any:
-        return archive.pull_request_event(
+        return pull_requests.pull_request_event(
             "closed", "acme", "widget", 7, True, identity=identity, delivery="d-9"
         )
 
     with monkeypatch.context() as patched:
-        patched.setattr(archive, "_pull_request_event", fail)
+        patched.setattr(pull_requests, "_pull_request_event", fail)
         with pytest.raises(RuntimeError):
             handle()
     assert handle().archived_sessions == 1  # GitHub's redelivery runs it again

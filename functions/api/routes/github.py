@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from openagents.services.archive import PullRequestEventId, PullRequestUpdate, event_identity
+from openagents.services.pull_requests import PullRequestEventId, PullRequestUpdate, event_identity
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from functions.api.deps import App
@@ -145,7 +145,7 @@ async def webhook(request: Request, app: App) -> dict[str, Any] | JSONResponse:
         head_sha=pull.head.sha if pull.head else None,
         updated_at=pull.updated_at,
     )
-    result = app.archive.pull_request_event(
+    result = app.pull_requests.pull_request_event(
         action,
         said.owner,
         said.name,

@@ -1,22 +1,22 @@
 """Archive: the synchronous part (git/PR refresh, mark archived), the asynchronous finalisation
-(git bundle to the artifact store, stop the sandbox, drop the snapshot), unarchive, and the
-GitHub webhook's PR updates. Every transition is a conditional write with an audit entry that is
-published as an event (``docs/archive.md``)."""
+(git bundle to the artifact store, stop the sandbox, drop the snapshot), and unarchive (a closed
+PR's webhook archives through ``services/pull_requests.py``). Every move goes through
+``services/transitions.py``: a conditional write with an audit entry and its outbox event
+(``docs/archive.md``)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict
-from openagents.domain.lifecycle import Failure, failure, with_due
+from openagents.domain.lifecycle import Failure, with_due
 from openagents.domain.models import (
     AuditEntry,
     BundleRef,
@@ -37,6 +37,7 @@ from openagents.sandbox.port import (
     SandboxState,
 )
 from openagents.services import Clock, IdFactory, Metrics
+from openagents.services.transitions import Change, Entry, Transitions
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
 
@@ -44,36 +45,6 @@ log = logging.getLogger(__name__)
 ARCHIVED = frozenset({LifecycleState.ARCHIVED})
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 ARCHIVER_GENERATION_STEP = 2  # past a kicked, not yet started generation (see _temporary_sandbox)
-DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
-
-
-@dataclass(frozen=True)
-class PullRequestEventId:
-    """What a signed ``pull_request`` body says the event is (``event_identity``)."""
-
-    action: str
-    owner: str
-    name: str
-    number: int
-    head_sha: str | None
-    updated_at: str | None
-
-
-def event_identity(event: PullRequestEventId, body: bytes) -> str:
-    """The event's own identity, kept beside the delivery ids: its action, repository, PR
-    number, head sha and ``updated_at`` (GitHub sends both on every such event; without them
-    the body's digest stands in, so two real events are never taken for one)."""
-    fields: list[object] = [
-        event.action,
-        event.owner.lower(),
-        event.name.lower(),
-        event.number,
-        event.head_sha,
-        event.updated_at,
-    ]
-    if event.head_sha is None or event.updated_at is None:
-        fields.append(hashlib.sha256(body).hexdigest())
-    return "event:" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
 MAX_BUNDLE_BYTES = 2 << 30  # an archive bundle larger than this is refused (it is held in memory)
@@ -98,18 +69,6 @@ class Finalized:
 class AutoArchived:
     stale: int  # sessions hibernated longer than the setting
     archived: int
-
-
-@dataclass(frozen=True)
-class PullRequestUpdate:
-    """What a ``pull_request`` delivery did: the status it set on the sessions of that PR
-    (None for a replayed delivery, which does nothing)."""
-
-    duplicate: bool = False
-    pr_status: PrStatus | None = None
-    matched_sessions: int = 0
-    updated_sessions: int = 0
-    archived_sessions: int = 0
 
 
 class ArchiveFailed(Exception):
@@ -188,6 +147,8 @@ class ArchiveService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        # clock and ids read through the service: a test that sets them sets the moves' too
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
         self._provision = provision
         self._sleep = sleep
         self._on_active = on_active
@@ -309,7 +270,7 @@ class ArchiveService:
             with contextlib.suppress(StaleState):
                 self._move(
                     session,
-                    failure(Failure.ARCHIVE_FAILED),
+                    Change.failed(Failure.ARCHIVE_FAILED),
                     "session.archive_failed",
                     {"error": message, "code": Failure.ARCHIVE_FAILED.value},
                 )
@@ -324,14 +285,14 @@ class ArchiveService:
                 log.warning("could not delete the snapshot of %s: %s", session_id, exc)
         done = self._move(
             session,
-            {
-                "sandbox": None,
-                "snapshot": None,
-                "archive_pending": None,
-                "lifecycle_error": None,
-                "sandbox_expires_at": None,
-                "hibernate_after": None,
-            },
+            Change(
+                sandbox=None,
+                snapshot=None,
+                archive_pending=None,
+                lifecycle_error=None,
+                sandbox_expires_at=None,
+                hibernate_after=None,
+            ),
             "session.archive_finalized",
             {"bundle": _key(session.bundle)},
         )
@@ -372,9 +333,7 @@ class ArchiveService:
             created_at=self._clock(),
         )
         previous = session.bundle
-        session = self._store.transition(
-            session.id, expect=ARCHIVED, changes={"bundle": ref}, entry=None
-        )
+        session = self._transitions.move(session, ARCHIVED, Change(bundle=ref))
         if previous and previous.key != key:
             self._artifacts.delete(previous.key)
         return session
@@ -407,24 +366,15 @@ class ArchiveService:
         generation = session.sandbox_generation + ARCHIVER_GENERATION_STEP
         self._store.claim_generation(session.id, generation)
         handle = self._driver.start(session.id, generation, from_snapshot=session.snapshot)
-        session = self._store.transition(
-            session.id,
-            expect=ARCHIVED,
-            changes={"sandbox": handle},
-            generation=generation,
-            entry=None,
+        session = self._transitions.move(
+            session, ARCHIVED, Change(sandbox=handle), generation=generation
         )
         for _ in range(self._settings.sandbox_ready_attempts):
             probe = self._driver.probe(handle)
             if probe.state is SandboxState.RUNNING:
                 if probe.endpoint and probe.endpoint != handle.endpoint:
                     handle = handle.model_copy(update={"endpoint": probe.endpoint})
-                    session = self._store.transition(
-                        session.id,
-                        expect=ARCHIVED,
-                        changes={"sandbox": handle},
-                        entry=None,
-                    )
+                    session = self._transitions.move(session, ARCHIVED, Change(sandbox=handle))
                 return session
             if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
                 raise SandboxError(f"the temporary sandbox stopped: {probe.reason}")
@@ -504,89 +454,18 @@ class ArchiveService:
             raise SandboxError("the stored bundle does not match its sha256")
         return restore_bundle(client, session, ref, data)
 
-    # -------------------------------------------------------------------- webhook
-
-    def pull_request_event(
-        self,
-        action: str,
-        owner: str,
-        name: str,
-        number: int,
-        merged: bool,
-        *,
-        identity: str,
-        delivery: str | None = None,
-    ) -> PullRequestUpdate:
-        """``pull_request`` closed/reopened: update prStatus; closed also archives. An event
-        seen before is a replay — acknowledged, nothing done: the same delivery id (GitHub's
-        ``X-GitHub-Delivery``, not signed) or the same body's ``identity`` (``event_identity``:
-        the signed body without the header, or under another id), each kept ``DELIVERY_TTL``.
-        An event whose handling fails is forgotten, so GitHub's redelivery runs it again."""
-        now = self._clock()
-        claimed: list[str] = []
-        for key in (delivery, identity):
-            if key is not None:
-                if not self._store.claim_delivery(key, now, now + DELIVERY_TTL):
-                    return PullRequestUpdate(duplicate=True)
-                claimed.append(key)
-        try:
-            return self._pull_request_event(action, owner, name, number, merged)
-        except BaseException:
-            for key in claimed:
-                self._store.forget_delivery(key)
-            raise
-
-    def _pull_request_event(
-        self, action: str, owner: str, name: str, number: int, merged: bool
-    ) -> PullRequestUpdate:
-        status = (
-            PrStatus.OPEN
-            if action == "reopened"
-            else (PrStatus.MERGED if merged else PrStatus.CLOSED)
-        )
-        sessions = self._store.sessions_for_pr(owner, name, number)
-        updated = archived = 0
-        for session in sessions:
-            try:
-                if action == "closed" and session.status is not SessionStatus.ARCHIVED:
-                    self.archive(session, pr_status=status)
-                    archived += 1
-                    updated += 1
-                elif session.pr_status is not status:
-                    self._store.transition(
-                        session.id,
-                        expect=frozenset(LifecycleState),
-                        changes={"pr_status": status},
-                        entry=None,
-                    )
-                    updated += 1
-            except StaleState:  # archived meanwhile (a replay, or the user): nothing to do
-                continue
-        return PullRequestUpdate(
-            pr_status=status,
-            matched_sessions=len(sessions),
-            updated_sessions=updated,
-            archived_sessions=archived,
-        )
-
     # -------------------------------------------------------------------- helpers
 
     def _move(
-        self, session: Session, changes: dict[str, Any], kind: str, detail: dict[str, Any]
+        self, session: Session, changes: Change, kind: str, detail: dict[str, Any]
     ) -> Session:
-        entry = self._entry(session, kind, detail)
-        moved = self._store.transition(session.id, expect=ARCHIVED, changes=changes, entry=entry)
-        return moved
+        """An archived session's move: its entry names the generation."""
+        entry = Entry(kind, {"generation": session.sandbox_generation, **detail})
+        return self._transitions.move(session, ARCHIVED, changes, entry)
 
     def _entry(self, session: Session, kind: str, detail: dict[str, Any]) -> AuditEntry:
-        at: datetime = self._clock()
-        return AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=at,
-            type=kind,
-            detail={"generation": session.sandbox_generation, **detail},
-        )
+        detail = {"generation": session.sandbox_generation, **detail}
+        return self._transitions.entry(session.id, kind, detail)
 
 
 def _kill_commands(driver: SandboxDriver, handle: SandboxHandle) -> None:

@@ -21,13 +21,11 @@ from openagents.domain.lifecycle import (
     Failure,
     chip_status,
     due_at,
-    failure,
     lease_is_stale,
     snapshot_ref,
     wake_at,
-    with_due,
 )
-from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.domain.models import LifecycleState, Session, SessionStatus
 from openagents.sandbox.port import (
     Reboots,
     SandboxDriver,
@@ -38,6 +36,7 @@ from openagents.sandbox.port import (
 )
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import owned
+from openagents.services.transitions import Change, Entry, Keep, Transitions
 from openagents.settings import Settings
 from openagents.store.port import StaleState, Store
 from openagents.workflows import TaskError, Workflows
@@ -151,6 +150,8 @@ class LifecycleService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        # clock and ids read through the service: a test that sets them sets the moves' too
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
 
     # ------------------------------------------------------------------ kick
 
@@ -222,7 +223,7 @@ class LifecycleService:
             session = self._move(
                 session,
                 ACTIVE,
-                {"lifecycle_state": LifecycleState.HIBERNATING},
+                Change(lifecycle_state=LifecycleState.HIBERNATING),
                 "sandbox.hibernating",
                 run_id,
             )
@@ -236,7 +237,8 @@ class LifecycleService:
             self._move(
                 session,
                 HIBERNATING,
-                {"lifecycle_state": LifecycleState.ACTIVE, **failure(Failure.SNAPSHOT_FAILED)},
+                Change(lifecycle_state=LifecycleState.ACTIVE)
+                | Change.failed(Failure.SNAPSHOT_FAILED),
                 "sandbox.snapshot_failed",
                 run_id,
                 detail={"code": Failure.SNAPSHOT_FAILED.value, "error": message},
@@ -255,7 +257,7 @@ class LifecycleService:
             self._move(
                 fresh,
                 HIBERNATING,
-                {"lifecycle_state": LifecycleState.ACTIVE},
+                Change(lifecycle_state=LifecycleState.ACTIVE),
                 "sandbox.hibernate_aborted",
                 run_id,
             )
@@ -297,18 +299,18 @@ class LifecycleService:
             kill_commands(self._driver, handle)
             return self._driver.snapshot(handle)
 
-    def _hibernated(self, snapshot: SnapshotRef) -> dict[str, Any]:
-        return {
-            "lifecycle_state": LifecycleState.HIBERNATED,
-            "hibernated_at": self._clock(),
-            "lifecycle_error": None,
-            "snapshot": snapshot,
-            "sandbox": None,
-            "sandbox_expires_at": None,
-            "hibernate_after": None,
-            "turn_active_until": None,
-            "lifecycle_run_id": None,
-        }
+    def _hibernated(self, snapshot: SnapshotRef) -> Change:
+        return Change(
+            lifecycle_state=LifecycleState.HIBERNATED,
+            hibernated_at=self._clock(),
+            lifecycle_error=None,
+            snapshot=snapshot,
+            sandbox=None,
+            sandbox_expires_at=None,
+            hibernate_after=None,
+            turn_active_until=None,
+            lifecycle_run_id=None,
+        )
 
     def recover(self, session_id: str, run_id: str, error: TaskError | None) -> Decision:
         """After the retries of a failed hibernation: keep the sandbox running, try later."""
@@ -321,7 +323,7 @@ class LifecycleService:
             session = self._move(
                 session,
                 HIBERNATING,
-                {"lifecycle_state": LifecycleState.ACTIVE, **failure(Failure.PAUSE_FAILED)},
+                Change(lifecycle_state=LifecycleState.ACTIVE) | Change.failed(Failure.PAUSE_FAILED),
                 "sandbox.hibernate_failed",
                 run_id,
                 detail={"code": Failure.PAUSE_FAILED.value, "error": str(cause)[:1000]},
@@ -342,21 +344,19 @@ class LifecycleService:
         taken = session.snapshot.created_at.isoformat() if session.snapshot else None
         if session.snapshot:
             code = Failure.SANDBOX_LOST
-            changes: dict[str, Any] = {
-                "lifecycle_state": LifecycleState.HIBERNATED,
-                "hibernated_at": self._clock(),
-                **failure(code),
-            }
+            changes = Change(
+                lifecycle_state=LifecycleState.HIBERNATED, hibernated_at=self._clock()
+            ) | Change.failed(code)
         else:
             code = Failure.SANDBOX_LOST_NO_SNAPSHOT
-            changes = {"lifecycle_state": LifecycleState.FAILED, **failure(code)}
-        changes |= {
-            "sandbox": None,
-            "sandbox_expires_at": None,
-            "hibernate_after": None,
-            "turn_active_until": None,
-            "lifecycle_run_id": None,
-        }
+            changes = Change(lifecycle_state=LifecycleState.FAILED) | Change.failed(code)
+        changes |= Change(
+            sandbox=None,
+            sandbox_expires_at=None,
+            hibernate_after=None,
+            turn_active_until=None,
+            lifecycle_run_id=None,
+        )
         try:
             lost = self._move(
                 session,
@@ -399,20 +399,17 @@ class LifecycleService:
         if session.lifecycle_state is not LifecycleState.ACTIVE:
             return Activity(success=False, reason="not-active")
         now = self._clock()
-        changes: dict[str, Any] = {
-            "last_activity_at": now,
-            "hibernate_after": now + timedelta(seconds=self._settings.idle_timeout_seconds),
-        }
+        changes = Change(
+            last_activity_at=now,
+            hibernate_after=now + timedelta(seconds=self._settings.idle_timeout_seconds),
+        )
         if turn == "start":
-            changes["turn_active_until"] = now + timedelta(
-                seconds=self._settings.turn_heartbeat_seconds
-            )
+            heartbeat = timedelta(seconds=self._settings.turn_heartbeat_seconds)
+            changes |= Change(turn_active_until=now + heartbeat)
         elif turn in ("end", "release"):
-            changes["turn_active_until"] = None
+            changes |= Change(turn_active_until=None)
         try:
-            updated = self._store.transition(
-                session.id, expect=ACTIVE, changes=with_due(session, changes), entry=None
-            )
+            updated = self._transitions.move(session, ACTIVE, changes)
         except StaleState:
             return Activity(success=False, reason="not-active")
         if turn not in ("end", "release"):
@@ -431,11 +428,11 @@ class LifecycleService:
             raise Conflict("Sandbox is not active", field="sessionId")
         now = self._clock()
         step = timedelta(seconds=self._settings.extend_seconds)
-        changes: dict[str, Any] = {
-            "sandbox_expires_at": session.sandbox_expires_at + step,
-            "last_activity_at": now,
-            "hibernate_after": now + timedelta(seconds=self._settings.idle_timeout_seconds),
-        }
+        changes = Change(
+            sandbox_expires_at=session.sandbox_expires_at + step,
+            last_activity_at=now,
+            hibernate_after=now + timedelta(seconds=self._settings.idle_timeout_seconds),
+        )
         try:
             return self._move(
                 session,
@@ -457,7 +454,7 @@ class LifecycleService:
             return session
         if session.lifecycle_state is not LifecycleState.ACTIVE:
             raise Conflict("Sandbox is not running", field="sessionId")
-        changes: dict[str, Any] = {"hibernate_after": self._clock(), "turn_active_until": None}
+        changes = Change(hibernate_after=self._clock(), turn_active_until=None)
         try:
             session = self._move(
                 session, ACTIVE, changes, "sandbox.pause_requested", None, bump=True
@@ -480,7 +477,7 @@ class LifecycleService:
             restoring = self._move(
                 session,
                 frozenset({LifecycleState.HIBERNATED, LifecycleState.FAILED}),
-                {"lifecycle_state": LifecycleState.RESTORING, "lifecycle_error": None},
+                Change(lifecycle_state=LifecycleState.RESTORING, lifecycle_error=None),
                 "sandbox.restoring",
                 None,
                 bump=True,
@@ -563,19 +560,13 @@ class LifecycleService:
             log.warning("reconciler could not re-kick the start of %s: %s", session.id, exc)
             return False
         if runtime_restarted:
-            entry = AuditEntry(
-                id=self._ids(),
-                session_id=session.id,
-                at=self._clock(),
-                type="sandbox.run_rescued",
-                detail={
-                    "staleRun": f"provision-{session.id}-g{current}",
-                    "state": str(session.lifecycle_state),
-                    "generation": generation,
-                },
-            )
-            self._store.append_entry(entry)
-            self._metrics.count("LifecycleRunRescued")
+            detail = {
+                "staleRun": f"provision-{session.id}-g{current}",
+                "state": str(session.lifecycle_state),
+                "generation": generation,
+            }
+            rescued = Entry("sandbox.run_rescued", detail)
+            self._transitions.record(session, rescued, metric="LifecycleRunRescued")
         return True
 
     # ------------------------------------------------------ the runtime's start
@@ -652,14 +643,10 @@ class LifecycleService:
             return None
         if rebooted is None:
             return None
-        changes: dict[str, Any] = {
-            "lifecycle_state": LifecycleState.ACTIVE,
-            "sandbox": rebooted,
-            "lifecycle_error": None,
-            "lifecycle_error_code": None,
-        }
+        changes = Change(lifecycle_state=LifecycleState.ACTIVE, sandbox=rebooted)
+        changes |= Change.cleared_error()
         if run_id is None:
-            changes["lifecycle_run_id"] = None  # its run died with the runtime
+            changes |= Change(lifecycle_run_id=None)  # its run died with the runtime
         detail = {"generation": generation, "rebootedFrom": handle.generation}
         try:
             moved = self._move(session, RUNNING, changes, "sandbox.resumed", run_id, detail=detail)
@@ -685,11 +672,7 @@ class LifecycleService:
         restoring = self._move(
             lost,
             frozenset({LifecycleState.HIBERNATED}),
-            {
-                "lifecycle_state": LifecycleState.RESTORING,
-                "lifecycle_error": None,
-                "lifecycle_error_code": None,
-            },
+            Change(lifecycle_state=LifecycleState.RESTORING) | Change.cleared_error(),
             "sandbox.restoring",
             None,
             bump=True,
@@ -741,22 +724,16 @@ class LifecycleService:
         if not self._store.claim_lease(session.id, run_id, any_due, replace_active=True):
             raise Conflict("its lifecycle lease could not be taken")
         if session.lifecycle_state is LifecycleState.ACTIVE:
-            changes = {"hibernate_after": self._clock(), "turn_active_until": None}
+            changes = Change(hibernate_after=self._clock(), turn_active_until=None)
             self._move(session, ACTIVE, changes, "sandbox.pause_requested", run_id)
         decision = self.hibernate(session.id, run_id)
         if decision.reason != "hibernated":
             raise Conflict(f"not hibernated: {decision.reason}")
 
     def _rescued(self, session: Session) -> None:
-        entry = AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=self._clock(),
-            type="sandbox.run_rescued",
-            detail={"staleRun": session.lifecycle_run_id, "state": str(session.lifecycle_state)},
-        )
-        self._store.append_entry(entry)
-        self._metrics.count("LifecycleRunRescued")
+        detail = {"staleRun": session.lifecycle_run_id, "state": str(session.lifecycle_state)}
+        rescued = Entry("sandbox.run_rescued", detail)
+        self._transitions.record(session, rescued, metric="LifecycleRunRescued")
 
     # ---------------------------------------------------------------- helpers
 
@@ -768,35 +745,25 @@ class LifecycleService:
         self,
         session: Session,
         expect: frozenset[LifecycleState],
-        changes: dict[str, Any],
+        changes: Change,
         kind: str,
         lease: str | None,
         *,
         bump: bool = False,
         detail: dict[str, Any] | None = None,
     ) -> Session:
-        to = changes.get("lifecycle_state", session.lifecycle_state)
-        entry = AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=self._clock(),
-            type=kind,
-            detail={
+        """A lifecycle move: its entry names the states it went from and to, and the generation."""
+        to = changes.lifecycle_state
+        entry = Entry(
+            kind,
+            {
                 "from": str(session.lifecycle_state),
-                "to": str(to),
+                "to": str(session.lifecycle_state if isinstance(to, Keep) else to),
                 "generation": session.sandbox_generation,
                 **(detail or {}),
             },
         )
-        moved = self._store.transition(
-            session.id,
-            expect=expect,
-            changes=with_due(session, changes),
-            entry=entry,
-            lease=lease,
-            bump_version=bump,
-        )
-        return moved
+        return self._transitions.move(session, expect, changes, entry, lease=lease, bump=bump)
 
     def _activity_moved(self, fresh: Session) -> bool:
         """Activity arrived while the snapshot was taken (re-checked right before stopping):
@@ -811,17 +778,13 @@ class LifecycleService:
         before its sandbox is stopped. Another run that took the lease meanwhile still gets
         it (it is the newest copy); a session no longer hibernating (archived, lost) does
         not, and the snapshot is deleted: None."""
-        changes = {"snapshot": snapshot}
+        changes = Change(snapshot=snapshot)
         try:
-            return self._store.transition(
-                session.id, expect=HIBERNATING, changes=changes, entry=None, lease=run_id
-            )
+            return self._transitions.move(session, HIBERNATING, changes, lease=run_id)
         except StaleState:
             pass
         try:
-            return self._store.transition(
-                session.id, expect=HIBERNATING, changes=changes, entry=None
-            )
+            return self._transitions.move(session, HIBERNATING, changes)
         except StaleState:
             self._drop_snapshot(snapshot, keep=None)
             return None

@@ -15,8 +15,8 @@ from typing import Any
 
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
-from openagents.domain.lifecycle import Failure, failure, with_due
-from openagents.domain.models import AuditEntry, LifecycleState, Session, SessionStatus
+from openagents.domain.lifecycle import Failure
+from openagents.domain.models import LifecycleState, Session, SessionStatus
 from openagents.git import ClonedRepository
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.errors import CAPACITY
@@ -31,6 +31,7 @@ from openagents.sandbox.port import (
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.sessions import owned
+from openagents.services.transitions import Change, Entry, Transitions
 from openagents.settings import Settings
 from openagents.store.port import Gone, StaleState, Store
 from openagents.workflows import TaskError, Workflows
@@ -138,6 +139,8 @@ class ProvisioningService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        # clock and ids read through the service: a test that sets them sets the moves' too
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
 
     # ------------------------------------------------------------------ kick
 
@@ -162,15 +165,11 @@ class ProvisioningService:
         if session.status is SessionStatus.ARCHIVED:
             raise Conflict("Session is archived; unarchive it first", field="sessionId")
         if session.lifecycle_state is LifecycleState.FAILED:
-            session = self._transition(
-                session.user_id,
-                session.id,
-                expect=frozenset({LifecycleState.FAILED}),
-                changes=with_due(
-                    session,
-                    {"lifecycle_state": LifecycleState.PROVISIONING, "lifecycle_error": None},
-                ),
-                entry=self._entry(session.id, "sandbox.retry", {}),
+            session = self._transitions.move(
+                session,
+                frozenset({LifecycleState.FAILED}),
+                Change(lifecycle_state=LifecycleState.PROVISIONING, lifecycle_error=None),
+                Entry("sandbox.retry", {}),
             )
             return session, self.kick(session, session.sandbox_generation + 1)
         if session.lifecycle_state in PROVISIONING:
@@ -199,13 +198,12 @@ class ProvisioningService:
                 raise
             return self._wait_for_capacity(session, generation, str(exc))
         try:
-            self._transition(
-                session.user_id,
-                session_id,
-                expect=PROVISIONING,
-                changes={"sandbox": handle, "lifecycle_error": None},
+            self._transitions.move(
+                session,
+                PROVISIONING,
+                Change(sandbox=handle, lifecycle_error=None),
+                Entry("sandbox.starting", {"generation": generation}),
                 generation=generation,
-                entry=self._entry(session_id, "sandbox.starting", {"generation": generation}),
             )
         except StaleState:
             self._driver.stop(handle)  # the session moved on (archived, deleted, newer run)
@@ -219,34 +217,27 @@ class ProvisioningService:
         self._metrics.count("SandboxCapacityWait")
         if session.lifecycle_error != WAITING_FOR_CAPACITY:
             try:
-                self._transition(
-                    session.user_id,
-                    session.id,
-                    expect=PROVISIONING,
-                    changes={"lifecycle_error": WAITING_FOR_CAPACITY},
+                self._transitions.move(
+                    session,
+                    PROVISIONING,
+                    Change(lifecycle_error=WAITING_FOR_CAPACITY),
+                    Entry("sandbox.waiting", {"generation": generation, "reason": reason[:500]}),
                     generation=generation,
-                    entry=self._entry(
-                        session.id,
-                        "sandbox.waiting",
-                        {"generation": generation, "reason": reason[:500]},
-                    ),
                 )
             except StaleState:  # the session moved on while AWS said no: nothing to wait for
                 return Started(started=False, reason="session moved on")
         raise WaitingForCapacity(reason)
 
     def probe(self, session_id: str, generation: int, attempts: int) -> Probed:
-        handle = self._handle(self._session(session_id), generation)
+        session = self._session(session_id)
+        handle = self._handle(session, generation)
         probe = self._driver.probe(handle)
         if probe.state in (SandboxState.STOPPED, SandboxState.GONE):
             raise SandboxError(f"sandbox {probe.state}: {probe.reason or 'no reason given'}")
         if probe.endpoint and probe.endpoint != handle.endpoint:
-            self._store.transition(
-                session_id,
-                expect=PROVISIONING,
-                changes={"sandbox": handle.model_copy(update={"endpoint": probe.endpoint})},
-                generation=generation,
-                entry=None,
+            found = handle.model_copy(update={"endpoint": probe.endpoint})
+            self._transitions.move(
+                session, PROVISIONING, Change(sandbox=found), generation=generation
             )
         ready = probe.state is SandboxState.RUNNING
         if not ready and attempts + 1 >= self._settings.sandbox_ready_attempts:
@@ -329,33 +320,31 @@ class ProvisioningService:
         now = self._clock()
         settings = self._settings
         before = self._session(session_id)
-        changes = {
-            "lifecycle_state": LifecycleState.ACTIVE,
-            "lifecycle_error": None,
-            "last_activity_at": now,
-            "hibernate_after": now + timedelta(seconds=settings.idle_timeout_seconds),
-            "sandbox_expires_at": now + timedelta(seconds=settings.max_lifetime_seconds),
-            "turn_active_until": None,
-        }
+        changes = Change(
+            lifecycle_state=LifecycleState.ACTIVE,
+            lifecycle_error=None,
+            last_activity_at=now,
+            hibernate_after=now + timedelta(seconds=settings.idle_timeout_seconds),
+            sandbox_expires_at=now + timedelta(seconds=settings.max_lifetime_seconds),
+            turn_active_until=None,
+        )
         kind = (
             "sandbox.resumed"
             if before.lifecycle_state is LifecycleState.RESTORING
             else "sandbox.active"
         )
-        session = self._transition(
-            before.user_id,
-            session_id,
-            expect=PROVISIONING,
-            changes=with_due(before, changes),
-            generation=generation,
-            bump_version=True,
-            entry=self._entry(
-                session_id,
+        session = self._transitions.move(
+            before,
+            PROVISIONING,
+            changes,
+            Entry(
                 kind,
                 {"generation": generation, "from": str(before.lifecycle_state), "to": "active"},
             ),
+            generation=generation,
+            bump=True,
+            metric="SandboxResumed" if kind == "sandbox.resumed" else "SandboxActive",
         )
-        self._metrics.count("SandboxResumed" if kind == "sandbox.resumed" else "SandboxActive")
         if self._on_active is not None:
             self._on_active(session)  # hand over to the wait-then-hibernate loop
         return Settled(state=str(session.lifecycle_state))
@@ -377,37 +366,21 @@ class ProvisioningService:
         target = LifecycleState.HIBERNATED if restoring else LifecycleState.FAILED
         code = Failure.RESTORE_FAILED if restoring else Failure.PROVISIONING_FAILED
         try:
-            self._transition(
-                session.user_id,
-                session_id,
-                expect=PROVISIONING,
-                changes=with_due(
-                    session,
-                    {
-                        "lifecycle_state": target,
-                        **failure(code),
-                        "sandbox": None,
-                        "hibernated_at": self._clock() if restoring else None,
-                    },
-                ),
+            self._transitions.move(
+                session,
+                PROVISIONING,
+                Change(lifecycle_state=target, sandbox=None)
+                | Change.failed(code)
+                | Change(hibernated_at=self._clock() if restoring else None),
+                Entry("sandbox.failed", {"error": message, "code": code.value, "to": str(target)}),
                 generation=generation,
-                entry=self._entry(
-                    session_id,
-                    "sandbox.failed",
-                    {"error": message, "code": code.value, "to": str(target)},
-                ),
+                metric="SandboxFailed",
             )
         except StaleState:
             return Settled(state=str(session.lifecycle_state))
-        self._metrics.count("SandboxFailed")
         return Settled(state=target.value)
 
     # ---------------------------------------------------------------- helpers
-
-    def _transition(self, user_id: str, session_id: str, **change: Any) -> Session:
-        """A conditional lifecycle write, then its audit entry published as an event."""
-        moved = self._store.transition(session_id, **change)
-        return moved
 
     def _session(self, session_id: str) -> Session:
         session = self._store.get_session(session_id)
@@ -420,11 +393,6 @@ class ProvisioningService:
         if session.sandbox is None or session.sandbox.generation != generation:
             raise NotFound(f"no sandbox of generation {generation}")
         return session.sandbox
-
-    def _entry(self, session_id: str, kind: str, detail: dict[str, Any]) -> AuditEntry:
-        return AuditEntry(
-            id=self._ids(), session_id=session_id, at=self._clock(), type=kind, detail=detail
-        )
 
 
 def _branch(answer: dict[str, Any]) -> str | None:

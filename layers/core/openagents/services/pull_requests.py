@@ -1,13 +1,18 @@
 """A session's pull request: kept current (the reference's check-pr rules, §2.5) after each agent
-turn and when the session is opened, and merged or closed through the git host port."""
+turn and when the session is opened, merged or closed through the git host port, and the GitHub
+webhook's ``pull_request`` events (a closed PR archives its sessions)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict, InvalidInput, Unavailable
 from openagents.domain.identity import Identity
@@ -23,12 +28,61 @@ from openagents.git import GitHost, GitHostError, MergeMethod
 from openagents.sandbox.git_answers import shown_branch
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
-from openagents.services.sessions import ArchiveFlow, owned
+from openagents.services.sessions import owned
+from openagents.services.transitions import Change, Transitions
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
 LIVE = frozenset({LifecycleState.ACTIVE, LifecycleState.HIBERNATING})
 ANY_STATE = frozenset(LifecycleState)
+DELIVERY_TTL = timedelta(days=7)  # GitHub redelivers a webhook for 3 days; ids are kept longer
+
+
+@dataclass(frozen=True)
+class PullRequestEventId:
+    """What a signed ``pull_request`` body says the event is (``event_identity``)."""
+
+    action: str
+    owner: str
+    name: str
+    number: int
+    head_sha: str | None
+    updated_at: str | None
+
+
+def event_identity(event: PullRequestEventId, body: bytes) -> str:
+    """The event's own identity, kept beside the delivery ids: its action, repository, PR
+    number, head sha and ``updated_at`` (GitHub sends both on every such event; without them
+    the body's digest stands in, so two real events are never taken for one)."""
+    fields: list[object] = [
+        event.action,
+        event.owner.lower(),
+        event.name.lower(),
+        event.number,
+        event.head_sha,
+        event.updated_at,
+    ]
+    if event.head_sha is None or event.updated_at is None:
+        fields.append(hashlib.sha256(body).hexdigest())
+    return "event:" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PullRequestUpdate:
+    """What a ``pull_request`` delivery did: the status it set on the sessions of that PR
+    (None for a replayed delivery, which does nothing)."""
+
+    duplicate: bool = False
+    pr_status: PrStatus | None = None
+    matched_sessions: int = 0
+    updated_sessions: int = 0
+    archived_sessions: int = 0
+
+
+class Archives(Protocol):
+    """Archiving, as a merge and a closed PR's webhook ask for it."""
+
+    def archive(self, session: Session, *, pr_status: PrStatus | None = None) -> Session: ...
 
 
 class NoPullRequest(Conflict):
@@ -49,7 +103,7 @@ class PullRequestService:
         ids: IdFactory,
         metrics: Metrics,
         *,
-        archive: ArchiveFlow,
+        archive: Archives,
         host_setting: str,
         refresh_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
@@ -58,6 +112,7 @@ class PullRequestService:
         self._blockers = blockers  # merge readiness: what stops a merge now
         self._store, self._workspaces, self._git_host = store, workspaces, git_host
         self._clock, self._ids, self._metrics = clock, ids, metrics
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
         self._archive = archive
         self._host_setting = host_setting  # named by the 400 when no git host is configured
         self._refresh_seconds = refresh_seconds
@@ -183,3 +238,63 @@ class PullRequestService:
             "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
         )
         return updated
+
+    # -------------------------------------------------------------------- webhook
+
+    def pull_request_event(
+        self,
+        action: str,
+        owner: str,
+        name: str,
+        number: int,
+        merged: bool,
+        *,
+        identity: str,
+        delivery: str | None = None,
+    ) -> PullRequestUpdate:
+        """``pull_request`` closed/reopened: update prStatus; closed also archives. An event
+        seen before is a replay — acknowledged, nothing done: the same delivery id (GitHub's
+        ``X-GitHub-Delivery``, not signed) or the same body's ``identity`` (``event_identity``:
+        the signed body without the header, or under another id), each kept ``DELIVERY_TTL``.
+        An event whose handling fails is forgotten, so GitHub's redelivery runs it again."""
+        now = self._clock()
+        claimed: list[str] = []
+        for key in (delivery, identity):
+            if key is not None:
+                if not self._store.claim_delivery(key, now, now + DELIVERY_TTL):
+                    return PullRequestUpdate(duplicate=True)
+                claimed.append(key)
+        try:
+            return self._pull_request_event(action, owner, name, number, merged)
+        except BaseException:
+            for key in claimed:
+                self._store.forget_delivery(key)
+            raise
+
+    def _pull_request_event(
+        self, action: str, owner: str, name: str, number: int, merged: bool
+    ) -> PullRequestUpdate:
+        status = (
+            PrStatus.OPEN
+            if action == "reopened"
+            else (PrStatus.MERGED if merged else PrStatus.CLOSED)
+        )
+        sessions = self._store.sessions_for_pr(owner, name, number)
+        updated = archived = 0
+        for session in sessions:
+            try:
+                if action == "closed" and session.status is not SessionStatus.ARCHIVED:
+                    self._archive.archive(session, pr_status=status)
+                    archived += 1
+                    updated += 1
+                elif session.pr_status is not status:
+                    self._transitions.move(session, ANY_STATE, Change(pr_status=status))
+                    updated += 1
+            except StaleState:  # archived meanwhile (a replay, or the user): nothing to do
+                continue
+        return PullRequestUpdate(
+            pr_status=status,
+            matched_sessions=len(sessions),
+            updated_sessions=updated,
+            archived_sessions=archived,
+        )
