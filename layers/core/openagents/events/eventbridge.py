@@ -4,8 +4,8 @@ A partial failure (``FailedEntryCount`` > 0: throttling, an internal error) is r
 just the failed entries — PutEvents accepted the others, so nothing is sent twice. Entries that
 fail again raise ``PublishFailed`` after every batch was tried, so one bad batch does not hold
 back the next ones. A failing *call* (network, credentials) raises at once; botocore's own
-retries have already run by then. The caller (``services/journal.py``) logs and counts it: the
-audit entry is committed either way.
+retries have already run by then. No service calls it (every event leaves through the store's
+outbox); it is the reference entry the pipe reproduces and re-publishes a dead-lettered batch.
 """
 
 from __future__ import annotations
