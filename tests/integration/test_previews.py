@@ -105,6 +105,23 @@ def wait_listed(live: Live, port: int) -> dict[str, Any]:
 def live(
     settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[Live]:
+    yield from _live(settings, moto_endpoint, monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def live_node(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Live]:
+    """A sandbox whose address-space limit (``prlimit --as``, the memory setting) leaves room
+    for V8's WebAssembly reservation (~10 GiB of address space, not of memory): under the
+    default 4 GiB, npm and Node's fetch fail with "Cannot allocate Wasm memory"."""
+    roomy = settings.model_copy(update={"sandbox_memory_mb": 16384})
+    yield from _live(roomy, moto_endpoint, monkeypatch, tmp_path)
+
+
+def _live(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Live]:
     with (
         provisioning_runtime(settings, moto_endpoint, monkeypatch) as running,
         serve_app(running) as (base, app),
@@ -455,3 +472,92 @@ def test_a_dev_server_slower_than_a_request_is_answered_starting_then_reported(
         time.sleep(0.05)
     assert got["status"] == "exited"
     assert "no such framework" in got["logTail"]
+
+
+VITE_PACKAGE = """{"name": "fixture", "private": true, "type": "module",
+ "scripts": {"dev": "vite"}, "devDependencies": {"vite": "6.4.6"}}"""
+VITE_INDEX = '<!doctype html><div id="app"></div><script type="module" src="/main.js"></script>'
+
+
+def _vite_socket(live: Live, cookie: str, token: str) -> tuple[socket.socket, WSConnection]:
+    base = urlsplit(live.base)
+    sock = socket.create_connection((base.hostname or "", base.port or 80), timeout=60)
+    ws = WSConnection(ConnectionType.CLIENT)
+    host = f"{live.host(5173)}:{base.port}"
+    request = Request(
+        host=host,
+        target=f"/?token={token}",
+        subprotocols=["vite-hmr"],
+        extra_headers=[
+            (b"cookie", f"{COOKIE}={cookie}".encode()),
+            (b"origin", f"http://{host}".encode()),
+        ],
+    )
+    sock.sendall(ws.send(request))
+    while True:
+        for event in ws_events(sock, ws):
+            assert not isinstance(event, RejectConnection), event
+            if isinstance(event, AcceptConnection):
+                assert event.subprotocol == "vite-hmr"
+                return sock, ws
+
+
+def _vite_message(sock: socket.socket, ws: WSConnection) -> dict[str, Any]:
+    import json
+
+    text = ""
+    while True:
+        for event in ws_events(sock, ws):
+            if isinstance(event, TextMessage):
+                text += event.data
+                if event.message_finished:
+                    message: dict[str, Any] = json.loads(text)
+                    if message.get("type") != "ping":
+                        return message
+                    text = ""
+
+
+def test_a_vite_project_is_installed_launched_and_hot_reloads_through_the_preview(
+    live_node: Live,
+) -> None:
+    """Vite from the npm registry, installed in the sandbox by dev-server itself (detached:
+    202 and polled when slower than the request's bound), its page previewed, and its
+    hot-reload WebSocket connected through the preview: an edit reaches the browser's socket."""
+    live = live_node
+    live.run(
+        f"mkdir -p web && cd web && printf '%s' '{VITE_PACKAGE}' > package.json && "
+        f"printf '%s' '{VITE_INDEX}' > index.html && "
+        'printf \'document.getElementById("app").textContent = "one"\\n\' > main.js'
+    )
+    route = f"/api/sessions/{live.session_id}/dev-server"
+    started = time.monotonic()
+    made = live.api.post(route, {"path": "web"})
+    assert made.status in (200, 202), made.body
+    assert made.body["framework"] == "vite"
+    assert made.body["port"] == 5173
+    deadline = time.monotonic() + 600
+    while (status := live.api.get(route).body)["status"] == "starting":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.25)
+    assert status["status"] == "running", status
+    print(
+        f"\nvite: dev-server to running (npm install included): {time.monotonic() - started:.1f} s"
+    )
+
+    cookie = live.cookie(port=5173)
+    page = live.preview("/", cookie, port=5173)
+    assert page.status_code == 200, page.text
+    assert "/@vite/client" in page.text
+    client = live.preview("/@vite/client", cookie, port=5173).text
+    token = client.split("const wsToken = ", 1)[1].split(";", 1)[0].strip().strip("\"'")
+    sock, ws = _vite_socket(live, cookie, token)
+    with sock:
+        assert _vite_message(sock, ws)["type"] == "connected"
+        # the page's modules are loaded (so Vite knows them), then one is edited
+        assert live.preview("/main.js", cookie, port=5173).status_code == 200
+        live.run(
+            'cd web && printf \'document.getElementById("app").textContent = "two"\\n\' > main.js'
+        )
+        message = _vite_message(sock, ws)
+        assert message["type"] in ("update", "full-reload"), message
+    assert "two" in live.preview("/main.js", cookie, port=5173).text
