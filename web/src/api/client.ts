@@ -75,9 +75,24 @@ type Untyped = (
 export type UIMessage = {
   id: string;
   role: "user" | "assistant";
-  parts: Array<{ type: string; text?: string }>;
+  parts: Array<{ type: string; text?: string } | FilePart>;
   metadata?: unknown;
 };
+/** An uploaded attachment (POST /api/sessions/{id}/attachments). */
+export type Attachment = S["AttachmentOut"];
+/** An AI SDK `file` part naming an uploaded attachment (the message keeps the URL, not bytes). */
+export interface FilePart {
+  type: "file";
+  mediaType: string;
+  filename?: string;
+  url: string;
+}
+export const filePart = (attachment: Attachment): FilePart => ({
+  type: "file",
+  mediaType: attachment.mediaType,
+  ...(attachment.filename ? { filename: attachment.filename } : {}),
+  url: attachment.url,
+});
 
 export type ListFilter = S["ListFilter"];
 export const ARCHIVED_PAGE_SIZE = 50;
@@ -193,6 +208,21 @@ export function createApi(call: Call) {
         signal,
       }) as Promise<StreamPage | null>,
     stop: (chatId: string) => call("post", "/api/chat/{chat_id}/stop", { params: { chat_id: chatId } }),
+    /** Upload a file for a message of the session: its bytes, its type claimed (the server sniffs). */
+    uploadAttachment: async (sessionId: string, file: File): Promise<Attachment> => {
+      if (!call.raw) throw new Error("uploads need a call with raw requests");
+      const response = await call.raw("post", `/api/sessions/${encodeURIComponent(sessionId)}/attachments`, {
+        body: file,
+        contentType: file.type,
+        query: file.name ? { filename: file.name } : {},
+      });
+      return (await response.json()) as Attachment;
+    },
+    /** An attachment's bytes (its URL needs the token, so an <img> gets them as a blob). */
+    attachmentBlob: async (url: string): Promise<Blob> => {
+      if (!call.raw) throw new Error("attachments need a call with raw requests");
+      return (await call.raw("get", url)).blob();
+    },
     respond: (chatId: string, body: RespondBody) =>
       call("post", "/api/chat/{chat_id}/respond", { params: { chat_id: chatId }, body }),
     runs: (id: string, cursor?: string | null) =>

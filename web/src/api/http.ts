@@ -107,14 +107,39 @@ interface HttpOptions {
   fetch?: typeof fetch;
 }
 
-export type Call = <P extends keyof paths, M extends MethodOf<P>>(
+export type Call = (<P extends keyof paths, M extends MethodOf<P>>(
   method: M,
   path: P,
   options?: CallOptions<P, M>,
-) => Promise<Answer<P, M>>;
+) => Promise<Answer<P, M>>) & { raw?: RawCall };
+
+/** A request whose body or answer is bytes (attachments): authorised as `Call` is, an error
+ * answer thrown as an `ApiError`; the response is handed back as it came. */
+export type RawCall = (
+  method: "get" | "post",
+  path: string,
+  options?: { body?: Blob; contentType?: string; query?: Record<string, string> },
+) => Promise<Response>;
 
 export function createCall({ base, token, onUnauthorized, fetch: doFetch = fetch }: HttpOptions): Call {
-  return async (method, path, options = {}) => {
+  const raw: RawCall = async (method, path, options = {}) => {
+    const headers: Record<string, string> = {};
+    const bearer = token();
+    if (bearer) headers.authorization = `Bearer ${bearer}`;
+    if (options.body !== undefined)
+      headers["content-type"] = options.contentType || "application/octet-stream";
+    const response = await doFetch(base + path + queryString(options.query), {
+      method: method.toUpperCase(),
+      headers,
+      body: options.body,
+    });
+    if (!response.ok) {
+      if (response.status === 401) onUnauthorized?.();
+      throw await toError(response);
+    }
+    return response;
+  };
+  const call: Call = async (method, path, options = {}) => {
     const headers: Record<string, string> = { accept: "application/json" };
     const bearer = token();
     if (bearer) headers.authorization = `Bearer ${bearer}`;
@@ -133,4 +158,6 @@ export function createCall({ base, token, onUnauthorized, fetch: doFetch = fetch
     if (response.status === 204) return null; // "nothing" (the chat stream without a run)
     return response.json();
   };
+  call.raw = raw;
+  return call;
 }

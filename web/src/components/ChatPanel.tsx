@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
-import type { Chat, RespondBody, RunStatus, UIMessage } from "../api/client";
+import type { Chat, FilePart, RespondBody, RunStatus, UIMessage } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import type { AgentMessage } from "../agent/stream";
@@ -235,8 +235,9 @@ export function ChatPanel({
       onForked?.(chat);
     });
 
-  const send = async (text: string) => {
-    const message: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+  const send = async (text: string, files: FilePart[] = []) => {
+    const parts: UIMessage["parts"] = [...(text ? [{ type: "text", text }] : []), ...files];
+    const message: UIMessage = { id: newId(), role: "user", parts };
     const { runId } = await api.startTurn(sessionId, chatId, message);
     append(message);
     setNotice(null);
@@ -359,6 +360,7 @@ export function ChatPanel({
         <ShareButton sessionId={sessionId} chatId={chatId} />
         <Composer
           onSend={send}
+          onUpload={(file) => api.uploadAttachment(sessionId, file)}
           running={running}
           onStop={stop}
           disabledReason={archived ? "Unarchive to continue." : null}

@@ -1,9 +1,28 @@
-import { useId, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import {
+  useId,
+  useRef,
+  useState,
+  type ClipboardEvent,
+  type DragEvent,
+  type FormEvent,
+  type KeyboardEvent,
+} from "react";
+import { filePart, type Attachment, type FilePart } from "../api/client";
 import { errorMessage } from "../api/errors";
 
+/** A file added to the message: uploading, uploaded (its part), or refused (why). */
+interface Pending {
+  key: number;
+  name: string;
+  part?: FilePart;
+  error?: string;
+}
+
 interface Props {
-  /** Posts the text; a rejection keeps it in the box for a retry. */
-  onSend: (text: string) => Promise<void>;
+  /** Posts the text and the uploaded files' parts; a rejection keeps both for a retry. */
+  onSend: (text: string, files: FilePart[]) => Promise<void>;
+  /** Uploads a pasted, dropped or picked file (images, text files); without it none are taken. */
+  onUpload?: (file: File) => Promise<Attachment>;
   /** A turn runs: Send waits, Stop is offered. */
   running?: boolean;
   onStop?: () => Promise<void>;
@@ -12,7 +31,7 @@ interface Props {
 }
 
 /** The message box: Enter sends, Shift+Enter starts a new line. */
-export function Composer({ onSend, running = false, onStop, disabledReason = null }: Props) {
+export function Composer({ onSend, onUpload, running = false, onStop, disabledReason = null }: Props) {
   const id = useId();
   const off = disabledReason !== null;
   const [text, setText] = useState("");
@@ -20,14 +39,43 @@ export function Composer({ onSend, running = false, onStop, disabledReason = nul
   const [error, setError] = useState<string | null>(null);
   const [stopping, setStopping] = useState(false);
   const form = useRef<HTMLFormElement>(null);
+  const [files, setFiles] = useState<Pending[]>([]);
+  const nextKey = useRef(0);
+  const uploading = files.some((file) => !file.part && !file.error);
+  const ready = files.flatMap((file) => (file.part ? [file.part] : []));
+  const add = (list: Iterable<File>) => {
+    if (!onUpload || off) return;
+    for (const file of list) {
+      const key = nextKey.current++;
+      setFiles((now) => [...now, { key, name: file.name || "pasted file" }]);
+      onUpload(file).then(
+        (attachment) =>
+          setFiles((now) => now.map((f) => (f.key === key ? { ...f, part: filePart(attachment) } : f))),
+        (failure: unknown) =>
+          setFiles((now) => now.map((f) => (f.key === key ? { ...f, error: errorMessage(failure) } : f))),
+      );
+    }
+  };
+  const onPaste = (event: ClipboardEvent<HTMLTextAreaElement>) => {
+    const pasted = Array.from(event.clipboardData.files);
+    if (pasted.length === 0 || !onUpload) return; // plain text pastes as ever
+    event.preventDefault();
+    add(pasted);
+  };
+  const onDrop = (event: DragEvent<HTMLFormElement>) => {
+    if (!onUpload || event.dataTransfer.files.length === 0) return;
+    event.preventDefault();
+    add(Array.from(event.dataTransfer.files));
+  };
   const submit = async (event: FormEvent) => {
     event.preventDefault();
-    if (!text.trim() || sending || running || off) return;
+    if ((!text.trim() && ready.length === 0) || uploading || sending || running || off) return;
     setSending(true);
     setError(null);
     try {
-      await onSend(text.trim());
+      await onSend(text.trim(), ready);
       setText("");
+      setFiles([]);
     } catch (failure) {
       setError(`Not sent: ${errorMessage(failure)}`);
     } finally {
@@ -41,7 +89,32 @@ export function Composer({ onSend, running = false, onStop, disabledReason = nul
     }
   };
   return (
-    <form className="composer" onSubmit={submit} ref={form}>
+    <form
+      className="composer"
+      onSubmit={submit}
+      ref={form}
+      onDragOver={(event) => onUpload && event.preventDefault()}
+      onDrop={onDrop}
+    >
+      {files.length > 0 && (
+        <ul className="composer-files" aria-label="Attached files">
+          {files.map((file) => (
+            <li key={file.key} className={file.error ? "file-chip file-chip-error" : "file-chip"}>
+              <span>{file.name}</span>
+              {!file.part && !file.error && <span className="file-chip-state"> · uploading…</span>}
+              {file.error && <span className="file-chip-state"> · not attached: {file.error}</span>}
+              <button
+                type="button"
+                className="file-chip-remove"
+                aria-label={`Remove ${file.name}`}
+                onClick={() => setFiles((now) => now.filter((f) => f.key !== file.key))}
+              >
+                ×
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
       <label htmlFor={id} className="visually-hidden">
         Message
       </label>
@@ -54,7 +127,23 @@ export function Composer({ onSend, running = false, onStop, disabledReason = nul
         placeholder={off ? disabledReason : "Message (Enter to send, Shift+Enter for a new line)"}
         onChange={(event) => setText(event.target.value)}
         onKeyDown={onKeyDown}
+        onPaste={onPaste}
       />
+      {onUpload && !off && (
+        <label className="composer-attach">
+          Attach
+          <input
+            type="file"
+            multiple
+            className="visually-hidden"
+            accept="image/png,image/jpeg,image/webp,image/gif,text/*,.md,.json,.yaml,.yml,.toml,.py,.ts,.tsx,.js,.rs,.go,.java,.sh,.sql,.csv"
+            onChange={(event) => {
+              add(Array.from(event.target.files ?? []));
+              event.target.value = "";
+            }}
+          />
+        </label>
+      )}
       {running && onStop ? (
         <button
           type="button"
@@ -75,7 +164,11 @@ export function Composer({ onSend, running = false, onStop, disabledReason = nul
           {stopping ? "Stopping…" : "Stop"}
         </button>
       ) : (
-        <button type="submit" className="primary" disabled={off || sending || !text.trim()}>
+        <button
+          type="submit"
+          className="primary"
+          disabled={off || sending || uploading || (!text.trim() && ready.length === 0)}
+        >
           {sending ? "Sending…" : "Send"}
         </button>
       )}

@@ -1,6 +1,7 @@
 import { lazy, Suspense } from "react";
 import type { RespondBody } from "../../api/client";
 import { DataPartCard } from "./DataPartCard";
+import { FileView } from "./FileView";
 import { ToolCard, type ToolPart } from "./ToolCard";
 
 // react-markdown, GFM and highlight.js load on first use: the app's first screen stays small
@@ -72,7 +73,11 @@ export function MessageView({ message, live = false, costUsd = null, onRespond }
   if (message.role === "user")
     return (
       <div className="message-text">
-        {message.parts.map((part, i) => (part.type === "text" ? <p key={i}>{part.text}</p> : null))}
+        {message.parts.map((part, i) => {
+          if (part.type === "text") return <p key={i}>{part.text}</p>;
+          if (part.type === "file") return <FileView key={i} part={part} />;
+          return null;
+        })}
       </div>
     );
   const usage = live ? null : usageLine(message.metadata, costUsd);
