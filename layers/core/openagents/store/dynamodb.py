@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -136,6 +137,17 @@ def _automatic(source: Any) -> Condition:
     """``shared.title_is_automatic`` as a condition on a stored title source."""
     condition: Condition = source.does_not_exist() | (source == TitleSource.AUTO.value)
     return condition
+
+
+def _applied(write: Callable[[], object]) -> bool:
+    """Run a conditional write; False when its condition failed (nothing was written)."""
+    try:
+        write()
+    except (PutError, UpdateError) as exc:
+        if exc.cause_response_code == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
 
 
 class DynamoStore:
@@ -637,16 +649,12 @@ class DynamoStore:
         if replace_active:
             takeable |= state == LifecycleState.ACTIVE.value
         running = state.is_in(LifecycleState.ACTIVE.value, LifecycleState.HIBERNATING.value)
-        try:
-            self._t[SessionItem](*session_key(session_id)).update(
+        return _applied(
+            lambda: self._t[SessionItem](*session_key(session_id)).update(
                 actions=[SessionItem.lifecycle_run_id.set(run_id)],
                 condition=running & takeable,
             )
-        except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     @guard
     def release_lease(self, session_id: str, run_id: str) -> None:
@@ -832,19 +840,15 @@ class DynamoStore:
     @guard
     def title_chat(self, chat: Chat, title: str) -> bool:
         auto = _automatic(ChatItem.title_source)  # shared.title_is_automatic, as a condition
-        try:
-            self._t[ChatItem](*chat_key(chat.session_id, chat.id)).update(
+        return _applied(
+            lambda: self._t[ChatItem](*chat_key(chat.session_id, chat.id)).update(
                 actions=[
                     ChatItem.title.set(title),
                     ChatItem.title_source.set(TitleSource.GENERATED.value),
                 ],
                 condition=ChatItem.pk.exists() & auto,
             )
-        except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     @guard
     def delete_chat(self, session: Session, chat_id: str) -> None:
@@ -1117,16 +1121,12 @@ class DynamoStore:
         item = self._t[DeliveryItem](
             *delivery_key(delivery_id), expires_at=int(expires_at.timestamp())
         )
-        try:  # an expired record may linger until the TTL sweep: it counts as gone
-            item.save(
+        return _applied(  # an expired record may linger until the TTL sweep: it counts as gone
+            lambda: item.save(
                 condition=DeliveryItem.pk.does_not_exist()
                 | (DeliveryItem.expires_at <= int(at.timestamp()))
             )
-        except PutError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     @guard
     def forget_delivery(self, delivery_id: str) -> None:

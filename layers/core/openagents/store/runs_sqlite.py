@@ -15,6 +15,7 @@ from typing import Protocol
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Page
 from openagents.store import cursor as cursors
+from openagents.store.port import UpsertResult
 from openagents.store.runs import (
     STARTED_KEY,
     Chunk,
@@ -76,6 +77,13 @@ def _read(db: sqlite3.Connection, run_id: str) -> Run | None:
     return _run(db.execute("SELECT data FROM agent_runs WHERE id = ?", (run_id,)).fetchone())
 
 
+def _upsert(
+    db: sqlite3.Connection, turn: TurnMessage, body: str | None, body_ref: str | None
+) -> tuple[UpsertResult, str | None]:
+    """The turn's message, written in the run's transaction (the store's own message write)."""
+    return upsert_message(db, turn.session, turn.chat, turn.message, body, body_ref, turn.activity)
+
+
 def _write(db: sqlite3.Connection, run: Run) -> None:
     db.execute(
         "UPDATE agent_runs SET status = ?, data = ? WHERE id = ?",
@@ -127,15 +135,7 @@ class SqliteRunStore:
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
             if message is not None:
-                upsert_message(
-                    db,
-                    message.session,
-                    message.chat,
-                    message.message,
-                    body,
-                    body_ref,
-                    message.activity,
-                )
+                _upsert(db, message, body, body_ref)
             db.execute(
                 "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -251,15 +251,7 @@ class SqliteRunStore:
             if run is None:
                 raise RunNotFound(run_id)
             if message is not None:
-                result, replaced = upsert_message(
-                    db,
-                    message.session,
-                    message.chat,
-                    message.message,
-                    body,
-                    body_ref,
-                    message.activity,
-                )
+                result, replaced = _upsert(db, message, body, body_ref)
                 if result == "unchanged":
                     replaced = body_ref  # not written: drop the staged body
             seq = run.last_seq

@@ -261,11 +261,7 @@ class Database:
 
     def read(self, sql: str, parameters: Sequence[object] = ()) -> list[Any]:
         """One statement on the in-memory database, in its turn (between transactions)."""
-        with self._turns:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            while self._serving != ticket:
-                self._turns.wait()
+        self._wait_turn()
         try:
             assert self._writer is not None
             return self._writer.execute(sql, parameters).fetchall()
@@ -278,11 +274,7 @@ class Database:
         returned from only once committed; any exception rolls it back."""
         if getattr(self._local, "inside", None) is not None:
             raise RuntimeError("a transaction inside a transaction")
-        with self._turns:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            while self._serving != ticket:
-                self._turns.wait()
+        self._wait_turn()
         try:
             conn, batch = self._begin()
         except BaseException as exc:
@@ -353,6 +345,14 @@ class Database:
         """How many transactions wait for their turn behind the one running."""
         with self._turns:
             return max(self._next_ticket - self._serving - 1, 0)
+
+    def _wait_turn(self) -> None:
+        """Take a place in the queue and wait until it is served (first come, first served)."""
+        with self._turns:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while self._serving != ticket:
+                self._turns.wait()
 
     def _next_turn(self) -> None:
         with self._turns:
