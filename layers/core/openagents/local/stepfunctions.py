@@ -1,12 +1,23 @@
 """Step Functions on one machine: moto's ASL interpreter runs the very ASL files the CDK app
 deploys; its Lambda tasks are routed to the project's handlers, in process, by handler string.
 
-moto is pinned (``moto==5.2.5``): ``LambdaSimpleBackend.invoke`` is patched, and
-``tests/integration/test_local_workflows.py`` fails loudly if that internal moves.
+Three of moto's internals are patched (moto is pinned, ``moto==5.2.5``;
+``tests/integration/test_local_stepfunctions.py`` fails loudly if one moves):
+
+- ``LambdaSimpleBackend.invoke``: a Lambda invoke that reaches the moto server runs our handler;
+- the interpreter's Lambda task (``lambda_eval_utils._invoke_lambda_function``) calls our handler
+  directly, with the response the invoke would have given: moto's own path built a boto3 client
+  for every task (~a third of a task's CPU) and sent it over HTTP to the moto server, which
+  held a request thread for the task's length;
+- ``ExecutionWorker._get_evaluation_entrypoint`` parses each definition once, not once per
+  execution (the parsed program is immutable: an execution's state lives in its environment).
+
+Measured in docs/benchmarks.md ("Hibernation on time", issue 26).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -20,6 +31,9 @@ from typing import Any
 
 import boto3
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from openagents.local.lambda_context import LocalLambdaContext
 from openagents.workflows import catalog
@@ -42,6 +56,8 @@ EMPTY_ZIP = b"PK\x05\x06" + b"\x00" * 18
 _routes: dict[str, str] = {}  # moto function name -> handler string (process-wide, like the patch)
 _patch_lock = threading.Lock()
 _original_invoke = LambdaSimpleBackend.invoke
+_original_lambda_task = lambda_eval_utils._invoke_lambda_function
+_original_entrypoint = ExecutionWorker._get_evaluation_entrypoint
 
 
 def resolve(handler: str) -> Callable[[Any, Any], Any]:
@@ -63,25 +79,61 @@ def _invoke(
     if handler is None:
         result = _original_invoke(self, function_name, qualifier, body, headers, response_headers)
         return result if isinstance(result, bytes) else str(result or "").encode()
-    event = json.loads(body or "null")
+    output, failed = _run(name, handler, json.loads(body or "null"))
+    if failed:
+        response_headers["x-amz-function-error"] = "Unhandled"
+    return output
+
+
+def _run(name: str, handler: str, event: Any) -> tuple[bytes, bool]:
+    """The handler's output as the JSON Lambda returns, or Lambda's error shape and True."""
     try:
         output = resolve(handler)(event, LocalLambdaContext(function_name=name))
     except Exception as exc:  # a function error, as Lambda reports it to Step Functions
         log.warning("task %s failed: %s", name, exc)
-        response_headers["x-amz-function-error"] = "Unhandled"
         error = {
             "errorType": type(exc).__name__,
             "errorMessage": str(exc),
             "stackTrace": traceback.format_exception(exc)[-3:],
         }
-        return json.dumps(error).encode()
-    return json.dumps(output).encode()
+        return json.dumps(error).encode(), True
+    return json.dumps(output).encode(), False
+
+
+def _lambda_task(parameters: dict[str, Any], region: str, state_credentials: Any) -> Any:
+    """The interpreter's ``lambda:invoke`` task, in process for a routed function: what
+    ``lambda_client.invoke`` answers (status 200, ``FunctionError`` when the handler raised),
+    with the payload through JSON as it would have come over the wire."""
+    name = str(parameters.get("FunctionName", "")).split(":")[-1]
+    handler = _routes.get(name)
+    if handler is None:
+        return _original_lambda_task(parameters, region, state_credentials)
+    output, failed = _run(name, handler, json.loads(parameters.get("Payload") or b"null"))
+    response: dict[str, Any] = {
+        "StatusCode": 200,
+        "ExecutedVersion": "$LATEST",
+        "Payload": json.loads(output),
+    }
+    if failed:
+        response["FunctionError"] = "Unhandled"
+    return response
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(definition: str) -> Any:
+    return AmazonStateLanguageParser.parse(definition)[0]
+
+
+def _entrypoint(self: ExecutionWorker) -> Any:
+    return _parsed(self._evaluation_details.state_machine_details.definition)
 
 
 def patch_moto_lambda() -> None:
     with _patch_lock:
         if LambdaSimpleBackend.invoke is not _invoke:
             LambdaSimpleBackend.invoke = _invoke  # type: ignore[method-assign]
+        lambda_eval_utils._invoke_lambda_function = _lambda_task
+        ExecutionWorker._get_evaluation_entrypoint = _entrypoint  # type: ignore[method-assign]
 
 
 class LocalStepFunctions:
