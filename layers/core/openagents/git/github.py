@@ -568,7 +568,7 @@ class GitHubHost:
                 and (info := self._info(item)) is not None
                 and needle in f"{info.owner}/{info.name}".lower()
             ]
-            source, page = (source, page + 1) if len(items) >= PAGE_SIZE else (source + 1, 1)
+            source, page = (source, page + 1) if _has_next(response) else (source + 1, 1)
             if found:
                 break
         more = source < len(sources)
@@ -583,9 +583,17 @@ class GitHubHost:
         for page in range(1, BRANCH_PAGES + 1):
             path = f"/repos/{owner}/{name}/branches"
             params = {"per_page": 100, "page": page}
-            found = self._read(owner, name, path, f"the branches of {owner}/{name}", params) or []
-            names += [str(item["name"]) for item in found if isinstance(item, dict)]
-            if len(found) < 100:
+            response, token = self._call("GET", owner, name, path, params=params)
+            if response.status_code == 404:
+                raise RepositoryMissing(f"No repository {owner}/{name} the platform can reach")
+            found = self._api.ok_json(response, f"the branches of {owner}/{name}", [token])
+            found = found if isinstance(found, list) else []
+            names += [
+                item["name"]
+                for item in found
+                if isinstance(item, dict) and isinstance(item.get("name"), str)
+            ]
+            if not _has_next(response):
                 break
         return sorted_branches(names, _text(data.get("default_branch")))
 
@@ -695,6 +703,12 @@ class GitHubHost:
 
 
 # ---------------------------------------------------------------------- pure helpers
+
+
+def _has_next(response: httpx.Response) -> bool:
+    """GitHub's ``Link`` header names a next page (its only sign that one exists: a full page
+    may be the last)."""
+    return any(link.get("rel") == "next" for link in response.links.values())
 
 
 def _list_cursor(cursor: str | None) -> tuple[int, int]:
