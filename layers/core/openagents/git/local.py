@@ -544,6 +544,7 @@ SCAN_DEPTH = 4  # folders below a root a scan descends
 SCAN_MAX_REPOSITORIES = 500
 SCAN_MAX_FOLDERS = 20_000  # folders a scan visits at most (a root over a huge tree)
 SCAN_TTL_SECONDS = 30.0
+MAX_HEAD_BYTES = 1024  # a HEAD file read at most (a longer one names no branch)
 
 
 class LocalCatalog:
@@ -637,11 +638,17 @@ def _head_branch(repo: Path) -> str | None:
     """The branch ``HEAD`` names, read from the file (a detached HEAD: None)."""
     git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
     try:
-        head = (git_dir / "HEAD").read_text(errors="replace")[:1024].strip()
+        with (git_dir / "HEAD").open("rb") as file:
+            raw = file.read(MAX_HEAD_BYTES + 1)
     except OSError:
         return None
+    if len(raw) > MAX_HEAD_BYTES:
+        return None  # no HEAD git wrote: the folder is untrusted, its name would be a guess
+    head = raw.decode(errors="replace").strip()
     prefix = "ref: refs/heads/"
-    return (head[len(prefix) :] or None) if head.startswith(prefix) else None
+    name = head[len(prefix) :] if head.startswith(prefix) else ""
+    clean = name.isprintable() and " " not in name and "\ufffd" not in name
+    return name if name and clean else None
 
 
 def _info(repo: Path) -> RepositoryInfo:
