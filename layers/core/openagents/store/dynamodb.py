@@ -114,6 +114,7 @@ from openagents.store.port import (
     UserRecord,
     check_lifecycle_fields,
 )
+from openagents.store.previews_dynamodb import DynamoPreviews
 from openagents.store.shared import (
     MessageBodies,
     chat_edit,
@@ -150,7 +151,7 @@ def _applied(write: Callable[[], object]) -> bool:
     return True
 
 
-class DynamoStore:
+class DynamoStore(DynamoPreviews):
     """``Store`` on one DynamoDB table (``items.Table``: the models bound to it)."""
 
     def __init__(

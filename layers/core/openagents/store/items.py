@@ -174,6 +174,15 @@ class ShareItem(_Base):
     chat_id = UnicodeAttribute(attr_name="chatId")
 
 
+class PreviewItem(_Base):
+    """A public preview of a session's port, in the session's partition (``keys.preview_key``):
+    the session's purge removes it with the rest."""
+
+    user_id = UnicodeAttribute(attr_name="userId")
+    secret = UnicodeAttribute()
+    created_at = UnicodeAttribute(attr_name="createdAt")
+
+
 class MessageItem(_Base):
     id = UnicodeAttribute()
     chat_id = UnicodeAttribute(attr_name="chatId")
@@ -249,7 +258,7 @@ class DeliveryItem(_Base):
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
     ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem, ShareItem,
-    TombstoneItem,
+    TombstoneItem, PreviewItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
 OUTBOX_EVENT_ATTRIBUTE = "event"  # where the enrichment reads the event's detail

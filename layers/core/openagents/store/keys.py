@@ -14,6 +14,7 @@ as well. No PynamoDB here: the SQLite adapter imports this module.
 | chat id claim | ``CID#<userId, %-escaped>#<chatId>`` | ``CID`` |
 | message id claim | ``MID#<userId, %-escaped>#<messageId>`` | ``MID`` |
 | share link | ``SH#<shareId>`` | ``SHARE`` |
+| public preview | ``S#<sessionId>`` | ``PV#<port, 5 digits>`` |
 | user profile | ``U#<userId>`` | ``PROFILE`` |
 | title registry | ``U#<userId>`` | ``T#<title>`` |
 | rate window | ``U#<userId>`` | ``R#<action>`` (TTL) |
@@ -142,6 +143,14 @@ def message_claim_key(user_id: str, message_id: str) -> Key:
 
 def share_key(share_id: str) -> Key:
     return f"SH#{share_id}", "SHARE"
+
+
+PREVIEW_PREFIX = "PV#"
+
+
+def preview_key(session_id: str, port: int) -> Key:
+    """A public preview, in its session's partition (purged with it)."""
+    return session_pk(session_id), f"{PREVIEW_PREFIX}{port:05d}"
 
 
 def delivery_key(delivery_id: str) -> Key:

@@ -18,6 +18,7 @@ from openagents.domain.models import (
     Session,
     SessionStatus,
 )
+from openagents.domain.previews import PublicPreview
 
 
 class TitleTaken(Exception):
@@ -328,6 +329,27 @@ class ShareStore(Protocol):
         ...
 
 
+class PreviewStore(Protocol):
+    """Public previews of a session's ports (``domain/previews.py``), at most one per port."""
+
+    def publish_preview(self, preview: PublicPreview) -> PublicPreview:
+        """Record ``preview`` unless its port has one (a conditional write: concurrent calls
+        agree on one); the port's public preview."""
+        ...
+
+    def public_preview(self, session_id: str, port: int) -> PublicPreview | None:
+        """The port's public preview, if any."""
+        ...
+
+    def public_previews(self, session_id: str) -> list[PublicPreview]:
+        """The session's public previews, by port."""
+        ...
+
+    def revoke_preview(self, session_id: str, port: int) -> bool:
+        """Remove the port's public preview; False when it had none."""
+        ...
+
+
 class DeliveryStore(Protocol):
     """Webhook deliveries already handled (replays are acknowledged and ignored)."""
 
@@ -347,6 +369,7 @@ class Store(
     LifecycleStore,
     ChatStore,
     ShareStore,
+    PreviewStore,
     DeliveryStore,
     Protocol,
 ):

@@ -51,6 +51,7 @@ from openagents.store.port import (
     UserRecord,
     check_lifecycle_fields,
 )
+from openagents.store.previews_sqlite import SqlitePreviews
 from openagents.store.shared import (
     MessageBodies,
     chat_edit,
@@ -94,7 +95,7 @@ def _archived_delta(db: sqlite3.Connection, user_id: str, delta: int) -> None:
     )
 
 
-class SqliteStore:
+class SqliteStore(SqlitePreviews):
     """``Store`` on one SQLite file (``<OPENAGENTS_HOME>/openagents.db``)."""
 
     def __init__(
@@ -342,6 +343,7 @@ class SqliteStore:
             ]
             db.execute("DELETE FROM chats WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM shares WHERE session_id = ?", (session.id,))
+            db.execute("DELETE FROM public_previews WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM audit WHERE session_id = ?", (session.id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
         for ref in refs:

@@ -22,8 +22,8 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 5  # 2: the events outbox; 3: webhook deliveries; 4: share links;
-# 5: chat and message ids unique per user (``migrate_to_v5``)
+SCHEMA_VERSION = 6  # 2: the events outbox; 3: webhook deliveries; 4: share links;
+# 5: chat and message ids unique per user (``migrate_to_v5``); 6: public previews
 BUSY_TIMEOUT_SECONDS = 30.0
 
 # Chat and message ids are chosen by clients: unique per user (another user's same id is
@@ -141,6 +141,15 @@ SCHEMA = (
         expires_at INTEGER NOT NULL
     ) WITHOUT ROWID""",
     SHARES_TABLE,
+    # public previews of a session's ports (``previews_sqlite.py``): at most one per port
+    """CREATE TABLE IF NOT EXISTS public_previews (
+        session_id TEXT NOT NULL,
+        port INTEGER NOT NULL,
+        user_id TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, port)
+    ) WITHOUT ROWID""",
 )
 
 # Version 5 keys chats, messages, share links and the run store's chat claims by session and
