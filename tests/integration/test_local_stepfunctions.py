@@ -7,6 +7,7 @@ if one of the patched internals moves, the first test fails."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
+from moto.stepfunctions.parser import utils as moto_sfn_utils
+from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.utils import boto_client
@@ -30,7 +33,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     CALLS.append(event)
     step = event["step"]
     if step == "claim":
-        return {"action": "wait", "wakeAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        later = 3600 if event["sessionId"].startswith("sleepy") else 0
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + later))
+        return {"action": "wait", "wakeAt": at}
     if step == "evaluate":
         if event["sessionId"] == "broken":
             raise RuntimeError("the store is gone")
@@ -69,6 +74,39 @@ def _finished(sfn: Any, arn: str, deadline: float = 60) -> dict[str, Any]:
 def test_the_patched_internals_are_in_place(lifecycle: tuple[Any, str]) -> None:
     assert lambda_eval_utils._invoke_lambda_function is stepfunctions._lambda_task
     assert ExecutionWorker._get_evaluation_entrypoint is stepfunctions._entrypoint
+    assert Program.eval is stepfunctions._program_eval
+
+
+def _waiting(sfn: Any, arn: str) -> bool:
+    events = sfn.get_execution_history(executionArn=arn)["events"]
+    return any(e["type"] == "WaitStateEntered" for e in events)
+
+
+def test_a_waiting_execution_holds_one_thread_and_still_stops(
+    lifecycle: tuple[Any, str],
+) -> None:
+    sfn, machine = lifecycle
+    before = threading.active_count()
+    runs = [
+        sfn.start_execution(
+            stateMachineArn=machine,
+            name=f"sleepy-{i}",
+            input=json.dumps({"sessionId": f"sleepy-{i}", "runId": f"r{i}"}),
+        )["executionArn"]
+        for i in range(6)
+    ]
+    ends = time.monotonic() + 60
+    while not all(_waiting(sfn, arn) for arn in runs):
+        assert time.monotonic() < ends, "the executions never reached their Wait"
+        time.sleep(0.05)
+    assert threading.active_count() - before <= len(runs) + 2  # moto's own way: two each
+    for arn in runs:
+        sfn.stop_execution(executionArn=arn)
+    assert [_finished(sfn, arn)["status"] for arn in runs] == ["ABORTED"] * len(runs)
+    # moto's registry of every thread started: each execution that ends forgets the finished
+    # ones, so what is left is at most the last executions' own threads (moto's way: 3+ each,
+    # every one since the process started)
+    assert len(moto_sfn_utils.TMP_THREADS) <= len(runs) + 1
 
 
 def test_a_task_runs_in_process_and_answers_as_lambda(

@@ -1,7 +1,7 @@
 """Step Functions on one machine: moto's ASL interpreter runs the very ASL files the CDK app
 deploys; its Lambda tasks are routed to the project's handlers, in process, by handler string.
 
-Three of moto's internals are patched (moto is pinned, ``moto==5.2.5``;
+Four of moto's internals are patched (moto is pinned, ``moto==5.2.5``;
 ``tests/integration/test_local_stepfunctions.py`` fails loudly if one moves):
 
 - ``LambdaSimpleBackend.invoke``: a Lambda invoke that reaches the moto server runs our handler;
@@ -10,7 +10,11 @@ Three of moto's internals are patched (moto is pinned, ``moto==5.2.5``;
   for every task (~a third of a task's CPU) and sent it over HTTP to the moto server, which
   held a request thread for the task's length;
 - ``ExecutionWorker._get_evaluation_entrypoint`` parses each definition once, not once per
-  execution (the parsed program is immutable: an execution's state lives in its environment).
+  execution (the parsed program is immutable: an execution's state lives in its environment);
+- ``Program.eval`` runs the states on the execution's own thread when the definition sets no
+  ``TimeoutSeconds`` (moto starts a second thread only to time it out, so every waiting
+  execution held two), and drops finished threads from moto's ``TMP_THREADS`` (a list nothing
+  reads that kept every thread ever started).
 
 Measured in docs/benchmarks.md ("Hibernation on time", issue 26).
 """
@@ -31,6 +35,9 @@ from typing import Any
 
 import boto3
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.stepfunctions.parser import utils as moto_sfn_utils
+from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -58,6 +65,7 @@ _patch_lock = threading.Lock()
 _original_invoke = LambdaSimpleBackend.invoke
 _original_lambda_task = lambda_eval_utils._invoke_lambda_function
 _original_entrypoint = ExecutionWorker._get_evaluation_entrypoint
+_original_program_eval = Program.eval
 
 
 def resolve(handler: str) -> Callable[[Any, Any], Any]:
@@ -128,12 +136,23 @@ def _entrypoint(self: ExecutionWorker) -> Any:
     return _parsed(self._evaluation_details.state_machine_details.definition)
 
 
+def _program_eval(self: Program, env: Any) -> None:
+    if self.timeout_seconds is not None:
+        _original_program_eval(self, env)
+    else:  # what moto's watchdog thread runs, on this thread
+        env.next_state_name = self.start_at.start_at_name
+        EvalComponent.eval(self, env)
+    threads: list[threading.Thread] = moto_sfn_utils.TMP_THREADS
+    threads[:] = [thread for thread in threads if thread.is_alive()]
+
+
 def patch_moto_lambda() -> None:
     with _patch_lock:
         if LambdaSimpleBackend.invoke is not _invoke:
             LambdaSimpleBackend.invoke = _invoke  # type: ignore[method-assign]
         lambda_eval_utils._invoke_lambda_function = _lambda_task
         ExecutionWorker._get_evaluation_entrypoint = _entrypoint  # type: ignore[method-assign]
+        Program.eval = _program_eval  # type: ignore[method-assign]
 
 
 class LocalStepFunctions:
