@@ -49,6 +49,7 @@ from openagents.services.sessions import SessionService
 from openagents.services.shares import ShareService
 from openagents.services.skills import SkillsService
 from openagents.services.teardown import Remains, SandboxTeardown
+from openagents.services.transitions import Transitions
 from openagents.services.usage import UsageService
 from openagents.settings import Mode, Settings
 from openagents.store.port import Store
@@ -472,6 +473,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         artifacts,
         exec_pool(settings),
+        Transitions(store, utc_now, new_id, metrics),
         on_unreachable=lifecycle.verify_running,
     )
     attachment_files = AttachmentFiles(artifacts)

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from openagents.domain.lifecycle import LOOPED_STATES
-from openagents.domain.models import AuditEntry, PrStatus, Repo, Session, pr_key
+from openagents.domain.models import PrStatus, Repo, Session, pr_key
 from openagents.git import GitHost, GitHostError, ReceivesPushes
 from openagents.sandbox.git_answers import GitPlace
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.git_cards import Card, CardValue, GitCards
+from openagents.services.transitions import Change, Entry, Transitions
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class AutoCommitService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
 
     def after_turn(self, session: Session) -> dict[str, Any]:
         prefs = self._store.get_user(session.user_id).preferences
@@ -196,13 +198,13 @@ class AutoCommitService:
                 created = True
         except GitHostError as exc:
             return {"pr": f"skipped: {exc}"}
-        changes = {
-            "pr_number": pr.number,
-            "pr_status": PrStatus.OPEN,
-            "pr_key": pr_key(session.repo_owner, session.repo_name, pr.number),
-        }
+        changes = Change(
+            pr_number=pr.number,
+            pr_status=PrStatus.OPEN,
+            pr_key=pr_key(session.repo_owner, session.repo_name, pr.number),
+        )
         try:
-            self._store.transition(session.id, expect=LOOPED_STATES, changes=changes, entry=None)
+            self._transitions.move(session, LOOPED_STATES, changes)
         except StaleState:
             log.info("session %s moved on; PR #%s not recorded", session.id, pr.number)
         return {"prNumber": pr.number, "prUrl": pr.url, "prTitle": pr.title, "prCreated": created}
@@ -219,15 +221,9 @@ class AutoCommitService:
             return None
 
     def _record(self, session: Session, outcome: dict[str, Any]) -> dict[str, Any]:
-        entry = AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=self._clock(),
-            type="sandbox.auto_commit",
-            detail={k: v for k, v in outcome.items() if v is not None},
-        )
-        self._store.append_entry(entry)
-        self._metrics.count("AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped")
+        detail = {k: v for k, v in outcome.items() if v is not None}
+        metric = "AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped"
+        self._transitions.record(session, Entry("sandbox.auto_commit", detail), metric=metric)
         if self._cards is not None:
             self._cards.record(session, *cards_of(outcome))
         return outcome

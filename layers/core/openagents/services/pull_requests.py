@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from openagents.domain.errors import Conflict, InvalidInput, Unavailable
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
-    AuditEntry,
     LifecycleState,
     PrStatus,
     Session,
@@ -29,7 +28,7 @@ from openagents.sandbox.git_answers import shown_branch
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import owned
-from openagents.services.transitions import Change, Transitions
+from openagents.services.transitions import Change, Entry, Transitions
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
@@ -129,9 +128,9 @@ class PullRequestService:
             return None
         try:
             changes = self._check(session)
-            if not changes:
+            if not changes.fields():
                 return session
-            return self._store.transition(session.id, expect=ANY_STATE, changes=changes, entry=None)
+            return self._transitions.move(session, ANY_STATE, changes)
         except StaleState:
             return self._store.get_session(session_id)
         except Exception as exc:  # a refresh never fails the turn or the read
@@ -151,7 +150,7 @@ class PullRequestService:
             self._last[session.id] = now
         return self.refresh(session.id) or session
 
-    def _check(self, session: Session) -> dict[str, Any]:
+    def _check(self, session: Session) -> Change:
         """The reference's check-pr rules, with one change: the sandbox's branch is only shown.
         The branch the sandbox is on is saved as ``branch`` (what the session page shows); the
         pull request is looked up for the session's own branch only, never for a branch the
@@ -159,11 +158,11 @@ class PullRequestService:
         merge or close). Without a git host (no token) or an own branch nothing more; a PR found
         is saved when it changed; none found leaves the stored PR alone."""
         if session.lifecycle_state not in LIVE or not session.sandbox:
-            return {}
-        changes: dict[str, Any] = {}
+            return Change()
+        changes = Change()
         seen = shown_branch(self._workspaces(session.sandbox).git_branch())
         if seen is not None and seen != session.branch:
-            changes["branch"] = seen
+            changes = Change(branch=seen)
         own = session.own_branch
         if self._git_host is None or own is None or not (session.clone_url or session.repo_name):
             return changes
@@ -171,11 +170,11 @@ class PullRequestService:
         if found is None:
             return changes
         if found.number != session.pr_number or found.state is not session.pr_status:
-            changes |= {
-                "pr_number": found.number,
-                "pr_status": found.state,
-                "pr_key": pr_key(session.repo_owner, session.repo_name, found.number),
-            }
+            changes |= Change(
+                pr_number=found.number,
+                pr_status=found.state,
+                pr_key=pr_key(session.repo_owner, session.repo_name, found.number),
+            )
         return changes
 
     # ------------------------------------------------------------- merge, close
@@ -224,20 +223,11 @@ class PullRequestService:
         return Unavailable(f"{what}: {exc.message}")
 
     def _record(self, session: Session, status: PrStatus, kind: str, **detail: Any) -> Session:
-        entry = AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=self._clock(),
-            type=kind,
-            detail={"prNumber": session.pr_number, "prStatus": status.value, **detail},
+        entry = Entry(kind, {"prNumber": session.pr_number, "prStatus": status.value, **detail})
+        metric = "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
+        return self._transitions.move(
+            session, ANY_STATE, Change(pr_status=status), entry, metric=metric
         )
-        updated = self._store.transition(
-            session.id, expect=ANY_STATE, changes={"pr_status": status}, entry=entry
-        )
-        self._metrics.count(
-            "PullRequestMerged" if status is PrStatus.MERGED else "PullRequestClosed"
-        )
-        return updated
 
     # -------------------------------------------------------------------- webhook
 

@@ -21,6 +21,7 @@ from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock
 from openagents.services.caps import Caps, Counted, Slot, Wording
 from openagents.services.sessions import owned
+from openagents.services.transitions import Change, Transitions
 from openagents.store.port import StaleState, Store
 
 log = logging.getLogger(__name__)
@@ -103,9 +104,11 @@ class SandboxTools:
         clock: Clock,
         artifacts: ArtifactStore,
         exec_pool: ExecPool,
+        transitions: Transitions,
         on_unreachable: Callable[[Session], object] | None = None,
     ) -> None:
         self._exec_pool = exec_pool
+        self._transitions = transitions
         self._on_unreachable = on_unreachable
         self._store = store
         self._clients = clients
@@ -198,16 +201,12 @@ class SandboxTools:
         self._artifacts.put(diff_key(session.id), json.dumps(diff).encode())
         # the session may have left `active` meanwhile; the next diff updates the counts
         with contextlib.suppress(StaleState):
-            self._store.transition(
-                session.id,
-                expect=ACTIVE,
-                changes={
-                    "lines_added": int(diff.get("totalAdditions", 0)),
-                    "lines_removed": int(diff.get("totalDeletions", 0)),
-                    "cached_diff_at": now,
-                },
-                entry=None,
+            counts = Change(
+                lines_added=int(diff.get("totalAdditions", 0)),
+                lines_removed=int(diff.get("totalDeletions", 0)),
+                cached_diff_at=now,
             )
+            self._transitions.move(session, ACTIVE, counts)
         return diff
 
     def cached_diff(self, identity: Identity, session_id: str) -> tuple[dict[str, Any], datetime]:

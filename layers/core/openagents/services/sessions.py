@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from openagents.domain import naming, validation
 from openagents.domain.errors import Conflict, InvalidInput, NotFound, RateLimited, Unavailable
 from openagents.domain.identity import Identity
-from openagents.domain.lifecycle import Failure, failure
+from openagents.domain.lifecycle import Failure
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -28,6 +28,7 @@ from openagents.domain.models import (
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.port import SandboxError
 from openagents.services import Clock, IdFactory, Metrics, OfferedModel
+from openagents.services.transitions import Change, Transitions
 from openagents.settings import Settings
 from openagents.store.port import (
     BadCursor,
@@ -45,6 +46,7 @@ TITLE_ATTEMPTS = 8
 ARCHIVED_DEFAULT_LIMIT = 50
 LIST_DEFAULT_LIMIT = 100
 MAX_LIMIT = 100
+PROVISIONING = frozenset({LifecycleState.PROVISIONING})
 
 
 class ArchiveFlow(Protocol):
@@ -109,6 +111,7 @@ class SessionService:
         self._clock = clock
         self._ids = ids
         self._metrics = metrics
+        self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
         self._kick = kick
         self._local_roots = local_roots or local_repo_roots(
             settings.local_repo_roots, settings.home
@@ -219,12 +222,8 @@ class SessionService:
             self._kick(session)
         except Exception as exc:  # the workflow service failed; never lose the create
             log.warning("provisioning kick failed for %s: %s", session.id, exc)
-            return self._store.transition(
-                session.id,
-                expect=frozenset({LifecycleState.PROVISIONING}),
-                changes=failure(Failure.PROVISIONING_NOT_STARTED),
-                entry=None,
-            )
+            failed = Change.failed(Failure.PROVISIONING_NOT_STARTED)
+            return self._transitions.move(session, PROVISIONING, failed)
         return session
 
     def list(
