@@ -1,5 +1,6 @@
 """``POST /exec``: one command (bash or an argv) in its own process group, with a time limit and
-capped output; with a ``key``, run once per key (``exec_keys.py``).
+capped output; with a ``key``, run once per key (``exec_keys.py``); with ``"stream": true``
+the output is sent as it comes, in frames (``exec_stream.py``).
 
 Each command runs under its own keeper (``reaper.py``, a child subreaper in a session of its
 own): at the timeout sandboxd tells the keeper to stop, and the keeper kills every descendant of
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -28,7 +30,6 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
 
 
 MAX_EXEC_TIMEOUT_SECONDS = 600.0
@@ -41,15 +42,22 @@ REAPER = Path(__file__).resolve().with_name("reaper.py")
 REAPER_STOP_SECONDS = 30.0
 
 
-class OutputCollector(threading.Thread):
-    """Drains one pipe, keeping the first ``cap`` bytes and noting whether more came."""
+Output = Callable[[str, bytes], None]  # (stdout | stderr, bytes kept) as they come
 
-    def __init__(self, stream: IO[bytes], cap: int) -> None:
+
+class OutputCollector(threading.Thread):
+    """Drains one pipe, keeping the first ``cap`` bytes and noting whether more came; each
+    piece kept is also told to ``output`` (a streamed exec's), at once, by this thread."""
+
+    def __init__(
+        self, stream: IO[bytes], cap: int, name: str = "", output: Output | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self.stream = stream
         self.cap = cap
         self.kept = bytearray()
         self.truncated = False
+        self.output, self.stream_name = output, name
 
     def run(self) -> None:
         try:
@@ -57,6 +65,8 @@ class OutputCollector(threading.Thread):
                 room = self.cap - len(self.kept)
                 if room > 0:
                     self.kept += data[:room]
+                    if self.output is not None:
+                        self.output(self.stream_name, data[:room])
                 if len(data) > room:
                     self.truncated = True
         finally:
@@ -75,8 +85,7 @@ class ExecSpec:
     max_output: int
 
 
-def exec_command(app: App, request: Request) -> JsonObject:
-    body = request.json()
+def answer_exec(app: App, body: JsonObject) -> JsonObject:
     spec = parse_exec(app.workspace, body)
     key = exec_key(body.get("key"))
     if key is None:
@@ -138,7 +147,7 @@ def exec_env(env: Any) -> dict[str, str]:
     return cast(dict[str, str], env)
 
 
-def run_exec(spec: ExecSpec) -> JsonObject:
+def run_exec(spec: ExecSpec, output: Output | None = None) -> JsonObject:
     started = time.monotonic()
     try:
         process = spawn(
@@ -153,8 +162,8 @@ def run_exec(spec: ExecSpec) -> JsonObject:
     except OSError as error:
         code = 127 if isinstance(error, FileNotFoundError) else 126
         return exec_result(code, "", f"sandboxd: {spec.argv[0]}: {error.strerror}\n", started)
-    stdout = OutputCollector(cast(IO[bytes], process.stdout), spec.max_output)
-    stderr = OutputCollector(cast(IO[bytes], process.stderr), spec.max_output)
+    stdout = OutputCollector(cast(IO[bytes], process.stdout), spec.max_output, "stdout", output)
+    stderr = OutputCollector(cast(IO[bytes], process.stderr), spec.max_output, "stderr", output)
     stdout.start()
     stderr.start()
     timed_out = wait_or_kill(process, spec.timeout)

@@ -9,7 +9,7 @@ from .bundle import git_archive, git_bundle, git_bundle_restore
 from .checkpoints import git_checkpoint, git_revert
 from .diff import git_diff
 from .errors import ApiError, JsonObject
-from .exec import exec_command
+from .exec_stream import exec_route
 from .files import list_files, read_file, write_file
 from .git import git_branch, git_status
 from .ports import TUNNEL_ROUTE, list_ports, tunnel
@@ -34,7 +34,7 @@ def health(app: App, request: Request) -> JsonObject:
 
 ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/health"): health,
-    ("POST", "/exec"): exec_command,
+    ("POST", "/exec"): exec_route,
     ("GET", "/files"): list_files,
     ("GET", "/files/content"): read_file,
     ("PUT", "/files/content"): write_file,

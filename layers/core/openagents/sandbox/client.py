@@ -35,6 +35,7 @@ from http.client import HTTPException, HTTPResponse
 from typing import Any, BinaryIO, Protocol, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+from openagents.sandbox.exec_stream import ExecPiece, read_pieces
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
 from openagents.sandbox.ports import (
@@ -197,6 +198,38 @@ class SandboxClient:
             body["key"] = key
         wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
         return self._json("POST", "/exec", body, timeout=wait)
+
+    def exec_stream(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> Iterator[ExecPiece]:
+        """``exec`` with its output as it comes: ``ExecOutput`` pieces while the command runs,
+        then one ``ExecDone`` with the result ``exec`` answers (``sandbox/exec_stream.py``: every
+        frame checked and capped). Closing the iterator early drops the connection; the command
+        runs on to its end or its timeout."""
+        body: JsonObject = {
+            "command": command,
+            "argv": argv,
+            "cwd": cwd,
+            "env": env,
+            "timeoutSeconds": timeout_seconds,
+            "maxOutputBytes": max_output_bytes,
+            "stream": True,
+        }
+        if key is not None:
+            body["key"] = key
+        wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        with self._open("POST", "/exec", data, headers, wait) as response:
+            yield from read_pieces(response, max_output_bytes=max_output_bytes, seconds=wait)
 
     # ------------------------------------------------------------------ files
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO, Protocol
@@ -15,6 +15,7 @@ from typing import Any, BinaryIO, Protocol
 from openagents.domain.models import SandboxHandle as SandboxHandle
 from openagents.domain.models import SnapshotRef as SnapshotRef
 from openagents.sandbox.errors import SandboxError as SandboxError
+from openagents.sandbox.exec_stream import ExecPiece
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.ports import ListeningPort
 
@@ -51,6 +52,20 @@ class Sandboxd(Protocol):
         max_output_bytes: int = 1 << 20,
         key: str | None = None,
     ) -> dict[str, Any]: ...
+
+    def exec_stream(
+        self,
+        command: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> Iterator[ExecPiece]:
+        """``exec`` with the output as it comes (``ExecOutput``), the result last (``ExecDone``)."""
+        ...
 
     # files
     def list_files(self, path: str = ".", depth: int = 1) -> dict[str, Any]: ...
