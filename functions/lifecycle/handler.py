@@ -8,14 +8,20 @@ produced.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, Literal
+import gc
 
-from openagents.composition import Container
-from openagents.entrypoints import task
-from openagents.services.lifecycle import Decision
-from openagents.workflows import TaskError
-from pydantic import BaseModel, ConfigDict, Field
+# the collector off while this module imports (its passes over objects that all stay
+# alive are wasted cold-start CPU), then on, with them frozen: functions/api/handler.py
+gc.disable()
+
+from datetime import datetime, timedelta  # noqa: E402
+from typing import Any, Literal  # noqa: E402
+
+from openagents.composition import Container  # noqa: E402
+from openagents.entrypoints import task  # noqa: E402
+from openagents.services.lifecycle import Decision  # noqa: E402
+from openagents.workflows import TaskError  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 
 class Reconcile(BaseModel):
@@ -81,3 +87,6 @@ ENTRY = task(
 )
 lambda_handler = ENTRY.handler
 runtime = ENTRY.runtime
+
+gc.freeze()
+gc.enable()
