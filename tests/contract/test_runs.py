@@ -395,7 +395,8 @@ def assistant_turn(both: Runs, chat: Chat, message_id: str, parts: list[JsonValu
         chat_id=chat.id,
         role=Role.ASSISTANT,
         parts=body,
-        created_at=datetime.now(UTC),
+        # after the user message it answers, even within one millisecond (sort keys are ms)
+        created_at=datetime.now(UTC) + timedelta(milliseconds=1),
     )
     return TurnMessage(session, chat, message, activity=None)
 
