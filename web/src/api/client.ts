@@ -32,44 +32,13 @@ export type PullRequestBody = RequestBody<"/api/sessions/{session_id}/pr", "post
 export type MergeReadiness = S["ReadinessOut"];
 export type MergeMethod = MergeReadiness["allowedMethods"][number];
 
-// Routes the API gains in issue 25 that docs/openapi.json does not hold yet: their documented
-// shapes (docs/api.md), called untyped until the schema has them.
-export interface Repository {
-  repoUrl: string;
-  name: string;
-  owner?: string | null;
-  private?: boolean | null;
-  defaultBranch: string | null;
-}
-export interface RepositoryPage {
-  repositories: Repository[];
-  next: string | null;
-}
-export interface Branch {
-  name: string;
-  default: boolean;
-}
-export interface UsageTokens {
-  runs: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  costUsd: number | null;
-}
-export interface UsageDay extends UsageTokens {
-  date: string;
-  modelId: string;
-}
-export interface UsageReport {
-  days: UsageDay[];
-  totals: UsageTokens;
-}
-type Untyped = (
-  method: "get" | "post",
-  path: string,
-  options?: { query?: Record<string, string | number | null | undefined>; body?: unknown },
-) => Promise<unknown>;
+export type Repository = S["RepositoryOut"];
+export type RepositoryPage = S["RepositoriesOut"];
+export type Branch = S["BranchOut"];
+export type Skill = S["SkillOut"];
+export type UsageTokens = S["UsageTotalsOut"];
+export type UsageDay = S["UsageDayOut"];
+export type UsageReport = S["functions__api__picker_schemas__UsageOut"];
 
 /** A UI message as stored (the API keeps the whole object). */
 export type UIMessage = {
@@ -103,7 +72,6 @@ export const END = "end";
 export type SharedChat = S["SharedChatOut"];
 
 export function createApi(call: Call) {
-  const untyped = call as unknown as Untyped;
   const session = (id: string) => ({ session_id: id });
   const chat = (id: string, chatId: string) => ({ session_id: id, chat_id: chatId });
   return {
@@ -269,13 +237,10 @@ export function createApi(call: Call) {
         body: checkRunIds ? { checkRunIds } : {},
       }),
     repositories: (query = "", cursor?: string | null) =>
-      untyped("get", "/api/repositories", {
-        query: { query: query || undefined, cursor },
-      }) as Promise<RepositoryPage>,
-    branches: (repoUrl: string) =>
-      untyped("get", "/api/repositories/branches", { query: { repoUrl } }) as Promise<{ branches: Branch[] }>,
-    usage: (from: string, to: string) =>
-      untyped("get", "/api/usage", { query: { from, to } }) as Promise<UsageReport>,
+      call("get", "/api/repositories", { query: { query: query || undefined, cursor } }),
+    branches: (repoUrl: string) => call("get", "/api/repositories/branches", { query: { repoUrl } }),
+    skills: (id: string) => call("get", "/api/sessions/{session_id}/skills", { params: session(id) }),
+    usage: (from: string, to: string) => call("get", "/api/usage", { query: { from, to } }),
 
     preferences: () => call("get", "/api/user/preferences"),
     setPreferences: (body: Preferences) => call("put", "/api/user/preferences", { body }),
