@@ -3,6 +3,8 @@ that session's sandbox; every other Host passes through untouched.
 
 ``/__preview/auth?token=&path=`` trades a preview link's token for a cookie on that preview
 host alone (no Domain attribute: host-only, HttpOnly, SameSite=Lax) and redirects to ``path``.
+A public preview's link (``token=pub.<secret>``) sets a cookie holding that secret instead,
+checked against its record on every request (``services/previews.py``): revoked, it is 401.
 Any other request needs that cookie, else 401 before the sandbox is contacted; then it is
 carried as HTTP/1.1 over a tunnel through sandboxd (``preview_http.py``), our cookie removed and
 nothing of ours added; WebSockets likewise (``preview_ws.py``). A request another site's page
@@ -19,7 +21,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from openagents.auth.previews import parse_label
+from openagents.auth.previews import Grant, Kind, parse_label
 from openagents.domain.errors import (
     AccessDenied,
     DomainError,
@@ -140,19 +142,21 @@ class PreviewProxy:
         previews: Previews = self._container().previews
         session_id, port = target
         websocket = scope["type"] == "websocket"
+        grant: Grant | None = None
         try:
             if scope["path"] == AUTH_PATH and not websocket:
                 await self._redeem(scope, send, previews, session_id, port)
                 return
             if foreign(scope, previews.site.scheme):
                 raise AccessDenied("A preview answers its own pages only")
-            grant = previews.admit(session_id, port, _cookie(scope))
+            grant = await run_in_threadpool(previews.admit, session_id, port, _cookie(scope))
             sock = await run_in_threadpool(previews.tunnel, grant)
         except DomainError as error:
             if websocket:  # refused before the accept: the browser sees a 403
                 await send({"type": "websocket.close", "code": 1008})
                 return
-            if isinstance(error, SandboxNotRunning) and _wants_html(scope):
+            owners = grant is None or grant.kind is not Kind.PUBLIC  # Resume is the owner's
+            if isinstance(error, SandboxNotRunning) and _wants_html(scope) and owners:
                 await _resume_page(send, previews.site.session_page(session_id))
                 return
             await _plain(send, _status(error), f"{error.code}: {error.message}", [])
@@ -177,7 +181,7 @@ class PreviewProxy:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         token = (query.get("token") or [""])[-1]
         path = (query.get("path") or ["/"])[-1]
-        cookie = previews.redeem(session_id, port, token, path)
+        cookie = await run_in_threadpool(previews.redeem, session_id, port, token, path)
         value = f"{COOKIE}={cookie.value}; Max-Age={cookie.max_age}; Path=/; HttpOnly; SameSite=Lax"
         if previews.site.scheme == "https":
             value += "; Secure"

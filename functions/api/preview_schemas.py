@@ -32,19 +32,47 @@ class PortsOut(Out):
     ports: list[PortOut]
 
 
+Visibility = Literal["private", "public"]
+
+
 class PreviewIn(Body):
     path: str | None = Field(
         default=None, max_length=2048, description="Where the link lands (default `/`)"
     )
+    visibility: Visibility = Field(
+        default="private",
+        description="`public`: a link anyone may open, without expiry, until revoked (`DELETE`)",
+    )
 
 
 class PreviewOut(Out):
-    url: str = Field(description="Open within `expiresAt`: it sets the preview's cookie")
-    expires_at: datetime
+    url: str = Field(description="Open within `expiresAt` (private): it sets the preview's cookie")
+    expires_at: datetime | None = Field(description="None for a public link (until revoked)")
+    visibility: Visibility = "private"
 
     @classmethod
     def of(cls, link: PreviewLink) -> "PreviewOut":
-        return cls(url=link.url, expires_at=link.expires_at)
+        return cls(
+            url=link.url,
+            expires_at=link.expires_at,
+            visibility=cast(Visibility, link.visibility),
+        )
+
+
+class PublicPreviewOut(Out):
+    port: int
+    url: str = Field(description="The public link (anyone holding it reaches the port)")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, link: PreviewLink) -> "PublicPreviewOut":
+        assert link.port is not None
+        assert link.created_at is not None
+        return cls(port=link.port, url=link.url, created_at=link.created_at)
+
+
+class PublicPreviewsOut(Out):
+    previews: list[PublicPreviewOut]
 
 
 class DevServerIn(Body):

@@ -14,6 +14,8 @@ from functions.api.preview_schemas import (
     PortsOut,
     PreviewIn,
     PreviewOut,
+    PublicPreviewOut,
+    PublicPreviewsOut,
 )
 from functions.api.schemas import error_responses
 
@@ -34,9 +36,29 @@ def create_preview(
     session_id: str, port: Port, app: App, caller: Caller, body: PreviewIn | None = None
 ) -> PreviewOut:
     """A private, short-lived link to the port: visiting it sets a cookie for that preview host
-    alone and redirects to `path`. 404 `port_not_listening` when nothing listens there."""
-    path = body.path if body is not None else None
-    return PreviewOut.of(app.previews.create(caller, session_id, port, path))
+    alone and redirects to `path`. 404 `port_not_listening` when nothing listens there.
+    `visibility: "public"`: a link anyone may open until it is revoked (`DELETE`), or its
+    session archived or deleted; asked again, the same link."""
+    given = body or PreviewIn()
+    made = app.previews.create(caller, session_id, port, given.path, given.visibility)
+    return PreviewOut.of(made)
+
+
+@router.delete(
+    "/sessions/{session_id}/ports/{port}/preview", status_code=204, responses=error_responses()
+)
+def revoke_preview(session_id: str, port: Port, app: App, caller: Caller) -> Response:
+    """Revoke the port's public preview: its link answers 401 from then on (within 2 s on the
+    AWS preview gateway). 404 `preview_not_found` when the port has none."""
+    app.previews.revoke(caller, session_id, port)
+    return Response(status_code=204)
+
+
+@router.get("/sessions/{session_id}/previews", responses=error_responses())
+def list_public_previews(session_id: str, app: App, caller: Caller) -> PublicPreviewsOut:
+    """The session's public previews, by port (private links are not kept)."""
+    found = app.previews.public(caller, session_id)
+    return PublicPreviewsOut(previews=[PublicPreviewOut.of(p) for p in found])
 
 
 DEV_SERVER = "/sessions/{session_id}/dev-server"

@@ -25,6 +25,7 @@ LABEL = re.compile(r"([1-9][0-9]{0,4})-([a-z2-7]{1,52})")
 class Kind(StrEnum):
     LINK = "link"
     COOKIE = "cookie"
+    PUBLIC = "public"  # never signed: admitted from a public preview's record
 
 
 @dataclass(frozen=True)

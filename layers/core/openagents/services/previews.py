@@ -3,12 +3,20 @@
 ``create`` signs a short-lived link token (``auth/previews.py``) for the owner; the preview
 proxy (``functions/api/preview.py``) trades it for a cookie scoped to that preview host, checks
 the cookie on every request, and reaches the port through sandboxd's tunnel (``tunnel``): the
-session is looked up each time, so a preview ends with its session's sandbox."""
+session is looked up each time, so a preview ends with its session's sandbox.
+
+A public preview (``visibility: "public"``) is a record in the store (``PreviewStore``): its link
+carries the record's secret (``pub.<secret>``), traded for a cookie holding the same; each
+request checks the record (read at most every ``PUBLIC_CACHE_SECONDS`` on the service's clock,
+dropped at once here when revoked), and its session being neither archived nor deleted.
+Nothing of the owner's travels with it: the tunnel is the same as a private preview's."""
 
 from __future__ import annotations
 
 import copy
+import hmac
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -20,10 +28,12 @@ from urllib.parse import quote, urlencode
 from openagents.auth.previews import Grant, Kind, host_label, sign, verify
 from openagents.domain.errors import InvalidInput, NotFound, SandboxNotRunning, Unauthenticated
 from openagents.domain.identity import Identity
-from openagents.domain.models import Session
+from openagents.domain.models import Session, SessionStatus
+from openagents.domain.previews import PublicPreview
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError, SandboxHandle
 from openagents.services import Clock
 from openagents.services.sandbox_tools import running_sandbox
+from openagents.services.sessions import owned
 from openagents.store.port import Store
 
 log = logging.getLogger(__name__)
@@ -32,10 +42,17 @@ LINK_SECONDS = 300
 ACTIVITY_EVERY_SECONDS = 60.0  # a preview in use keeps its sandbox awake, one write a minute
 COOKIE_SECONDS = 12 * 3600
 MAX_PATH_CHARS = 2048
+PUBLIC_PREFIX = "pub."  # a public preview's link token and cookie: the prefix, then its secret
+PUBLIC_CACHE_SECONDS = 2.0  # how stale a revocation may be seen by another process
+VISIBILITIES = ("private", "public")
 
 
 class PortNotListening(NotFound):
     code = "port_not_listening"
+
+
+class PreviewNotFound(NotFound):
+    code = "preview_not_found"
 
 
 @dataclass(frozen=True)
@@ -50,7 +67,10 @@ class PreviewPort:
 @dataclass(frozen=True)
 class PreviewLink:
     url: str
-    expires_at: datetime
+    expires_at: datetime | None  # None: public, until revoked
+    visibility: str = "private"
+    port: int | None = None
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,8 @@ class Previews:
         self._key = key
         self.site = site
         self._on_unreachable = on_unreachable
+        self._public: dict[tuple[str, int], tuple[datetime, PublicPreview | None]] = {}
+        self._public_lock = threading.Lock()
 
     def client(self, handle: SandboxHandle) -> Sandboxd:
         return self._clients(handle)
@@ -130,6 +152,7 @@ class Previews:
         twin._clients = clients
         twin._on_unreachable = None
         twin._active, twin._active_lock = {}, threading.Lock()
+        twin._public, twin._public_lock = {}, threading.Lock()
         return twin
 
     def running(self, user_id: str, session_id: str) -> tuple[Session, Sandboxd]:
@@ -153,10 +176,17 @@ class Previews:
         ]
 
     def create(
-        self, identity: Identity, session_id: str, port: int, path: str | None
+        self,
+        identity: Identity,
+        session_id: str,
+        port: int,
+        path: str | None,
+        visibility: str = "private",
     ) -> PreviewLink:
         check_port(port)
         target = check_path(path)
+        if visibility not in VISIBILITIES:
+            raise InvalidInput("visibility must be private or public", field="visibility")
         session, client = self.running(identity.user_id, session_id)
         try:
             listening = {p.port for p in client.ports()}
@@ -164,24 +194,97 @@ class Previews:
             raise self.unavailable(session, exc) from exc
         if port not in listening:
             raise PortNotListening(f"Nothing listens on port {port}", field="port")
+        if visibility == "public":
+            made = PublicPreview(
+                session.id, port, identity.user_id, secrets.token_urlsafe(32), self._clock()
+            )
+            record = self._store.publish_preview(made)
+            self._forget(session.id, port)
+            return self._public_link(record, target)
         expires = self._clock() + timedelta(seconds=LINK_SECONDS)
         grant = Grant(Kind.LINK, session.id, port, identity.user_id, int(expires.timestamp()))
         query = urlencode({"token": sign(self._key(), grant), "path": target})
         url = f"{self.site.scheme}://{self.site.host(session.id, port)}/__preview/auth?{query}"
         return PreviewLink(url, datetime.fromtimestamp(grant.expires_at, UTC))
 
+    def _public_link(self, record: PublicPreview, path: str = "/") -> PreviewLink:
+        query = urlencode({"token": PUBLIC_PREFIX + record.secret, "path": path})
+        host = self.site.host(record.session_id, record.port)
+        url = f"{self.site.scheme}://{host}/__preview/auth?{query}"
+        return PreviewLink(url, None, "public", record.port, record.created_at)
+
+    def public(self, identity: Identity, session_id: str) -> list[PreviewLink]:
+        """The session's public previews (their links), by port."""
+        session = owned(self._store.get_session(session_id), identity)
+        return [self._public_link(r) for r in self._store.public_previews(session.id)]
+
+    def revoke(self, identity: Identity, session_id: str, port: int) -> None:
+        """End the port's public preview (404 ``preview_not_found`` when it has none)."""
+        check_port(port)
+        session = owned(self._store.get_session(session_id), identity)
+        removed = self._store.revoke_preview(session.id, port)
+        self._forget(session.id, port)
+        if not removed:
+            raise PreviewNotFound(f"Port {port} has no public preview", field="port")
+
+    def revoke_all(self, session_id: str) -> int:
+        """End every public preview of the session (archive and unarchive); how many."""
+        ended = 0
+        for record in self._store.public_previews(session_id):
+            ended += self._store.revoke_preview(session_id, record.port)
+            self._forget(session_id, record.port)
+        return ended
+
+    def _forget(self, session_id: str, port: int) -> None:
+        with self._public_lock:
+            self._public.pop((session_id, port), None)
+
+    def _record(self, session_id: str, port: int) -> PublicPreview | None:
+        """The port's public preview while its session is neither archived nor deleted, read
+        again once ``PUBLIC_CACHE_SECONDS`` old."""
+        now = self._clock()
+        with self._public_lock:
+            cached = self._public.get((session_id, port))
+        if cached is not None and (now - cached[0]).total_seconds() < PUBLIC_CACHE_SECONDS:
+            return cached[1]
+        record = self._store.public_preview(session_id, port)
+        if record is not None:
+            session = self._store.get_session(session_id)
+            live = session is not None and session.status is not SessionStatus.ARCHIVED
+            if not live or session is None or session.user_id != record.user_id:
+                record = None
+        with self._public_lock:
+            if len(self._public) > 4096:
+                self._public.clear()
+            self._public[(session_id, port)] = (now, record)
+        return record
+
+    def _admit_public(self, session_id: str, port: int, token: str) -> Grant:
+        record = self._record(session_id, port)
+        secret = token.removeprefix(PUBLIC_PREFIX).encode()
+        if record is None or not hmac.compare_digest(record.secret.encode(), secret):
+            raise Unauthenticated("This public preview was revoked, or never was")
+        expires = int(self._clock().timestamp()) + COOKIE_SECONDS
+        return Grant(Kind.PUBLIC, session_id, port, record.user_id, expires)
+
     def redeem(self, session_id: str, port: int, token: str, path: str | None) -> PreviewCookie:
-        """A link token for exactly this preview host, traded for its cookie."""
-        grant = self._verify(session_id, port, token, Kind.LINK)
+        """A link token for exactly this preview host, traded for its cookie (a public
+        preview's: its own token again, checked on every request)."""
         try:
             target = check_path(path)
         except InvalidInput:
             target = "/"
+        if token.startswith(PUBLIC_PREFIX):
+            self._admit_public(session_id, port, token)
+            return PreviewCookie(token, COOKIE_SECONDS, target)
+        grant = self._verify(session_id, port, token, Kind.LINK)
         expires = int(self._clock().timestamp()) + COOKIE_SECONDS
         cookie = Grant(Kind.COOKIE, grant.session_id, port, grant.user_id, expires)
         return PreviewCookie(sign(self._key(), cookie), COOKIE_SECONDS, target)
 
     def admit(self, session_id: str, port: int, cookie: str | None) -> Grant:
+        if cookie is not None and cookie.startswith(PUBLIC_PREFIX):
+            return self._admit_public(session_id, port, cookie)
         return self._verify(session_id, port, cookie or "", Kind.COOKIE)
 
     def _verify(self, session_id: str, port: int, token: str, kind: Kind) -> Grant:
@@ -212,7 +315,8 @@ class Previews:
     def tunnel(self, grant: Grant) -> socket.socket:
         """A connection to the granted port (the session checked again: owner, running)."""
         session, client = self.running(grant.user_id, grant.session_id)
-        self._touch(grant)
+        if grant.kind is not Kind.PUBLIC:  # strangers' visits do not keep the sandbox awake
+            self._touch(grant)
         try:
             return client.open_tunnel(grant.port)
         except SandboxError as exc:
