@@ -352,7 +352,7 @@ def test_a_run_that_dies_between_snapshot_and_stop_is_rescued(
     assert stuck["lifecycleState"] == "hibernating", stuck
     # the sandbox is still running, so nothing is lost yet; the reconciler finds the run's
     # stale lease (the grace shortened from 2 minutes for the test) and finishes the job
-    for module in ("openagents.domain.lifecycle", "openagents.services.lifecycle"):
+    for module in ("openagents.domain.lifecycle", "openagents.services.lifecycle_base"):
         monkeypatch.setattr(f"{module}.STALE_LEASE_GRACE", timedelta(seconds=1))
     time.sleep(1.5)
     container = build(settings, NoMetrics())
@@ -370,7 +370,7 @@ def test_a_rescued_run_is_on_record(
     crashed = _crash_the_run_at_stop(monkeypatch, settings)
     assert live_api.post("/api/sandbox/snapshot", {"sessionId": sid}).status == 202
     until(lambda: crashed, limit=30)
-    for module in ("openagents.domain.lifecycle", "openagents.services.lifecycle"):
+    for module in ("openagents.domain.lifecycle", "openagents.services.lifecycle_base"):
         monkeypatch.setattr(f"{module}.STALE_LEASE_GRACE", timedelta(seconds=1))
     time.sleep(2.5)
     container = build(settings, NoMetrics())
