@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from moto.server import ThreadedMotoServer
@@ -37,12 +38,27 @@ def moto_endpoint() -> Iterator[str]:
     server.stop()
 
 
+_botocore: list[Any] = []  # one botocore session for creating tables (its models loaded once)
+
+
 def dynamodb_table(settings: Settings) -> None:
-    """Create the settings' table on moto (keys, indexes, TTL), as ``store.items`` defines it."""
+    """Create the settings' table on moto (keys, indexes, TTL), as ``store.items`` defines it.
+    The creating connections share one botocore session (a new one reloads the service models
+    from JSON, about half the cost of a table)."""
+    import botocore.session
+    import pynamodb.connection.base
     from openagents.store import items
 
-    items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
-    items.create_table()
+    base: Any = pynamodb.connection.base
+    if not _botocore:
+        _botocore.append(botocore.session.get_session())
+    own = base.get_session
+    base.get_session = lambda: _botocore[0]
+    try:
+        items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
+        items.create_table()
+    finally:
+        base.get_session = own
 
 
 @pytest.fixture
