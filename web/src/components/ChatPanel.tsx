@@ -364,6 +364,7 @@ export function ChatPanel({
           running={running}
           onStop={stop}
           disabledReason={archived ? "Unarchive to continue." : null}
+          loadSkills={() => api.skills(sessionId).then((answer) => answer.skills)}
         />
       </div>
       {deleting && (

@@ -7,8 +7,9 @@ import {
   type FormEvent,
   type KeyboardEvent,
 } from "react";
-import { filePart, type Attachment, type FilePart } from "../api/client";
+import { filePart, type Attachment, type FilePart, type Skill } from "../api/client";
 import { errorMessage } from "../api/errors";
+import { useSkillMenu } from "./SkillMenu";
 
 /** A file added to the message: uploading, uploaded (its part), or refused (why). */
 interface Pending {
@@ -28,10 +29,19 @@ interface Props {
   onStop?: () => Promise<void>;
   /** Why nothing can be sent now (an archived session): the box is off and says so. */
   disabledReason?: string | null;
+  /** The session's skills, offered after `/` (SkillMenu.tsx). */
+  loadSkills?: () => Promise<Skill[]>;
 }
 
 /** The message box: Enter sends, Shift+Enter starts a new line. */
-export function Composer({ onSend, onUpload, running = false, onStop, disabledReason = null }: Props) {
+export function Composer({
+  onSend,
+  onUpload,
+  running = false,
+  onStop,
+  disabledReason = null,
+  loadSkills,
+}: Props) {
   const id = useId();
   const off = disabledReason !== null;
   const [text, setText] = useState("");
@@ -43,6 +53,7 @@ export function Composer({ onSend, onUpload, running = false, onStop, disabledRe
   const nextKey = useRef(0);
   const uploading = files.some((file) => !file.part && !file.error);
   const ready = files.flatMap((file) => (file.part ? [file.part] : []));
+  const skills = useSkillMenu({ text, setText, loadSkills: off ? undefined : loadSkills });
   const add = (list: Iterable<File>) => {
     if (!onUpload || off) return;
     for (const file of list) {
@@ -83,6 +94,7 @@ export function Composer({ onSend, onUpload, running = false, onStop, disabledRe
     }
   };
   const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (skills.onKeyDown(event)) return;
     if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) {
       event.preventDefault();
       form.current?.requestSubmit();
@@ -115,11 +127,13 @@ export function Composer({ onSend, onUpload, running = false, onStop, disabledRe
           ))}
         </ul>
       )}
+      {skills.menu}
       <label htmlFor={id} className="visually-hidden">
         Message
       </label>
       <textarea
         id={id}
+        {...skills.boxProps}
         value={text}
         rows={2}
         disabled={off}
