@@ -427,6 +427,8 @@ class ArchiveService:
         else:  # a start: in the overdue index, so the reconciler re-kicks it if it is lost
             unarchived = session.model_copy(update={"status": SessionStatus.RUNNING})
             changes = with_due(unarchived, {**changes, "lifecycle_state": state})
+        for preview in self._store.public_previews(session.id):  # archiving ended them: for good
+            self._store.revoke_preview(session.id, preview.port)
         entry = self._entry(
             session,
             "session.unarchived",

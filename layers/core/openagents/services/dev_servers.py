@@ -3,6 +3,12 @@ when they are missing, launch it detached in the sandbox, wait (bounded) until i
 listens, and answer a private preview link to it. Its record, log and pid live in the
 sandbox's ``/tmp/openagents`` (the sandbox's word, read back as such).
 
+What a resume or an unarchive starts again is kept twice in the workspace's git: the file
+``.git/openagents/<name>.json`` (a snapshot keeps it) and a commit on the hidden ref
+``refs/openagents/services/<name>`` holding the same record (an archive's bundle holds every
+ref and its restore fetches them all, so it survives an archive, which keeps no file of
+``.git``). Never pushed: pushes name the session's own branch.
+
 A request never waits longer than ``RESPOND_SECONDS`` (API Gateway cuts a request at 29 s): an
 install runs detached, ahead of the server in the same launch, and a server not listening by
 then is answered ``status: "starting"`` (202); GET reports ``running`` once its port listens,
@@ -43,6 +49,11 @@ RESPOND_SECONDS = 20.0  # the most one request waits for the port (API Gateway: 
 STOP_SECONDS = 10
 POLL_SECONDS = 0.25
 TAIL_CHARS = 2000
+SERVICE_REFS = "refs/openagents/services"
+RECORD_AUTHOR = {  # the record's commit, not the user's work: a fixed identity
+    "GIT_AUTHOR_NAME": "openagents", "GIT_AUTHOR_EMAIL": "openagents@localhost",
+    "GIT_COMMITTER_NAME": "openagents", "GIT_COMMITTER_EMAIL": "openagents@localhost",
+}  # fmt: skip
 
 
 class NoDevServerFound(InvalidInput):
@@ -170,6 +181,7 @@ class DevServers:
         )
         if plan.install:
             self._exec(client, self._keep_record(plan, cwd), cwd=".", timeout_seconds=10)
+        self._exec(client, self._keep_ref(plan, cwd), cwd=".", timeout_seconds=10)
         if not self._wait_listening(client, launched, RESPOND_SECONDS):
             return DevServer(
                 plan.port, launched.command, self.log_path, False, plan.framework,
@@ -181,6 +193,18 @@ class DevServers:
     def _keep_record(self, plan: DevServerPlan, cwd: str) -> str:
         record = shlex.quote(json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd}))
         return f"[ ! -d {KEPT_DIR} ] || printf '%s' {record} > {KEPT_DIR}/{self._name}.json"
+
+    def _keep_ref(self, plan: DevServerPlan, cwd: str) -> str:
+        """The record as a commit on ``refs/openagents/services/<name>`` (no repository: none)."""
+        record = shlex.quote(json.dumps({"command": plan.command, "port": plan.port, "cwd": cwd}))
+        who = " ".join(f"{k}={v}" for k, v in RECORD_AUTHOR.items())
+        entry = shlex.quote(f"100644 blob %s\t{self._name}.json\n")
+        return (
+            f"[ ! -d .git ] || {{ b=$(printf '%s' {record} | git hash-object -w --stdin) && "
+            f't=$(printf {entry} "$b" | git mktree) && '
+            f"c=$({who} git commit-tree \"$t\" -m 'openagents: {self._name}' < /dev/null) && "
+            f'git update-ref {SERVICE_REFS}/{self._name} "$c"; }}'
+        )
 
     def _alive(self, client: Sandboxd) -> bool:
         alive = f"kill -0 -- -$(cat {STATE_DIR}/{self._name}.pid) 2>/dev/null"
@@ -243,17 +267,24 @@ class DevServers:
                 break
             self._sleep(POLL_SECONDS)
         self._exec(client, f"rm -f {STATE_DIR}/{self._name}.json {KEPT_DIR}/{self._name}.json")
+        self._exec(client, f"git update-ref -d {SERVICE_REFS}/{self._name} 2>/dev/null; true")
         return DevServer(current.port, current.command, self.log_path, False, status="stopped")
 
     def restart(self, session: Session) -> None:
-        """A resumed sandbox starts again what its workspace's kept record names (no install,
-        no wait: the sandbox's own record, run in the sandbox). Never fails the caller."""
+        """A resumed or unarchived sandbox starts again what its workspace's kept record names
+        (the file, else the ref: an unarchived workspace has the ref alone; no install, no wait:
+        the sandbox's own record, run in the sandbox). Never fails the caller."""
         handle = session.sandbox
         if handle is None or handle.endpoint is None:
             return
         try:
             client = self._previews.client(handle)
-            said = client.exec(f"cat {KEPT_DIR}/{self._name}.json", timeout_seconds=10)
+            name = self._name
+            read = (
+                f"cat {KEPT_DIR}/{name}.json 2>/dev/null || "
+                f"git show {SERVICE_REFS}/{name}:{name}.json 2>/dev/null | head -c 16384"
+            )
+            said = client.exec(read, timeout_seconds=10)
             kept = kept_plan(str(said.get("stdout") or "")) if said.get("exitCode") == 0 else None
             if kept is None:
                 return

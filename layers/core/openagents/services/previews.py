@@ -314,6 +314,11 @@ class Previews:
 
     def tunnel(self, grant: Grant) -> socket.socket:
         """A connection to the granted port (the session checked again: owner, running)."""
+        if grant.kind is Kind.PUBLIC:  # archived or deleted since its record was read: over
+            found = self._store.get_session(grant.session_id)
+            if found is None or found.status is SessionStatus.ARCHIVED:
+                self._forget(grant.session_id, grant.port)
+                raise Unauthenticated("This public preview was revoked, or never was")
         session, client = self.running(grant.user_id, grant.session_id)
         if grant.kind is not Kind.PUBLIC:  # strangers' visits do not keep the sandbox awake
             self._touch(grant)
