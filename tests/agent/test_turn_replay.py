@@ -160,12 +160,19 @@ def test_a_turn_killed_mid_bash_step_collects_the_command_it_left_running(
 
     events = before["events"] + agent_api.events(chat_id, after=before["next"])
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert chunks(events) == expected_chunks
+    # a running command's output so far depends on timing (the baseline's showed "committed"
+    # before its end; the collected command answers its result alone): the rest is the same
+    assert settled(chunks(events)) == settled(expected_chunks)
     assert parts(_assistant(agent_api, session_id, chat_id)) == expected_parts
     assert _commits(agent_api, session_id) == 2  # the baseline's and this turn's: once each
     ended = loop._runs.get(run_id)
     assert ended is not None
     assert ended.status.value == "completed"
+
+
+def settled(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chunks without the preliminary tool outputs (a running command's output so far)."""
+    return [chunk for chunk in found if not chunk.get("preliminary")]
 
 
 def _finished_entries(api: AgentApi, session_id: str, run_id: str) -> list[dict[str, Any]]:

@@ -9,6 +9,12 @@ blocks (a text part keeps growing). Should the re-run answer differently, the at
 blocks are ended where they stopped and the re-run goes on in blocks of its own (ids with
 ``-r``), the text it had streamed so far sent again in them; the stored message is the re-run's
 either way (docs/agent.md, "What a restart replays").
+
+A preliminary tool output (a running command's output so far, a subagent's progress) is
+progress, not a fact: each one replaces the last on the client. A re-run's stands in for the
+attempt's it meets (that one stays what clients show; the re-run's is not written), and one
+the re-run does not repeat is passed over: a keyed command collected after a restart answers
+its final output alone, which is then written once, after what clients already have.
 """
 
 from __future__ import annotations
@@ -67,6 +73,8 @@ class ReplayWriter(EventWriter):
         """Consume what ``chunk`` repeats of the attempt; False at the first difference (a
         delta longer than the logged one writes its remainder)."""
         head = self._ahead[0]
+        if _preliminary(head) and head != chunk:
+            return self._progress(chunk)
         if chunk.get("type") not in _DELTAS:
             if head != chunk:
                 return False
@@ -88,6 +96,19 @@ class ReplayWriter(EventWriter):
             super().add(rest)
             return True
         return self._matched(rest)
+
+    def _progress(self, chunk: dict[str, JsonValue]) -> bool:
+        """The attempt's preliminary output is next and ``chunk`` does not repeat it."""
+        head = self._ahead[0]
+        if _preliminary(chunk) and chunk.get("toolCallId") == head.get("toolCallId"):
+            self._ahead.popleft()  # the re-run's output so far, in place of the attempt's
+            return True
+        while self._ahead and _preliminary(self._ahead[0]):
+            self._ahead.popleft()
+        if not self._ahead:
+            super().add(chunk)
+            return True
+        return self._matched(chunk)
 
     def _diverge(self) -> None:
         self._diverged = True
@@ -116,6 +137,10 @@ class ReplayWriter(EventWriter):
             self._texts.pop(block_id, None)
         elif kind in _DELTAS and block_id in self._texts:
             self._texts[block_id] += str(chunk.get("delta", ""))
+
+
+def _preliminary(chunk: Chunk) -> bool:
+    return chunk.get("type") == "tool-output-available" and chunk.get("preliminary") is True
 
 
 def _open_blocks(chunks: Sequence[Chunk]) -> dict[str, str]:

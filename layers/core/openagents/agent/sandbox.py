@@ -4,22 +4,27 @@ sandboxd client protocol (``openagents.sandbox.port.Sandboxd``).
 Tools never see sandboxd's JSON: ``Workspace`` answers typed results and raises
 ``SandboxError`` (sandboxd's own error, readable) on failure. It is the tools' narrow, typed
 view, not a second client: ``WorkspaceClient`` is its one implementation, over ``Sandboxd``.
+A workspace that can also stream a command's output as it comes is a ``StreamingWorkspace``
+(``exec_stream``: ``ExecOutput`` pieces, then the ``ExecResult``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from openagents.domain.checkpoints import Checkpoint
+from openagents.sandbox.exec_stream import ExecDone, ExecOutput
 from openagents.sandbox.port import Sandboxd, SandboxError
 
 __all__ = [
+    "ExecOutput",
     "ExecResult",
     "FileText",
     "RunWorkspace",
     "SandboxError",
+    "StreamingWorkspace",
     "Workspace",
     "WorkspaceClient",
 ]
@@ -70,8 +75,43 @@ class Workspace(Protocol):
         ...
 
 
+@runtime_checkable
+class StreamingWorkspace(Workspace, Protocol):
+    """A ``Workspace`` that also streams a command's output while it runs."""
+
+    def exec_stream(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> Iterator[ExecOutput | ExecResult]:
+        """``exec``, with what the command writes as it comes (``ExecOutput``, a preview
+        sandboxd caps), then its ``ExecResult`` (the truth: the same as ``exec`` answers)."""
+        ...
+
+
+def exec_result(answer: dict[str, Any]) -> ExecResult:
+    """sandboxd's exec answer, typed (whatever it holds: the sandbox's word)."""
+    code = answer.get("exitCode")
+    duration = answer.get("durationMs")
+    return ExecResult(
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        stdout=str(answer.get("stdout", "")),
+        stderr=str(answer.get("stderr", "")),
+        truncated=answer.get("truncated") is True,
+        timed_out=answer.get("timedOut") is True,
+        duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) else 0,
+        interrupted=answer.get("interrupted") is True,
+    )
+
+
 class WorkspaceClient:
-    """``Workspace`` over sandboxd."""
+    """``Workspace`` (streaming too) over sandboxd."""
 
     def __init__(self, client: Sandboxd) -> None:
         self._client = client
@@ -96,16 +136,30 @@ class WorkspaceClient:
             max_output_bytes=max_output_bytes,
             key=key,
         )
-        code = answer.get("exitCode")
-        return ExecResult(
-            exit_code=int(code) if isinstance(code, int) else None,
-            stdout=str(answer.get("stdout", "")),
-            stderr=str(answer.get("stderr", "")),
-            truncated=bool(answer.get("truncated", False)),
-            timed_out=bool(answer.get("timedOut", False)),
-            duration_ms=int(answer.get("durationMs", 0) or 0),
-            interrupted=answer.get("interrupted") is True,
+        return exec_result(answer)
+
+    def exec_stream(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> Iterator[ExecOutput | ExecResult]:
+        pieces = self._client.exec_stream(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=dict(env) if env else None,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            key=key,
         )
+        for piece in pieces:
+            yield exec_result(piece.result) if isinstance(piece, ExecDone) else piece
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:
         answer = self._client.read_file(path, max_bytes)
@@ -120,7 +174,7 @@ class WorkspaceClient:
         self._client.write_file(path, content)
 
     def checkpoint(self, ref: str) -> Checkpoint:
-        return Checkpoint.from_json(self._client.checkpoint(ref))
+        return self._client.checkpoint(ref)
 
 
 class RunWorkspace:
@@ -149,6 +203,42 @@ class RunWorkspace:
             timeout_seconds=timeout_seconds,
             max_output_bytes=max_output_bytes,
             key=f"{self._run_id}/{key}" if key is not None else None,
+        )
+
+    def exec_stream(
+        self,
+        *,
+        command: str | None = None,
+        argv: list[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60,
+        max_output_bytes: int = 1 << 20,
+        key: str | None = None,
+    ) -> Iterator[ExecOutput | ExecResult]:
+        """The inner workspace's stream; over one that cannot stream, the result alone."""
+        inner = self._workspace
+        run = inner.exec_stream if isinstance(inner, StreamingWorkspace) else None
+        asked_key = f"{self._run_id}/{key}" if key is not None else None
+        if run is None:
+            yield inner.exec(
+                command=command,
+                argv=argv,
+                cwd=cwd,
+                env=env,
+                timeout_seconds=timeout_seconds,
+                max_output_bytes=max_output_bytes,
+                key=asked_key,
+            )
+            return
+        yield from run(
+            command=command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            key=asked_key,
         )
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:

@@ -1,7 +1,8 @@
 """The tool step: one tool call of the turn through the tool runner (``tool_runner.py``), with
 its context (the run's workspace, its cancel flag, the bash timeout, and the ``task`` tool's
 subagents, whose model calls and usage count as the run's and whose progress streams as the
-call's preliminary output); and, before the run's first tool step, its checkpoint."""
+call's preliminary output, and the ``progress`` a running ``bash`` shows its output so far
+through, written at once); and, before the run's first tool step, its checkpoint."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class ToolStep:
                 cancelled=self._io.cancelled(run.id),
                 call_id=call_id,
                 bash_timeout_seconds=self._bash_timeout,
+                progress=lambda output: stream.send(
+                    ToolOutputAvailableChunk(tool_call_id=call_id, output=output, preliminary=True)
+                ),
             )
             return replace(made, subagent=self._subagents(run, made, stream, subagents))
 

@@ -36,6 +36,12 @@ class UIStream:
     def add(self, chunk: UIChunk) -> None:
         self._writer.add(chunk.to_json())
 
+    def send(self, chunk: UIChunk) -> None:
+        """A chunk clients should see now (a running tool's output so far): written at once
+        with what was buffered before it, not at the step's end nor after the next chunk."""
+        self._writer.add(chunk.to_json())
+        self._writer.flush()
+
     def flush(self, progress: Progress, message: TurnMessage) -> int:
         """The step's end: its chunks, the run's progress and its message in one write; the
         run's last seq."""

@@ -34,6 +34,10 @@ class Cancelled(Exception):
 SubagentRunner: TypeAlias = Callable[[str, str, str], JsonValue]
 """Runs a subagent: (subagentType, task, instructions) → the task tool's output."""
 
+ToolProgress: TypeAlias = Callable[[JsonValue], None]
+"""Shows the call's output so far (the stream's preliminary ``tool-output-available``): never
+stored in the message, replaced by the next one and, at the end, by the tool's output."""
+
 
 @dataclass(frozen=True)
 class ToolContext:
@@ -42,6 +46,7 @@ class ToolContext:
     call_id: str = "call"
     bash_timeout_seconds: int = 120
     subagent: SubagentRunner | None = None  # the turn's, for the task tool (not in subagents)
+    progress: ToolProgress | None = None  # the turn's call's preliminary output (not subagents')
 
 
 class Tool(Protocol):

@@ -10,23 +10,39 @@ second and nothing of the command is left running.
 A ``bash`` command runs once per tool call: its exec carries the call's id as its key, so the
 step run again after a restart collects the first run's result (or waits for it) instead of
 running it a second time; one that died with its sandbox is the model's error ``INTERRUPTED``.
+
+While a ``bash`` command of the turn runs, its output so far is shown (``LiveOutput``): the
+exec is streamed (``StreamingWorkspace.exec_stream``) and the call's preliminary output
+``{status: "running", stdout, stderr, outputBytes}`` (each stream's last ``LIVE_TAIL_BYTES``)
+sent at most every ``LIVE_EVERY_SECONDS``, at most ``LIVE_BUDGET_BYTES`` for the whole call;
+the model and the stored message get the final output only, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import queue
 import re
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import ClassVar
 
 from openagents.agent.models.port import JsonObject, JsonValue
-from openagents.agent.sandbox import ExecResult, SandboxError, sandbox_error_text
+from openagents.agent.sandbox import (
+    ExecOutput,
+    ExecResult,
+    SandboxError,
+    StreamingWorkspace,
+    sandbox_error_text,
+)
 from openagents.agent.tools.base import (
     BaseTool,
     Cancelled,
     ToolContext,
     ToolFailure,
+    ToolProgress,
     cap,
     flag,
     integer,
@@ -40,6 +56,10 @@ SEARCH_TIMEOUT_SECONDS = 30
 MAX_MATCHES = 100
 MATCHES_PER_FILE = 10
 POLL_SECONDS = 0.1
+LIVE_EVERY_SECONDS = 0.25  # a running command's output shown at most this often …
+LIVE_TAIL_BYTES = 4096  # … its last bytes per stream …
+LIVE_BUDGET_BYTES = 1 << 20  # … and at most this much in all, for one call
+EXEC_OUTPUT_BYTES = 1 << 20
 SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own /tmp
 _RM_RF = re.compile(r"\brm\s+(-\w*r\w*f|-\w*f\w*r|-r\s+-f|-f\s+-r|--recursive\s+--force)")
 _DOT_ENV = re.compile(r"(^|[\s/'\"=<>:;|&(])\.env")
@@ -64,6 +84,67 @@ def _marker(call_id: str) -> str:
     return f"{SANDBOX_TMP}/openagents-{_SAFE.sub('_', call_id)[:80]}.pgid"
 
 
+class LiveOutput:
+    """A running command's output so far, shown through ``progress`` at most every ``every``
+    seconds (by ``clock``), each stream's last ``tail`` bytes (a cut tail starts with "…"),
+    until ``budget`` bytes of shown output (as JSON) are spent: then no more is shown."""
+
+    def __init__(
+        self,
+        progress: ToolProgress,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every: float = LIVE_EVERY_SECONDS,
+        tail: int = LIVE_TAIL_BYTES,
+        budget: int = LIVE_BUDGET_BYTES,
+    ) -> None:
+        self._progress, self._clock = progress, clock
+        self._every, self._tail, self._budget = every, tail, budget
+        self._kept = {"stdout": bytearray(), "stderr": bytearray()}
+        self._total = {"stdout": 0, "stderr": 0}
+        self._shown_at: float | None = None
+        self._new = False
+        self.spent = 0
+        self.shown = 0
+
+    def add(self, piece: ExecOutput) -> None:
+        kept = self._kept[piece.stream]
+        kept += piece.data[-self._tail :]
+        del kept[: max(0, len(kept) - self._tail)]
+        self._total[piece.stream] += len(piece.data)
+        self._new = self._new or bool(piece.data)
+        self.tick()
+
+    def tick(self) -> None:
+        """Show what came since the last time, when it is time (and budget is left)."""
+        now = self._clock()
+        if not self._new or self.spent >= self._budget:
+            return
+        if self._shown_at is not None and now - self._shown_at < self._every:
+            return
+        output: JsonValue = {
+            "status": "running",
+            "stdout": self._text("stdout"),
+            "stderr": self._text("stderr"),
+            "outputBytes": self._total["stdout"] + self._total["stderr"],
+        }
+        size = len(json.dumps(output))
+        if self.spent + size > self._budget:
+            self.spent = self._budget
+            return
+        self.spent += size
+        self.shown += 1
+        self._shown_at, self._new = now, False
+        self._progress(output)
+
+    def _text(self, stream: str) -> str:
+        text = bytes(self._kept[stream]).decode("utf-8", "replace")
+        return "…" + text if self._total[stream] > len(self._kept[stream]) else text
+
+
+Outcome = ExecOutput | ExecResult | Exception
+
+
 def run_stoppable(
     context: ToolContext,
     command: str,
@@ -72,46 +153,86 @@ def run_stoppable(
     timeout_seconds: float,
     env: Mapping[str, str] | None = None,
     key: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ExecResult:
     """Run ``command`` (bash) and return its result; ``Cancelled`` once stop is requested
     (the command's process group killed first); ``ToolFailure`` when sandboxd refuses it or
-    the keyed command was interrupted."""
+    the keyed command was interrupted. With the context's ``progress`` and a workspace that
+    streams, the output so far is shown while it runs (``LiveOutput``, on ``clock``)."""
     marker = _marker(context.call_id)
     script = (
         f"trap 'rm -f {marker}' EXIT; echo \"$$ ${{SANDBOXD_EXEC_REAPER:-}}\" > {marker}; "
         'eval "$OPENAGENTS_COMMAND"'
     )
-    outcome: list[ExecResult | SandboxError] = []
+    full_env = {**(env or {}), "OPENAGENTS_COMMAND": command}
+    workspace = context.workspace
+    streamed = context.progress is not None and isinstance(workspace, StreamingWorkspace)
+
+    def pieces() -> Iterator[ExecOutput | ExecResult]:
+        if streamed and isinstance(workspace, StreamingWorkspace):
+            yield from workspace.exec_stream(
+                command=script,
+                cwd=cwd,
+                env=full_env,
+                timeout_seconds=timeout_seconds,
+                max_output_bytes=EXEC_OUTPUT_BYTES,
+                key=key,
+            )
+            return
+        yield workspace.exec(
+            command=script,
+            cwd=cwd,
+            env=full_env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=EXEC_OUTPUT_BYTES,
+            key=key,
+        )
+
+    live = LiveOutput(context.progress or (lambda _: None), clock=clock)
+    outcome = _wait(context, marker, pieces, live)
+    if isinstance(outcome, SandboxError):
+        raise ToolFailure(sandbox_error_text(outcome))
+    if isinstance(outcome, Exception):
+        raise outcome
+    if outcome.interrupted:
+        raise ToolFailure(INTERRUPTED)
+    return outcome
+
+
+def _wait(
+    context: ToolContext,
+    marker: str,
+    pieces: Callable[[], Iterator[ExecOutput | ExecResult]],
+    live: LiveOutput,
+) -> ExecResult | Exception:
+    """The command's result (or the error that ended it), from a thread of its own; its
+    output shown meanwhile, stop polled every ``POLL_SECONDS``."""
+    outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
 
     def run() -> None:
         try:
-            outcome.append(
-                context.workspace.exec(
-                    command=script,
-                    cwd=cwd,
-                    env={**(env or {}), "OPENAGENTS_COMMAND": command},
-                    timeout_seconds=timeout_seconds,
-                    max_output_bytes=1 << 20,
-                    key=key,
-                )
-            )
-        except SandboxError as error:
-            outcome.append(error)
+            for piece in pieces():
+                outcomes.put(piece)
+        except Exception as error:  # told to the waiting thread, raised there
+            outcomes.put(error)
 
     worker = threading.Thread(target=run, name=f"tool-{context.call_id}", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(POLL_SECONDS)
-        if worker.is_alive() and context.cancelled():
+    while True:
+        try:
+            outcome = outcomes.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            outcome = None
+        if isinstance(outcome, ExecOutput):
+            live.add(outcome)
+        elif outcome is not None:
+            return outcome
+        else:
+            live.tick()
+        if context.cancelled():
             kill(context, marker)
             worker.join(3)
             raise Cancelled
-    result = outcome[0]
-    if isinstance(result, SandboxError):
-        raise ToolFailure(sandbox_error_text(result))
-    if result.interrupted:
-        raise ToolFailure(INTERRUPTED)
-    return result
 
 
 def kill(context: ToolContext, marker: str) -> None:
@@ -159,6 +280,9 @@ class BashTool(BaseTool):
         "required": ["command"],
     }
 
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # what a running command's output is shown by (``LiveOutput``)
+
     def approval(self, arguments: JsonObject) -> str | None:
         command = arguments.get("command")
         return needs_approval(command) if isinstance(command, str) else None
@@ -173,7 +297,12 @@ class BashTool(BaseTool):
         if flag(arguments, "detached"):
             return self._detached(command, cwd, context)
         result = run_stoppable(
-            context, command, cwd=cwd, timeout_seconds=timeout, key=f"bash:{context.call_id}"
+            context,
+            command,
+            cwd=cwd,
+            timeout_seconds=timeout,
+            key=f"bash:{context.call_id}",
+            clock=self._clock,
         )
         return exec_output(result)
 
