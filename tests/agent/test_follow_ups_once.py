@@ -49,6 +49,10 @@ class Lifecycle:
     def resume(self, identity: Identity, session_id: str) -> object:
         return None
 
+    def finished(self, identity: Identity, session_id: str, run: Run | None = None) -> Activity:
+        self.reports.append("end")  # the after-a-turn flow: its own test keys it by the run
+        return Activity(success=True)
+
 
 class NoModels:
     def info(self, model_id: str) -> Any:
@@ -89,6 +93,7 @@ def world(tmp_path: Path) -> World:
         lambda: AT,
         ids=Ids(),
         metrics=metrics,
+        after_turn=lifecycle,
         refresh_diff=lambda identity, session_id: refreshed.append("diff"),
         refresh_pr=lambda session_id: refreshed.append("pr"),
     )

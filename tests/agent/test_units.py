@@ -177,6 +177,9 @@ class _Lifecycle:
     def resume(self, identity: Identity, session_id: str) -> Any:
         raise AssertionError("not resumed here")
 
+    def finished(self, identity: Identity, session_id: str, run: Any = None) -> Activity:
+        raise AssertionError("no turn ends here")
+
 
 def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
     """A turn that resumes its session beats first while it is not active: that beat holds
@@ -192,6 +195,7 @@ def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
         lambda: datetime.now(UTC),
         ids=str,
         metrics=NoMetrics(),
+        after_turn=lifecycle,
     )
     run = Run(
         id="run-1",

@@ -35,7 +35,7 @@ def active(container: Container, request: NewSession) -> Session:
 
 def turn_end(container: Container, session_id: str) -> dict[str, Any]:
     """What auto-commit / auto-PR did when the agent's turn ended."""
-    ended = container.lifecycle.activity(ALICE, session_id, "end")
+    ended = container.after_turn.finished(ALICE, session_id)
     assert ended.success, ended
     assert ended.after_turn is not None
     return ended.after_turn

@@ -240,7 +240,7 @@ def test_auto_commit_at_turn_end_records_its_cards_in_the_chat(container: Contai
     session = wait_active(container, ALICE, session.id)
     container.sandbox_tools.exec(ALICE, session.id, command="echo agent > agent.txt")
     container.lifecycle.activity(ALICE, session.id, "start")
-    ended = container.lifecycle.activity(ALICE, session.id, "end")
+    ended = container.after_turn.finished(ALICE, session.id)
     assert ended.after_turn is not None
     outcome = ended.after_turn
     assert (outcome["committed"], outcome["pushed"]) == (True, True), outcome
@@ -257,5 +257,5 @@ def test_auto_commit_at_turn_end_records_its_cards_in_the_chat(container: Contai
     assert found["data-pr"]["created"] is True
     # a second turn with nothing new records nothing more
     container.lifecycle.activity(ALICE, session.id, "start")
-    container.lifecycle.activity(ALICE, session.id, "end")
+    container.after_turn.finished(ALICE, session.id)
     assert len(cards(container, session)) == 3

@@ -172,7 +172,11 @@ class Lifecycle:
         self.calls: list[str | None] = []
 
     def activity(self, identity: Identity, session_id: str, turn: str | None) -> Any:
-        self.calls.append(turn)  # "end" runs the auto-commit
+        self.calls.append(turn)
+        return {}
+
+    def finished(self, identity: Identity, session_id: str, run: Any = None) -> Any:
+        self.calls.append("end")  # a natural finish: the after-a-turn flow (auto-commit)
         return {}
 
 
@@ -194,6 +198,7 @@ def test_every_turn_end_refreshes_the_pr_after_the_auto_commit_and_survives_its_
         app.archive._clock,
         ids=app.archive._ids,
         metrics=NoMetrics(),
+        after_turn=lifecycle,
         refresh_pr=refresh,
     )
     run = Run(

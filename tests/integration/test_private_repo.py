@@ -185,7 +185,7 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     )
     container.sandbox_tools.exec(ALICE, session.id, command="echo agent > agent.txt")
     container.lifecycle.activity(ALICE, session.id, "start")
-    ended = container.lifecycle.activity(ALICE, session.id, "end")
+    ended = container.after_turn.finished(ALICE, session.id)
     assert ended.after_turn is not None
     outcome = ended.after_turn
     assert (outcome["committed"], outcome["pushed"]) == (True, True), outcome

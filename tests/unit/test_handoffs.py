@@ -22,14 +22,13 @@ class Recorder:
 
 
 def _bound() -> tuple[Handoffs, dict[str, Recorder]]:
-    services = {name: Recorder() for name in ("lifecycle", "provisioning", "archive", "commit")}
+    services = {name: Recorder() for name in ("lifecycle", "provisioning", "archive")}
     handoffs = Handoffs()
     handoffs.bind(
         Services(
             lifecycle=cast(Any, services["lifecycle"]),
             provisioning=cast(Any, services["provisioning"]),
             archive=cast(Any, services["archive"]),
-            auto_commit=cast(Any, services["commit"]),
         )
     )
     return handoffs, services
@@ -42,14 +41,12 @@ def test_each_handoff_calls_its_service() -> None:
     handoffs.sandbox_active(session)
     handoffs.unarchived(session)
     handoffs.restore_workspace(session, handle)
-    handoffs.after_turn(session)
     assert services["provisioning"].calls == [("kick", (session, 3), {})]
     assert services["lifecycle"].calls == [
         ("kick", (session, "sandbox-active"), {}),
         ("kick", (session, "unarchived"), {"force": True}),
     ]
     assert services["archive"].calls == [("restore_workspace", (session, handle), {})]
-    assert services["commit"].calls == [("after_turn", (session,), {})]
 
 
 def test_a_handoff_before_bind_raises() -> None:

@@ -141,7 +141,10 @@ def sandbox_status(
 def sandbox_activity(body: ActivityIn, app: App, caller: Caller) -> ActivityOut:
     """Activity moves `hibernateAfter` (only while active); `turn: start` from an agent holds
     hibernation off for a bounded heartbeat, `turn: end` releases it."""
-    done = app.lifecycle.activity(caller, body.session_id, body.turn)
+    if body.turn == "end":  # a turn's natural end: auto-commit / auto-PR (services/flows.py)
+        done = app.after_turn.finished(caller, body.session_id)
+    else:
+        done = app.lifecycle.activity(caller, body.session_id, body.turn)
     return ActivityOut(success=done.success, reason=done.reason, auto_commit=done.after_turn)
 
 

@@ -35,6 +35,7 @@ from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
 from openagents.services.dev_servers import DevServers
+from openagents.services.flows import AfterTurn
 from openagents.services.git_actions import GitActions
 from openagents.services.git_cards import GitCards
 from openagents.services.handoffs import Handoffs, Services
@@ -79,6 +80,7 @@ class Container:
     shares: ShareService
     provisioning: ProvisioningService
     lifecycle: LifecycleService
+    after_turn: AfterTurn  # a turn's natural end: hold released, auto-commit / auto-PR, kick
     sandbox_tools: SandboxTools
     driver: SandboxDriver
     bot_policy: BotPolicy
@@ -379,7 +381,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             return client
 
     git_host = _git_host(settings)
-    # lifecycle, provisioning, archive and auto-commit call one another through these
+    # lifecycle, provisioning and archive call one another through these
     handoffs = Handoffs()
     workflows = StepFunctionsWorkflows(
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
@@ -394,7 +396,6 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         new_id,
         metrics,
         restore=handoffs.provision,
-        after_turn=handoffs.after_turn,
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
     )
     previews = Previews(
@@ -452,7 +453,8 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         store, sandboxd, git_host, utc_now, new_id, metrics, cards=cards
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
-    handoffs.bind(Services(lifecycle, provisioning, archive, auto_commit))
+    handoffs.bind(Services(lifecycle, provisioning, archive))
+    after_turn = AfterTurn(lifecycle, auto_commit)  # a turn's natural end, step by step
     registry = build_registry(settings)
     chats = ChatService(store, settings, utc_now, new_id, metrics, runs, registry.offered)
     pull_requests = PullRequestService(
@@ -484,6 +486,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         runs,
         sandboxd,
         lifecycle,
+        after_turn,
         chats,
         sandbox_tools,
         pull_requests,
@@ -526,6 +529,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         shares=ShareService(store, chats, runs),
         provisioning=provisioning,
         lifecycle=lifecycle,
+        after_turn=after_turn,
         sandbox_tools=sandbox_tools,
         driver=driver,  # a LazyDriver: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
@@ -553,6 +557,7 @@ def _agent(
     runs: RunStore,
     sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
+    after_turn: AfterTurn,
     chats: ChatService,
     tools: SandboxTools,
     pull_requests: PullRequestService,
@@ -579,6 +584,7 @@ def _agent(
         utc_now,
         ids=new_id,
         metrics=metrics,
+        after_turn=after_turn,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
         attachments=attachment_files,

@@ -111,6 +111,13 @@ class Lifecycle(Protocol):
     def resume(self, identity: Identity, session_id: str) -> object: ...
 
 
+class TurnFinished(Protocol):
+    """After a turn's natural end (``services/flows.py`` ``AfterTurn``): the hold released,
+    auto-commit / auto-PR (its entry keyed by the run), the idle loop kicked."""
+
+    def finished(self, identity: Identity, session_id: str, run: Run | None = None) -> Activity: ...
+
+
 def _entry(
     store: Store,
     ids: IdFactory,
@@ -424,11 +431,13 @@ class AgentHost(TurnHost):
         *,
         ids: IdFactory,
         metrics: Metrics,
+        after_turn: TurnFinished,
         refresh_diff: Callable[[Identity, str], object] | None = None,
         refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
         attachments: AttachmentFiles | None = None,
     ) -> None:
+        self._after_turn = after_turn
         self._attachments = attachments
         self._ids, self._refresh_diff = ids, refresh_diff
         self._metrics = metrics
@@ -578,15 +587,15 @@ class AgentHost(TurnHost):
     def ended(self, run: Run) -> None:
         """The turn-end follow-ups, each idempotent (a crash may run them again, and a stop
         that was not honoured runs them beside the turn's own step): the audit entry and event
-        are keyed by the run and recorded once, the metrics counted only by the call that
-        recorded them; the session's activity, auto-commit, diff and PR refresh find nothing
-        left to do the second time."""
+        are keyed by the run and recorded once (the auto-commit's entry too), the metrics counted
+        only by the call that recorded them; the session's activity, auto-commit, diff and PR
+        refresh find nothing left to do the second time."""
         with self._lock:
             self._beats.pop(run.id, None)
         if _entry(self._store, self._ids, self._clock, run, "agent.turn_finished"):
             measure(self._metrics, run, "ended")
         if run.status is RunStatus.COMPLETED:  # a natural finish: auto-commit / auto-PR
-            self._lifecycle.activity(self._identity(run), run.session_id, "end")
+            self._after_turn.finished(self._identity(run), run.session_id, run)
             if self._refresh_diff is not None:  # the cached diff (and the session's line counts)
                 try:
                     self._refresh_diff(self._identity(run), run.session_id)

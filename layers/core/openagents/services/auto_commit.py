@@ -22,6 +22,7 @@ from typing import Any
 
 from openagents.domain.lifecycle import LOOPED_STATES
 from openagents.domain.models import PrStatus, Repo, Session, pr_key
+from openagents.domain.runs import Run
 from openagents.git import GitHost, GitHostError, ReceivesPushes
 from openagents.sandbox.git_answers import GitPlace
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
@@ -81,21 +82,24 @@ class AutoCommitService:
         self._metrics = metrics
         self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
 
-    def after_turn(self, session: Session) -> dict[str, Any]:
+    def after_turn(self, session: Session, run: Run | None = None) -> dict[str, Any]:
+        """A finished turn's work committed and pushed (and its PR opened or synced), with
+        its ``sandbox.auto_commit`` entry: keyed by ``run`` when the turn was a run, so a
+        follow-up run again records it once."""
         prefs = self._store.get_user(session.user_id).preferences
         auto_commit = _choose(session.auto_commit_push_override, prefs.auto_commit_push)
         auto_pr = auto_commit and _choose(session.auto_create_pr_override, prefs.auto_create_pr)
         if not auto_commit:
             return {"skipped": "auto-commit is off"}
         if session.lifecycle_state not in LOOPED_STATES or not session.sandbox:
-            return self._record(session, {"skipped": "no running sandbox"})
+            return self._record(session, {"skipped": "no running sandbox"}, run)
         try:
             outcome = self._commit_and_push(session, self._clients(session.sandbox))
         except SandboxError as exc:
             outcome = {"skipped": f"sandbox error: {exc}"}
         if auto_pr and outcome.get("pushed"):
             outcome |= self._pull_request(session, outcome["branch"], outcome["base"])
-        return self._record(session, outcome)
+        return self._record(session, outcome, run)
 
     def push(self, session: Session, client: Sandboxd) -> PushResult:
         """Push the session's own branch as it is committed (``POST /api/sessions/{id}/push``):
@@ -220,13 +224,21 @@ class AutoCommitService:
         except GitHostError:
             return None
 
-    def _record(self, session: Session, outcome: dict[str, Any]) -> dict[str, Any]:
+    def _record(self, session: Session, outcome: dict[str, Any], run: Run | None) -> dict[str, Any]:
         detail = {k: v for k, v in outcome.items() if v is not None}
+        entry = Entry("sandbox.auto_commit", detail)
+        if run is not None:  # one per run, at the run's end
+            entry = Entry(entry.kind, detail, auto_commit_entry_id(run.id), run.finished_at)
         metric = "AutoCommitPushed" if outcome.get("pushed") else "AutoCommitSkipped"
-        self._transitions.record(session, Entry("sandbox.auto_commit", detail), metric=metric)
+        self._transitions.record(session, entry, metric=metric)
         if self._cards is not None:
             self._cards.record(session, *cards_of(outcome))
         return outcome
+
+
+def auto_commit_entry_id(run_id: str) -> str:
+    """The id of a run's ``sandbox.auto_commit`` entry (one per run)."""
+    return f"{run_id}.auto_commit"
 
 
 def cards_of(outcome: dict[str, Any]) -> list[Card]:

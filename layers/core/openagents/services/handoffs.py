@@ -7,8 +7,9 @@ Provisioning, lifecycle and archive call one another in a cycle that no import c
 - provisioning → archive: a new sandbox of an archived session gets its bundle back
   (``restore_workspace``);
 - archive → provisioning: unarchiving provisions a sandbox (``provision``);
-- archive → lifecycle: an unarchived session's sandbox starts the idle loop (``unarchived``);
-- lifecycle → auto-commit: a finished agent turn commits the workspace (``after_turn``).
+- archive → lifecycle: an unarchived session's sandbox starts the idle loop (``unarchived``).
+
+After a turn (lifecycle, auto-commit) is a flow of its own: ``services/flows.py``.
 
 The composition root builds one ``Handoffs``, hands its methods to the services as their
 callbacks, and binds the services to it once they all exist (``bind``). Reading ``build()``
@@ -18,14 +19,13 @@ shows who calls whom by name; a hand-off used before ``bind`` raises instead of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from openagents.domain.models import Session
 from openagents.sandbox.port import SandboxHandle
 
 if TYPE_CHECKING:
     from openagents.services.archive import ArchiveService
-    from openagents.services.auto_commit import AutoCommitService
     from openagents.services.lifecycle import LifecycleService
     from openagents.services.provisioning import Kick, ProvisioningService
 
@@ -35,7 +35,6 @@ class Services:
     lifecycle: LifecycleService
     provisioning: ProvisioningService
     archive: ArchiveService
-    auto_commit: AutoCommitService
 
 
 class Handoffs:
@@ -69,7 +68,3 @@ class Handoffs:
     def restore_workspace(self, session: Session, handle: SandboxHandle) -> str:
         """provisioning → archive: an archived session's bundle into its new sandbox."""
         return self._bound.archive.restore_workspace(session, handle)
-
-    def after_turn(self, session: Session) -> dict[str, Any]:
-        """lifecycle → auto-commit: commit (and push) what a finished turn changed."""
-        return self._bound.auto_commit.after_turn(session)

@@ -71,11 +71,20 @@ class LifecycleApi(LifecycleBase):
 
     def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity:
         """Activity moves ``hibernateAfter``; ``turn`` "start" holds hibernation off for a
-        heartbeat, "end" releases it after a natural finish (auto-commit / auto-PR follow), and
-        "release" (a stopped or failed agent turn) releases it with no follow-up."""
+        heartbeat, "end" and "release" (a turn over) release it and kick the idle loop (a
+        natural finish's auto-commit is a step of its own: ``services/after_turn.py``)."""
+        touched = self.touch(identity, session_id, turn)
+        if touched is None:
+            return Activity(success=False, reason="not-active")
+        if turn in ("end", "release"):
+            self.turn_released(touched)
+        return Activity(success=True)
+
+    def touch(self, identity: Identity, session_id: str, turn: str | None) -> Session | None:
+        """The activity's move (only while active): the session after it, else None."""
         session = owned(self._store.get_session(session_id), identity)
         if session.lifecycle_state is not LifecycleState.ACTIVE:
-            return Activity(success=False, reason="not-active")
+            return None
         now = self._clock()
         changes = Change(
             last_activity_at=now,
@@ -87,15 +96,14 @@ class LifecycleApi(LifecycleBase):
         elif turn in ("end", "release"):
             changes |= Change(turn_active_until=None)
         try:
-            updated = self._transitions.move(session, ACTIVE, changes)
+            return self._transitions.move(session, ACTIVE, changes)
         except StaleState:
-            return Activity(success=False, reason="not-active")
-        if turn not in ("end", "release"):
-            return Activity(success=True)
-        auto = turn == "end" and self._after_turn is not None
-        outcome = self._after_turn(updated) if auto and self._after_turn else None  # commit / PR
-        self.kick(updated, "turn-ended", force=True)  # due moved earlier than the run's wake-up
-        return Activity(success=True, after_turn=outcome)
+            return None
+
+    def turn_released(self, session: Session) -> None:
+        """A turn's hold released: its due moved earlier than the run's wake-up, so a new run
+        replaces the waiting one."""
+        self.kick(session, "turn-ended", force=True)
 
     def extend(self, identity: Identity, session_id: str) -> Session:
         session = owned(self._store.get_session(session_id), identity)

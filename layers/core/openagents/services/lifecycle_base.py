@@ -50,10 +50,8 @@ class LifecycleBase:
         ids: IdFactory,
         metrics: Metrics,
         restore: Callable[[Session, int], object] | None = None,
-        after_turn: Callable[[Session], dict[str, Any]] | None = None,
         reboots: Reboots | None = None,
     ) -> None:
-        self._after_turn = after_turn
         self._reboots = reboots  # a driver whose sandboxes outlive the runtime (one machine)
         self._restore = restore
         self._store = store

@@ -83,10 +83,14 @@ class Change:
 
 @dataclass(frozen=True)
 class Entry:
-    """The audit entry a move records: its type and its detail, exactly as stored."""
+    """The audit entry a move records: its type and its detail, exactly as stored. An entry
+    keyed by what it records (one per run) names its ``id`` and ``at``, the same on every
+    attempt, so recording it again records nothing; else it gets a new id and the time."""
 
     kind: str
     detail: dict[str, Any]
+    id: str | None = None
+    at: datetime | None = None
 
 
 class Transitions:
@@ -96,8 +100,15 @@ class Transitions:
         self._store, self._clock, self._ids, self._metrics = store, clock, ids, metrics
 
     def entry(self, session_id: str, kind: str, detail: dict[str, Any]) -> AuditEntry:
+        return self._audit(session_id, Entry(kind, detail))
+
+    def _audit(self, session_id: str, entry: Entry) -> AuditEntry:
         return AuditEntry(
-            id=self._ids(), session_id=session_id, at=self._clock(), type=kind, detail=detail
+            id=entry.id or self._ids(),
+            session_id=session_id,
+            at=entry.at or self._clock(),
+            type=entry.kind,
+            detail=entry.detail,
         )
 
     def move(
@@ -115,7 +126,7 @@ class Transitions:
         """The conditional write of ``change`` (with the due and idle indexes it implies) and its
         entry; ``StaleState`` when the session is not in ``expect`` (or the lease or generation
         moved on): nothing written, nothing counted."""
-        recorded = self.entry(session.id, entry.kind, entry.detail) if entry else None
+        recorded = self._audit(session.id, entry) if entry else None
         moved = self._store.transition(
             session.id,
             expect=expect,
@@ -131,7 +142,7 @@ class Transitions:
 
     def record(self, session: Session, entry: Entry, *, metric: str | None = None) -> bool:
         """An entry (and its event) with no state change; False when it was recorded before."""
-        recorded = self._store.append_entry(self.entry(session.id, entry.kind, entry.detail))
+        recorded = self._store.append_entry(self._audit(session.id, entry))
         if recorded and metric is not None:
             self._metrics.count(metric)
         return recorded
