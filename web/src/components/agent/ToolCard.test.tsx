@@ -37,6 +37,22 @@ describe("ToolCard", () => {
     expect(screen.queryByText(/^exit/)).toBeNull();
   });
 
+  it("grows a running command's output as preliminary outputs come, then shows the result", () => {
+    const running = (stdout: string, stderr = "") =>
+      bash({ output: { status: "running", stdout, stderr, outputBytes: stdout.length }, preliminary: true });
+    const { rerender } = render(<ToolCard part={running("line1\n")} live />);
+    expect(screen.getByLabelText("Standard output")).toHaveTextContent("line1");
+    rerender(<ToolCard part={running("line1\nline2\n", "warn\n")} live />);
+    expect(screen.getByText("Running")).toBeInTheDocument();
+    expect(screen.getByLabelText("Standard output").textContent).toBe("line1\nline2\n");
+    expect(screen.getByLabelText("Standard error")).toHaveTextContent("warn");
+    const done = bash({ output: { exitCode: 0, stdout: "line1\nline2\nline3\n", stderr: "" } });
+    rerender(<ToolCard part={done} live={false} />);
+    expect(screen.queryByText("Running")).toBeNull();
+    expect(screen.getByText("exit 0")).toHaveClass("badge-ok");
+    expect(screen.getByLabelText("Standard output").textContent).toBe("line1\nline2\nline3\n");
+  });
+
   it("says Stopped, not a red Error, for a call ended by Stop", () => {
     const part = bash({ state: "output-error", errorText: STOPPED, output: undefined });
     render(<ToolCard part={part} live={false} />);
