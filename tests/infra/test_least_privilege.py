@@ -53,6 +53,7 @@ from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import with_due
 from openagents.domain.models import LifecycleState
 from openagents.local import stepfunctions as local_stepfunctions
+from openagents.sandbox.answers import Health, Restored, SnapshotManifest, Synced
 from openagents.sandbox.fargate_efs import access_point_client_token
 from openagents.sandbox.fargate_storage import TAG_GENERATION, TAG_SESSION
 from openagents.sandbox.port import SandboxHandle, SandboxState, SnapshotRef, sandbox_token
@@ -1018,20 +1019,21 @@ class FakeSandboxd(SandboxdFake):
 
     payload: bytes = b"zstd archive " * 100
 
-    def health(self) -> dict[str, Any]:
-        return {"ok": True}
+    def health(self) -> Health:
+        return Health.from_answer({"ok": True})
 
-    def sync(self) -> dict[str, Any]:
-        return {"ok": True}
+    def sync(self) -> Synced:
+        return Synced(ok=True)
 
-    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]:
+    def snapshot_to(self, out: BinaryIO) -> SnapshotManifest:
         out.write(self.payload)
         digest = hashlib.sha256(self.payload).hexdigest()
-        return {"sha256": digest, "archiveBytes": len(self.payload), "fileCount": 1}
+        answer = {"sha256": digest, "archiveBytes": len(self.payload), "fileCount": 1}
+        return SnapshotManifest.from_answer(answer)
 
-    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]:
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> Restored:
         src.read()
-        return {"sha256": expected_sha256}
+        return Restored.from_answer({"sha256": expected_sha256})
 
 
 def _fake_sandboxd(endpoint: str, token: str) -> FakeSandboxd:

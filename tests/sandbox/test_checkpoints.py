@@ -5,6 +5,7 @@ without touching the branch, the index or the stash; ``POST /git/revert`` puts i
 from __future__ import annotations
 
 import pytest
+from openagents.sandbox.answers import Reverted
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
 
 from tests.sandbox.conftest import Origin, RunningSandbox, prepare, tree_digest
@@ -67,14 +68,16 @@ def test_a_checkpoint_leaves_the_branch_index_and_stash_alone(
     index = (sandbox.workspace / ".git" / "index").read_bytes()
     head = client.git_branch()
     saved = client.checkpoint(REF)
-    assert saved["ref"] == REF
-    assert saved["commit"] == git(client, f"git rev-parse {REF}").strip()
-    assert (saved["head"], saved["branch"]) == (head["head"], "refs/heads/agent/work")
+    assert saved.ref == REF
+    assert saved.commit == git(client, f"git rev-parse {REF}").strip()
+    message = git(client, f"git log -1 --format=%B {REF}")  # what a revert puts back
+    assert f"Head: {head['head']}" in message
+    assert "Branch: refs/heads/agent/work" in message
     tree = git(client, f"git ls-tree -r --name-only {REF}").split()
     assert sorted(tree) == sorted(git(client, "git ls-files -co --exclude-standard").split())
     assert "debug.log" not in tree
     assert "build/out.txt" not in tree
-    assert saved["files"] == len(tree)
+    assert saved.files == len(tree)
     assert git(client, f"git rev-parse {REF}^") == git(client, "git rev-parse HEAD")
     assert (sandbox.workspace / ".git" / "index").read_bytes() == index
     after = (git(client, "git status --porcelain=v2 --branch"), git(client, "git stash list"))
@@ -97,20 +100,20 @@ def test_revert_restores_the_workspace_exactly_and_can_be_undone(
     turned_head = client.git_branch()
 
     preview = client.revert(REF, save_ref=None, dry_run=True)
-    assert preview == {
-        "dryRun": True,
-        "restored": ["README.md", "docs/old.txt", "notes-link", "notes.txt", "run.sh",
-                     "src/app.py"],
-        "removed": ["after.txt", "new/module.py"],
-        "saved": None,
-    }  # fmt: skip
+    assert preview == Reverted(
+        dry_run=True,
+        restored=("README.md", "docs/old.txt", "notes-link", "notes.txt", "run.sh", "src/app.py"),
+        removed=("after.txt", "new/module.py"),
+        saved=None,
+    )
     assert files(sandbox) == turned  # a dry run changes nothing
     assert client.git_branch() == turned_head
     assert "revert-1" not in git(client, "git for-each-ref refs/openagents")
 
     reverted = client.revert(REF, save_ref=SAVE, dry_run=False)
-    assert (reverted["restored"], reverted["removed"]) == (preview["restored"], preview["removed"])
-    assert reverted["saved"]["ref"] == SAVE
+    assert (reverted.restored, reverted.removed) == (preview.restored, preview.removed)
+    assert reverted.saved is not None
+    assert reverted.saved.ref == SAVE
     now = files(sandbox)
     assert now.pop("build/new.txt").startswith("file:")  # ignored files are never touched
     assert now == checkpointed
@@ -120,7 +123,7 @@ def test_revert_restores_the_workspace_exactly_and_can_be_undone(
     assert git(client, f"git rev-parse {SAVE}^") == turned_head["head"] + "\n"
 
     undone = client.revert(SAVE, save_ref="refs/openagents/checkpoints/revert-2", dry_run=False)
-    assert undone["removed"] == ["docs/old.txt", "notes.txt"]
+    assert undone.removed == ("docs/old.txt", "notes.txt")
     assert files(sandbox) == turned
     assert client.git_branch() == turned_head
 

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openagents.sandbox.answers import SnapshotManifest
 from openagents.sandbox.client import (
     CHUNK_BYTES,
     SandboxClient,
@@ -86,22 +87,23 @@ def test_restore_streams_in_chunks() -> None:
 
 
 def test_a_manifest_must_match_the_received_bytes() -> None:
-    good = {"id": "s", "sha256": "a" * 64, "archiveBytes": 10}
+    good = SnapshotManifest.from_answer({"id": "s", "sha256": "a" * 64, "archiveBytes": 10})
     verify_manifest(good, "a" * 64, 10)
     with pytest.raises(SandboxError, match="failed verification"):
         verify_manifest(good, "b" * 64, 10)
     with pytest.raises(SandboxError, match="failed verification"):
         verify_manifest(good, "a" * 64, 11)
+    broken = SnapshotManifest.from_answer({"id": "s", "error": "tar exited with 2"})
     with pytest.raises(SandboxError, match="snapshot failed: tar exited"):
-        verify_manifest({"id": "s", "error": "tar exited with 2"}, "a" * 64, 10)
+        verify_manifest(broken, "a" * 64, 10)
 
 
 def test_snapshot_to_a_file_object(sandbox: RunningSandbox) -> None:
     sandbox.client.write_file("big.bin", bytes(range(256)) * 20_000)
     sink = io.BytesIO()
     manifest = sandbox.client.snapshot_to(sink)
-    assert manifest["archiveBytes"] == len(sink.getvalue()) > 0
-    assert (manifest["fileCount"], manifest["bytes"]) == (1, 5_120_000)
+    assert manifest.archive_bytes == len(sink.getvalue()) > 0
+    assert (manifest.file_count, manifest.bytes) == (1, 5_120_000)
 
 
 def test_the_client_fits_the_driver_port() -> None:

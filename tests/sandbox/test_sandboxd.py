@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openagents.sandbox.answers import Health, Restored, Synced
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
 from openagents.sandbox.port import SandboxError
 
@@ -94,7 +95,7 @@ def test_a_module_in_the_working_directory_is_never_imported(tmp_path: Path) -> 
 
 
 def test_health_reports_the_workspace(sandbox: RunningSandbox, client: SandboxClient) -> None:
-    assert client.health() == {"ok": True, "version": 1, "workspace": str(sandbox.workspace)}
+    assert client.health() == Health(ok=True, version=1, workspace=str(sandbox.workspace))
 
 
 def test_every_endpoint_needs_the_token(sandbox: RunningSandbox) -> None:
@@ -522,20 +523,21 @@ def test_snapshot_and_restore_round_trip(
     with open(archive, "wb") as sink:
         manifest = source.client.snapshot_to(sink)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert (manifest["sha256"], manifest["archiveBytes"]) == (digest, archive.stat().st_size)
-    assert manifest["gitHead"] == origin.feature_head
-    assert "1 A. N... 000000 100755 100755" in manifest["gitStatus"]
-    assert source.client.snapshot_manifest(manifest["id"]) == manifest
+    assert (manifest.sha256, manifest.archive_bytes) == (digest, archive.stat().st_size)
+    assert manifest.git_head == origin.feature_head
+    assert "1 A. N... 000000 100755 100755" in str(manifest.as_json()["gitStatus"])
+    assert manifest.id is not None
+    assert source.client.snapshot_manifest(manifest.id).as_json() == manifest.as_json()
     files = [p for p in source.workspace.rglob("*") if p.is_symlink() or not p.is_dir()]
-    assert manifest["fileCount"] == len(files)
-    assert manifest["bytes"] == sum(p.stat().st_size for p in files if not p.is_symlink())
+    assert manifest.file_count == len(files)
+    assert manifest.bytes == sum(p.stat().st_size for p in files if not p.is_symlink())
 
     with open(archive, "rb") as stream:
         restored = target.client.restore_from(stream, digest)
-    assert restored == {
-        "fileCount": manifest["fileCount"], "bytes": manifest["bytes"], "sha256": digest,
-        "gitHead": origin.feature_head,
-    }  # fmt: skip
+    assert restored == Restored(
+        file_count=manifest.file_count, bytes=manifest.bytes, sha256=digest,
+        git_head=origin.feature_head,
+    )  # fmt: skip
     assert tree_digest(target.workspace) == tree_digest(source.workspace)
     assert target.client.git_status() == source.client.git_status()
     with open(archive, "rb") as stream, expect_error(409, "workspace_not_empty"):
@@ -618,8 +620,8 @@ def test_a_broken_snapshot_stream_never_verifies(
         with pytest.raises(IncompleteRead):
             response.read()
     manifest = broken.client.snapshot_manifest(snapshot_id)
-    assert "zstd exited with 1: boom" in manifest["error"]
-    assert "sha256" not in manifest
+    assert "zstd exited with 1: boom" in (manifest.error or "")
+    assert manifest.sha256 is None
     with pytest.raises(SandboxError, match="stream broke"):
         broken.client.snapshot_to(io.BytesIO())
     with expect_error(404, "not_found"):
@@ -627,7 +629,7 @@ def test_a_broken_snapshot_stream_never_verifies(
 
 
 def test_sync(client: SandboxClient) -> None:
-    assert client.sync() == {"ok": True}
+    assert client.sync() == Synced(ok=True)
 
 
 def test_logs_are_json_lines(sandbox: RunningSandbox, client: SandboxClient) -> None:

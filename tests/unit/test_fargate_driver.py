@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from openagents.sandbox.answers import Health, Restored, SnapshotManifest, Synced
 from openagents.sandbox.fargate import FargateDriver, run_task_client_token
 from openagents.sandbox.fargate_efs import access_point_client_token
 from openagents.sandbox.fargate_storage import FargateConfig
@@ -60,32 +61,34 @@ class FakeSandboxd(SandboxdFake):
     wrong_sha: bool = False
     restored: list[tuple[bytes, str]] = field(default_factory=list)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         self.events.append("health")
         if not self.healthy:
             raise ConnectionError("connection refused")
-        return {"ok": True}
+        return Health.from_answer({"ok": True})
 
-    def sync(self) -> dict[str, Any]:
+    def sync(self) -> Synced:
         self.events.append("sync")
-        return {"synced": True}
+        return Synced(ok=True)
 
-    def snapshot_to(self, out: BinaryIO) -> dict[str, Any]:
+    def snapshot_to(self, out: BinaryIO) -> SnapshotManifest:
         self.events.append("snapshot_to")
         out.write(self.payload)
         digest = hashlib.sha256(self.payload).hexdigest()
-        return {
-            "fileCount": 12,
-            "bytes": 40960,
-            "archiveBytes": len(self.payload),
-            "sha256": "0" * 64 if self.wrong_sha else digest,
-            "gitHead": "a" * 40,
-        }
+        return SnapshotManifest.from_answer(
+            {
+                "fileCount": 12,
+                "bytes": 40960,
+                "archiveBytes": len(self.payload),
+                "sha256": "0" * 64 if self.wrong_sha else digest,
+                "gitHead": "a" * 40,
+            }
+        )
 
-    def restore_from(self, src: BinaryIO, expected_sha256: str) -> dict[str, Any]:
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> Restored:
         self.events.append("restore_from")
         self.restored.append((src.read(), expected_sha256))
-        return {"restored": True}
+        return Restored.from_answer({"fileCount": 12})
 
 
 @dataclass
@@ -799,7 +802,7 @@ def test_efs_restore_streams_the_verified_archive(efs: World) -> None:
 
     result = efs.driver.restore(efs_handle().model_copy(update={"generation": 2}), ref)
 
-    assert result == {"restored": True}
+    assert result == Restored.from_answer({"fileCount": 12})
     assert efs.sandboxd.restored == [(efs.sandboxd.payload, ref.sha256)]
     assert efs.factory_calls[-1] == ("http://10.0.1.23:8080", token(2))
 

@@ -35,6 +35,9 @@ from http.client import HTTPException, HTTPResponse
 from typing import Any, BinaryIO, Protocol, cast
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
+from openagents.domain.checkpoints import Checkpoint
+from openagents.sandbox import answers
+from openagents.sandbox.answers import Health, Restored, Reverted, SnapshotManifest, Synced
 from openagents.sandbox.exec_stream import ExecPiece, read_pieces
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
@@ -170,8 +173,8 @@ class SandboxClient:
 
     # ------------------------------------------------------------------ health, exec
 
-    def health(self) -> JsonObject:
-        return self._json("GET", "/health")
+    def health(self) -> Health:
+        return Health.from_answer(self._json("GET", "/health"))
 
     def exec(
         self,
@@ -289,16 +292,21 @@ class SandboxClient:
     def git_diff(self) -> JsonObject:
         return self._json("GET", "/git/diff")
 
-    def checkpoint(self, ref: str) -> JsonObject:
+    def checkpoint(self, ref: str) -> Checkpoint:
         """Save the workspace (every file git does not ignore, the staging area, HEAD) as a
-        commit on ``ref`` (``refs/openagents/checkpoints/<id>``): ``{ref, commit, files, …}``."""
-        return self._json("POST", "/git/checkpoint", {"ref": ref}, timeout=CHECKPOINT_TIMEOUT)
+        commit on ``ref`` (``refs/openagents/checkpoints/<id>``)."""
+        body = {"ref": ref}
+        return answers.checkpoint(
+            self._json("POST", "/git/checkpoint", body, timeout=CHECKPOINT_TIMEOUT)
+        )
 
-    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> JsonObject:
+    def revert(self, ref: str, *, save_ref: str | None, dry_run: bool) -> Reverted:
         """Put the workspace back as checkpoint ``ref`` holds it, first saving the current state
-        on ``save_ref`` (none for a dry run): ``{dryRun, restored, removed, saved}``."""
+        on ``save_ref`` (none for a dry run)."""
         body = {"ref": ref, "saveRef": save_ref, "dryRun": dry_run}
-        return self._json("POST", "/git/revert", body, timeout=CHECKPOINT_TIMEOUT)
+        return Reverted.from_answer(
+            self._json("POST", "/git/revert", body, timeout=CHECKPOINT_TIMEOUT)
+        )
 
     # ------------------------------------------------------------------ git publishing
 
@@ -377,7 +385,7 @@ class SandboxClient:
 
     # ------------------------------------------------------------------ snapshot, restore
 
-    def snapshot_to(self, out: BinaryIO) -> JsonObject:
+    def snapshot_to(self, out: BinaryIO) -> SnapshotManifest:
         """Stream the workspace archive into ``out`` and return its verified manifest.
 
         Raises SandboxError when the stream breaks or the manifest disagrees with the bytes
@@ -395,18 +403,19 @@ class SandboxClient:
         verify_manifest(manifest, hasher.hexdigest(), received)
         return manifest
 
-    def snapshot_manifest(self, snapshot_id: str) -> JsonObject:
-        return self._json("GET", f"/snapshots/{quote(snapshot_id, safe='')}/manifest")
+    def snapshot_manifest(self, snapshot_id: str) -> SnapshotManifest:
+        path = f"/snapshots/{quote(snapshot_id, safe='')}/manifest"
+        return SnapshotManifest.from_answer(self._json("GET", path))
 
-    def restore_from(self, src: BinaryIO, expected_sha256: str) -> JsonObject:
+    def restore_from(self, src: BinaryIO, expected_sha256: str) -> Restored:
         """Stream an archive from ``src`` (chunked) into the sandbox's empty workspace."""
         headers = {"X-Expected-Sha256": expected_sha256, "Content-Type": "application/zstd"}
         wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
         with self._open("POST", "/restore", read_chunks(src), headers, wait) as response:
-            return self._decode(response, "POST /restore", wait)
+            return Restored.from_answer(self._decode(response, "POST /restore", wait))
 
-    def sync(self) -> JsonObject:
-        return self._json("POST", "/sync", {})
+    def sync(self) -> Synced:
+        return Synced.from_answer(self._json("POST", "/sync", {}))
 
     # ------------------------------------------------------------------ ports, tunnels
 
@@ -532,14 +541,14 @@ def read_chunks(source: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def verify_manifest(manifest: JsonObject, sha256: str, size: int) -> None:
-    if manifest.get("error"):
-        raise SandboxError(f"sandbox snapshot failed: {manifest['error']}")
-    if manifest.get("sha256") != sha256 or manifest.get("archiveBytes") != size:
+def verify_manifest(manifest: SnapshotManifest, sha256: str, size: int) -> None:
+    if manifest.error:
+        raise SandboxError(f"sandbox snapshot failed: {manifest.error}")
+    if manifest.sha256 != sha256 or manifest.archive_bytes != size:
         raise SandboxError(
             "sandbox snapshot failed verification: received "
             f"{size} bytes with sha256 {sha256}, manifest says "
-            f"{manifest.get('archiveBytes')} bytes with sha256 {manifest.get('sha256')}"
+            f"{manifest.archive_bytes} bytes with sha256 {manifest.sha256}"
         )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from openagents.sandbox.answers import Restored
 from openagents.sandbox.errors import CAPACITY
 from openagents.sandbox.fargate_ebs import EbsStorage
 from openagents.sandbox.fargate_efs import EfsStorage
@@ -234,7 +235,7 @@ class FargateDriver:
     def snapshot(self, handle: SandboxHandle) -> SnapshotRef:
         return self._storage.snapshot(handle, self.client(handle))
 
-    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]:
+    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> Restored:
         """Unpack an S3 snapshot into a running EFS sandbox (EBS resumes at start instead)."""
         return self._storages[snapshot_kind(ref)].restore(handle, ref)
 

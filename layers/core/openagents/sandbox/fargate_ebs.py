@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError, WaiterError
 from botocore.waiter import WaiterModel, create_waiter_with_client
 
+from openagents.sandbox.answers import Restored
 from openagents.sandbox.fargate_storage import (
     DRIVER_NAME,
     TAG_GENERATION,
@@ -150,7 +151,12 @@ class EbsStorage:
             size_bytes=size_gib * GIB,
             sha256=None,
             created_at=self._clock(),
-            manifest={"kind": "ebs", "volumeId": volume_id, "sizeGiB": size_gib, "sync": synced},
+            manifest={
+                "kind": "ebs",
+                "volumeId": volume_id,
+                "sizeGiB": size_gib,
+                "sync": synced.as_json(),
+            },
         )
 
     def _create_snapshot(self, handle: SandboxHandle, volume_id: str) -> dict[str, Any]:
@@ -187,7 +193,7 @@ class EbsStorage:
         except ClientError as error:  # best effort: the snapshot is tagged for the reconciler
             log.warning("could not delete failed snapshot %s: %s", snapshot_id, error_code(error))
 
-    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]:
+    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> Restored:
         """An EBS sandbox resumes from its snapshot at start (``launch``), never through
         sandboxd."""
         raise SandboxError("only S3 (efs) snapshots are restored through sandboxd")

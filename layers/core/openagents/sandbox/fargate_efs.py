@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import ClientError
 
+from openagents.sandbox.answers import Restored, SnapshotManifest
 from openagents.sandbox.fargate_storage import (
     DRIVER_NAME,
     TAG_SESSION,
@@ -208,7 +209,7 @@ class EfsStorage:
             sha256=digest,
             created_at=self._clock(),
             manifest={
-                **manifest,
+                **manifest.as_json(),
                 "kind": "efs",
                 "bucket": self._bucket(),
                 "manifestKey": _manifest_key(key),
@@ -220,10 +221,14 @@ class EfsStorage:
         return f"snapshots/{handle.session_id}/{handle.generation}/{stamp}{ARCHIVE_SUFFIX}"
 
     def _upload(
-        self, archive: BinaryIO, key: str, manifest: dict[str, Any], handle: SandboxHandle
+        self, archive: BinaryIO, key: str, manifest: SnapshotManifest, handle: SandboxHandle
     ) -> None:
         metadata = _object_metadata(manifest, handle)
-        document = {**manifest, "sessionId": handle.session_id, "generation": handle.generation}
+        document = {
+            **manifest.as_json(),
+            "sessionId": handle.session_id,
+            "generation": handle.generation,
+        }
         archive.seek(0)
         try:
             self._s3.upload_fileobj(
@@ -247,7 +252,7 @@ class EfsStorage:
             return str(ref.manifest["bucket"])
         return str(self._config.artifact_bucket)
 
-    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]:
+    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> Restored:
         """Unpack an S3 snapshot into the running sandbox, its sha256 checked first."""
         expected = ref.sha256 or str(ref.manifest.get("sha256") or "")
         if not expected:
@@ -309,23 +314,23 @@ def _digest(archive: BinaryIO) -> tuple[str, int]:
     return sha.hexdigest(), size
 
 
-def _check_manifest(manifest: Mapping[str, Any], digest: str, size: int) -> None:
-    if manifest.get("sha256") != digest:
+def _check_manifest(manifest: SnapshotManifest, digest: str, size: int) -> None:
+    if manifest.sha256 != digest:
         raise SandboxError("snapshot archive does not match its manifest: sha256 mismatch")
-    declared = manifest.get("archiveBytes")
-    if declared is not None and int(declared) != size:
+    declared = manifest.archive_bytes
+    if declared is not None and declared != size:
         raise SandboxError(
             f"snapshot archive does not match its manifest: {size} bytes, {declared} declared"
         )
 
 
-def _object_metadata(manifest: Mapping[str, Any], handle: SandboxHandle) -> dict[str, str]:
+def _object_metadata(manifest: SnapshotManifest, handle: SandboxHandle) -> dict[str, str]:
     fields = {
-        "sha256": manifest.get("sha256"),
-        "file-count": manifest.get("fileCount"),
-        "bytes": manifest.get("bytes"),
-        "archive-bytes": manifest.get("archiveBytes"),
-        "git-head": manifest.get("gitHead"),
+        "sha256": manifest.sha256,
+        "file-count": manifest.file_count,
+        "bytes": manifest.bytes,
+        "archive-bytes": manifest.archive_bytes,
+        "git-head": manifest.git_head,
         "session-id": handle.session_id,
         "generation": handle.generation,
     }

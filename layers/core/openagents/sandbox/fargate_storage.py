@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 
 from botocore.exceptions import ClientError
 
+from openagents.sandbox.answers import Restored
 from openagents.sandbox.port import Sandboxd, SandboxError, SandboxHandle, SnapshotRef
 
 DRIVER_NAME = "fargate"
@@ -70,7 +71,7 @@ class Storage(Protocol):
 
     def snapshot(self, handle: SandboxHandle, ops: Sandboxd) -> SnapshotRef: ...
 
-    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> dict[str, Any]: ...
+    def restore(self, handle: SandboxHandle, ref: SnapshotRef) -> Restored: ...
 
     def delete_snapshot(self, ref: SnapshotRef) -> None: ...
 

@@ -68,10 +68,10 @@ class SnapshotStore:
                 out.flush()
                 os.fsync(out.fileno())
             digest = writer.sha256.hexdigest()
-            if manifest.get("sha256") != digest:
+            if manifest.sha256 != digest:
                 raise SandboxError(
-                    f"snapshot verification failed: manifest sha256 {manifest.get('sha256')} "
-                    f"!= received {digest} ({manifest.get('error') or 'archive incomplete'})"
+                    f"snapshot verification failed: manifest sha256 {manifest.sha256} "
+                    f"!= received {digest} ({manifest.error or 'archive incomplete'})"
                 )
             partial.rename(final)
         except OSError as exc:  # the snapshot store (disk full, permissions): not a snapshot
@@ -88,7 +88,7 @@ class SnapshotStore:
             size_bytes=writer.size,
             sha256=digest,
             created_at=datetime.now(UTC),
-            manifest=manifest,
+            manifest=manifest.as_json(),
         )
 
     def path(self, snapshot_id: str) -> Path:
@@ -117,9 +117,9 @@ class SnapshotStore:
         with path.open("rb") as src:
             result = client.restore_from(src, ref.sha256)
         expected = ref.manifest.get("fileCount")
-        if expected is not None and result.get("fileCount") != expected:
+        if expected is not None and result.file_count != expected:
             raise SandboxError(
-                f"restore verification failed: {result.get('fileCount')} files restored, "
+                f"restore verification failed: {result.file_count} files restored, "
                 f"the manifest says {expected}"
             )
 

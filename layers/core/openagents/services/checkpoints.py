@@ -73,10 +73,8 @@ class Checkpoints:
             save_ref=None if dry_run else checkpoint_ref(f"revert-{revert_id}"),
             dry_run=dry_run,
         )
-        restored = [str(path) for path in answer.get("restored", [])]
-        removed = [str(path) for path in answer.get("removed", [])]
-        saved = answer.get("saved")
-        if dry_run or not isinstance(saved, dict):
+        restored, removed, saved = list(answer.restored), list(answer.removed), answer.saved
+        if dry_run or saved is None:
             return RevertOutcome(run, True, restored, removed, None, [])
         record = RevertRecord(
             id=revert_id,
@@ -84,7 +82,7 @@ class Checkpoints:
             user_id=identity.user_id,
             restored=len(restored),
             removed=len(removed),
-            saved=Checkpoint.from_json(saved),
+            saved=saved,
         )
         reverted = [later.id for later in self._from(run)]
         for other in reverted:

@@ -15,7 +15,7 @@ import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from openagents.agent.models.port import (
     ChatModel,
@@ -59,6 +59,8 @@ from openagents.services.pull_requests import NoPullRequest
 from openagents.services.sandbox_tools import NOT_RUNNING, public_detail
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 ANY_STATE = frozenset(LifecycleState)
@@ -270,7 +272,7 @@ class GitActions:
         if not restored and not removed:
             raise NothingToDiscard("Nothing to discard: no uncommitted changes there")
         ref = checkpoint_ref(f"discard-{self._ids()}")
-        saved = Checkpoint.from_json(self._sandbox(lambda: client.checkpoint(ref)))
+        saved = self._sandbox(lambda: client.checkpoint(ref))
         done = self._sandbox(
             lambda: client.exec(
                 (
@@ -542,7 +544,7 @@ class GitActions:
             return Unavailable(f"The git host could not be reached ({what}): {exc.message}")
         return GitHostFailed(f"The git host refused ({what}): {exc.message}")
 
-    def _sandbox(self, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _sandbox(self, call: Callable[[], T]) -> T:
         try:
             return call()
         except SandboxError as exc:

@@ -17,7 +17,7 @@ from openagents.domain.checkpoints import NoCheckpoint
 from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
+from openagents.sandbox.port import Reverted, Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock
 from openagents.services.caps import Caps, Counted, Slot, Wording
 from openagents.services.sessions import owned
@@ -177,10 +177,10 @@ class SandboxTools:
 
     def revert(
         self, identity: Identity, session_id: str, ref: str, *, save_ref: str | None, dry_run: bool
-    ) -> dict[str, Any]:
+    ) -> Reverted:
         """The workspace back to checkpoint ``ref`` (``services/checkpoints.py``)."""
 
-        def call(client: Sandboxd) -> dict[str, Any]:
+        def call(client: Sandboxd) -> Reverted:
             try:
                 return client.revert(ref, save_ref=save_ref, dry_run=dry_run)
             except SandboxError as exc:
@@ -190,7 +190,7 @@ class SandboxTools:
                     ) from exc
                 raise
 
-        result: dict[str, Any] = self._call(identity, session_id, call)
+        result: Reverted = self._call(identity, session_id, call)
         return result
 
     def diff(self, identity: Identity, session_id: str) -> dict[str, Any]:

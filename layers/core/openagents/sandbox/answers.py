@@ -1,0 +1,149 @@
+"""sandboxd's answers (``sandbox/README.md``), typed and checked once in the client: a sandbox
+is hostile, so a field of the wrong type is refused (``SandboxError``) before anything believes
+it. Only the fields the control plane reads are typed; what is stored as sandboxd gave it (a
+snapshot's manifest) keeps the answer too (``as_json``), so stored formats stay as they were."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from openagents.domain.checkpoints import Checkpoint
+from openagents.sandbox.errors import SandboxError
+
+Answer = Mapping[str, object]  # one decoded JSON object, as sandboxd sent it
+T = TypeVar("T", str, int, bool)
+
+
+def _field(answer: Answer, name: str, kind: type[T], what: str) -> T | None:
+    """``answer[name]`` when it is a ``kind`` (a bool is no int here), None when absent."""
+    value = answer.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SandboxError(f"sandboxd answered an invalid {name} ({what})")
+    return value
+
+
+@dataclass(frozen=True)
+class Health:
+    """``GET /health``."""
+
+    ok: bool
+    version: int | None
+    workspace: str | None
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> Health:
+        return cls(
+            ok=_field(answer, "ok", bool, "health") is True,
+            version=_field(answer, "version", int, "health"),
+            workspace=_field(answer, "workspace", str, "health"),
+        )
+
+
+@dataclass(frozen=True)
+class Synced:
+    """``POST /sync``: the page cache is flushed (before an EBS snapshot)."""
+
+    ok: bool
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> Synced:
+        return cls(ok=_field(answer, "ok", bool, "sync") is True)
+
+    def as_json(self) -> dict[str, object]:
+        return {"ok": self.ok}
+
+
+@dataclass(frozen=True)
+class SnapshotManifest:
+    """``GET /snapshots/<id>/manifest``: what an archive holds and its checksum (``error`` and
+    no ``sha256`` when the archive broke)."""
+
+    id: str | None
+    sha256: str | None
+    archive_bytes: int | None
+    file_count: int | None
+    bytes: int | None
+    git_head: str | None
+    error: str | None
+    answer: Answer = field(default_factory=dict, repr=False, compare=False)  # as sent
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> SnapshotManifest:
+        what = "snapshot manifest"
+        return cls(
+            id=_field(answer, "id", str, what),
+            sha256=_field(answer, "sha256", str, what),
+            archive_bytes=_field(answer, "archiveBytes", int, what),
+            file_count=_field(answer, "fileCount", int, what),
+            bytes=_field(answer, "bytes", int, what),
+            git_head=_field(answer, "gitHead", str, what),
+            error=_field(answer, "error", str, what),
+            answer=dict(answer),
+        )
+
+    def as_json(self) -> dict[str, object]:
+        """The manifest as sandboxd gave it (what a ``SnapshotRef`` stores)."""
+        return dict(self.answer)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """``POST /restore``: what the archive unpacked into the empty workspace."""
+
+    file_count: int | None
+    bytes: int | None
+    sha256: str | None
+    git_head: str | None
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> Restored:
+        what = "restore"
+        return cls(
+            file_count=_field(answer, "fileCount", int, what),
+            bytes=_field(answer, "bytes", int, what),
+            sha256=_field(answer, "sha256", str, what),
+            git_head=_field(answer, "gitHead", str, what),
+        )
+
+
+def _checkpoint(answer: Answer, what: str) -> Checkpoint:
+    if not isinstance(answer.get("ref"), str) or not isinstance(answer.get("commit"), str):
+        raise SandboxError(f"sandboxd answered an invalid {what}")
+    return Checkpoint.from_json(answer)
+
+
+def checkpoint(answer: Answer) -> Checkpoint:
+    """``POST /git/checkpoint``: the ref, its commit and how many files it holds."""
+    return _checkpoint(answer, "checkpoint")
+
+
+@dataclass(frozen=True)
+class Reverted:
+    """``POST /git/revert``: the files written back and removed, and the state the revert
+    replaced (``saved``; None for a dry run)."""
+
+    dry_run: bool
+    restored: tuple[str, ...]
+    removed: tuple[str, ...]
+    saved: Checkpoint | None
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> Reverted:
+        saved = answer.get("saved")
+        return cls(
+            dry_run=answer.get("dryRun") is True,
+            restored=_paths(answer, "restored"),
+            removed=_paths(answer, "removed"),
+            saved=_checkpoint(saved, "revert") if isinstance(saved, Mapping) else None,
+        )
+
+
+def _paths(answer: Answer, name: str) -> tuple[str, ...]:
+    value = answer.get(name) or []
+    if not isinstance(value, list):
+        raise SandboxError(f"sandboxd answered an invalid {name}")
+    return tuple(str(path) for path in value)
