@@ -4,7 +4,7 @@ self-time table (leaf frames, the idle threads' waits left out) and the inclusiv
 frames named by ``--focus``.
 
     python -m bench.profile_api [--op status|message] [--users 10] [--seconds 20]
-        [--py-spy PATH] [--top 25]
+        [--py-spy PATH] [--top 25] [--keep FILE]
 
 py-spy is not a dependency of the project: install it into the venv (``pip install py-spy``)
 or pass its path. Not part of ``make bench`` (a profile, not a figure)."""
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--seconds", type=float, default=20)
     cli.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     cli.add_argument("--top", type=int, default=25)
+    cli.add_argument("--keep", type=Path, help="write py-spy's collapsed stacks here")
     cli.add_argument("--focus", nargs="*", default=["verify", "identity", "serialize",
                      "Observe", "run_in_threadpool", "sandbox_status", "post_message",
                      "jsonable_encoder", "_prepare_response_content", "validate"])  # fmt: skip
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         out = home / "profile.txt"
         spy = subprocess.Popen(  # noqa: S603 - a profiler the caller named
             [args.py_spy, "record", "--pid", str(rt.pid), "--format", "raw", "--rate", "250",
-             "--nonblocking", "--gil", "--output", str(out), "--duration", str(int(args.seconds) + 1)],
+             "--nonblocking", "--gil", "--output", str(out),
+             "--duration", str(int(args.seconds) + 1)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         time.sleep(1)  # py-spy attached
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         say(f"profile: {phase.count(ops[0])} requests in {phase.elapsed:.1f} s, "
             f"{phase.server_cpu * 1000 / max(1, phase.count(ops[0])):.2f} ms CPU each")  # fmt: skip
         print(table(out, args.top, args.focus))
-        Path(f"/tmp/profile-{args.op}.txt").write_text(out.read_text())
+        if args.keep:
+            args.keep.write_text(out.read_text())
 
 
 if __name__ == "__main__":
