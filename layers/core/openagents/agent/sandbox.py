@@ -110,6 +110,13 @@ def exec_result(answer: dict[str, Any]) -> ExecResult:
     )
 
 
+@runtime_checkable
+class PortReader(Protocol):
+    """A workspace that can say which TCP ports listen in its sandbox (loopback ones too)."""
+
+    def ports(self) -> list[int]: ...
+
+
 class WorkspaceClient:
     """``Workspace`` (streaming too) over sandboxd."""
 
@@ -175,6 +182,9 @@ class WorkspaceClient:
 
     def checkpoint(self, ref: str) -> Checkpoint:
         return self._client.checkpoint(ref)
+
+    def ports(self) -> list[int]:
+        return sorted({found.port for found in self._client.ports()})
 
 
 class RunWorkspace:
@@ -249,6 +259,10 @@ class RunWorkspace:
 
     def checkpoint(self, ref: str) -> Checkpoint:
         return self._workspace.checkpoint(ref)
+
+    def ports(self) -> list[int]:
+        inner = self._workspace
+        return inner.ports() if isinstance(inner, PortReader) else []
 
 
 def sandbox_error_text(error: SandboxError) -> str:

@@ -37,6 +37,7 @@ from openagents.agent.sandbox import (
     StreamingWorkspace,
     sandbox_error_text,
 )
+from openagents.agent.tools import ports
 from openagents.agent.tools.base import (
     BaseTool,
     Cancelled,
@@ -309,6 +310,7 @@ class BashTool(BaseTool):
     @staticmethod
     def _detached(command: str, cwd: str, context: ToolContext) -> JsonValue:
         log = f"{SANDBOX_TMP}/openagents-{_SAFE.sub('_', context.call_id)[:80]}.log"
+        before = ports.listening(context.workspace)  # what listens already is not its own
         script = (
             f'nohup setsid bash -c "$OPENAGENTS_COMMAND" > {log} 2>&1 < /dev/null & '
             f"echo $!; sleep 1; head -c 4000 {log}"
@@ -324,11 +326,13 @@ class BashTool(BaseTool):
         except SandboxError as error:
             raise ToolFailure(sandbox_error_text(error)) from error
         pid, _, first_output = result.stdout.partition("\n")
+        started = int(pid) if pid.strip().isdigit() else None
         return {
-            "pid": int(pid) if pid.strip().isdigit() else None,
+            "pid": started,
             "log": log,
             "output": cap(first_output),
             "message": f"Started in the background; its output goes to {log}",
+            **ports.previewable(ports.new_ports(context, before, started)),
         }
 
 
