@@ -24,6 +24,8 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAgentsTest")
 
+pytest_plugins = ["tests.sandbox_sweep"]  # sandboxes a test left running stop at the end
+
 TESTS = Path(__file__).parent
 OWN_TABLES = ("unit", "contract", "store_compat")  # folders that make their table themselves
 
