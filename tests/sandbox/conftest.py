@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from openagents.sandbox.answers import PreparedWorkspace
 from openagents.sandbox.client import SandboxClient
 from openagents.sandbox.local import SANDBOXD_MODULE
 
@@ -251,7 +252,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
 
 def prepare(
     client: SandboxClient, origin: Origin, branch: str | None, new: bool = False
-) -> dict[str, Any]:
+) -> PreparedWorkspace:
     return client.prepare_workspace(
         origin.url,
         branch=branch,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openagents.sandbox.answers import Health, Restored, Synced
+from openagents.sandbox.answers import Health, PreparedWorkspace, Restored, Synced
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
 from openagents.sandbox.port import SandboxError
 
@@ -332,7 +332,7 @@ def test_prepare_checks_out_an_existing_branch(
     sandbox: RunningSandbox, client: SandboxClient, origin: Origin
 ) -> None:
     result = prepare(client, origin, "feature")
-    assert result == {"branch": "feature", "head": origin.feature_head, "defaultBranch": "main"}
+    assert result == PreparedWorkspace("feature", origin.feature_head, "main")
     assert (sandbox.workspace / "feature.txt").read_text() == "feature work\n"
     assert client.git_branch() == {
         "branch": "feature",
@@ -350,7 +350,7 @@ def test_prepare_creates_a_new_branch_from_the_default_branch(
     client: SandboxClient, origin: Origin
 ) -> None:
     result = prepare(client, origin, "agent/new-work", new=True)
-    assert result == {"branch": "agent/new-work", "head": origin.main_head, "defaultBranch": "main"}
+    assert result == PreparedWorkspace("agent/new-work", origin.main_head, "main")
     assert client.git_branch()["branch"] == "agent/new-work"
     assert client.git_status()["ahead"] == 0
 
@@ -360,7 +360,7 @@ def test_prepare_is_idempotent(client: SandboxClient, origin: Origin) -> None:
     client.write_file("scratch.txt", "kept")
     assert prepare(client, origin, "agent/again", new=True) == first
     assert client.read_file("scratch.txt")["content"] == "kept"
-    assert prepare(client, origin, "feature")["head"] == origin.feature_head
+    assert prepare(client, origin, "feature").head == origin.feature_head
     with expect_error(409, "workspace_not_empty"):
         client.prepare_workspace(
             "file:///elsewhere.git", branch=None, is_new_branch=False,

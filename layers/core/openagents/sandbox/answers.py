@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox.errors import SandboxError
+from openagents.sandbox.git_answers import commit_id, ref_name
 
 Answer = Mapping[str, object]  # one decoded JSON object, as sandboxd sent it
 T = TypeVar("T", str, int, bool)
@@ -147,3 +148,22 @@ def _paths(answer: Answer, name: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise SandboxError(f"sandboxd answered an invalid {name}")
     return tuple(str(path) for path in value)
+
+
+@dataclass(frozen=True)
+class PreparedWorkspace:
+    """``POST /workspace/prepare``: the branch checked out (None: the default one kept), HEAD
+    (None before the first commit) and origin's default branch, each as git allows them."""
+
+    branch: str | None
+    head: str | None
+    default_branch: str | None
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> PreparedWorkspace:
+        place = dict(answer)
+        return cls(
+            branch=ref_name(place, "branch"),
+            head=commit_id(place, "head"),
+            default_branch=ref_name(place, "defaultBranch"),
+        )

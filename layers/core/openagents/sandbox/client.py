@@ -37,7 +37,14 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox import answers
-from openagents.sandbox.answers import Health, Restored, Reverted, SnapshotManifest, Synced
+from openagents.sandbox.answers import (
+    Health,
+    PreparedWorkspace,
+    Restored,
+    Reverted,
+    SnapshotManifest,
+    Synced,
+)
 from openagents.sandbox.exec_stream import ExecPiece, read_pieces
 from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
@@ -270,7 +277,7 @@ class SandboxClient:
         is_new_branch: bool,
         git_name: str,
         git_email: str,
-    ) -> JsonObject:
+    ) -> PreparedWorkspace:
         """Clone anonymously and check out (idempotent). A private repository is never cloned
         here: the control plane fetches it and hands it over with ``git_bundle_restore``."""
         body = {
@@ -281,7 +288,9 @@ class SandboxClient:
             "gitEmail": git_email,
         }
         wait = max(self.timeout, NETWORK_TIMEOUT_SECONDS)
-        return self._json("POST", "/workspace/prepare", body, timeout=wait)
+        return PreparedWorkspace.from_answer(
+            self._json("POST", "/workspace/prepare", body, timeout=wait)
+        )
 
     def git_branch(self) -> JsonObject:
         return self._json("GET", "/git/branch")

@@ -19,6 +19,7 @@ from openagents.domain.models import SnapshotRef as SnapshotRef
 
 # sandboxd's answers, typed (``sandbox/answers.py``): the port's vocabulary too
 from openagents.sandbox.answers import Health as Health
+from openagents.sandbox.answers import PreparedWorkspace as PreparedWorkspace
 from openagents.sandbox.answers import Restored as Restored
 from openagents.sandbox.answers import Reverted as Reverted
 from openagents.sandbox.answers import SnapshotManifest as SnapshotManifest
@@ -89,7 +90,7 @@ class Sandboxd(Protocol):
         is_new_branch: bool,
         git_name: str,
         git_email: str,
-    ) -> dict[str, Any]: ...
+    ) -> PreparedWorkspace: ...
     def git_branch(self) -> dict[str, Any]: ...
     def git_status(self) -> dict[str, Any]: ...
     def git_diff(self) -> dict[str, Any]: ...

@@ -271,7 +271,7 @@ class ProvisioningService:
             git_name=session.owner_name or session.user_id,
             git_email=session.owner_email or f"{session.user_id}@users.noreply.openagents.local",
         )
-        return Prepared(branch=_branch(result))
+        return Prepared(branch=result.branch)
 
     def _restore_clone(
         self, session: Session, handle: SandboxHandle, cloned: ClonedRepository
