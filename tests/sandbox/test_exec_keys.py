@@ -77,6 +77,7 @@ def test_a_command_that_died_with_its_sandboxd_is_interrupted(
     os.kill(sandbox.process.pid, signal.SIGKILL)  # the command's session outlives it: let it go
     (sandbox.workspace / "gate").write_text("go\n")
     first.join(30)
+    _wait_for(sandbox.workspace / "count")  # the command, left running, appends once the gate opens
     count = (sandbox.workspace / "count").read_text()
     sandbox.stop()
 
