@@ -158,7 +158,7 @@ export function createApi(call: Call) {
     createPreview: (id: string, port: number) =>
       call("post", "/api/sessions/{session_id}/ports/{port}/preview", {
         params: { session_id: id, port: String(port) },
-        body: { path: "/" },
+        body: { path: "/", visibility: "private" },
       }),
 
     startTurn: (sessionId: string, chatId: string, message: UIMessage, modelId?: string | null) =>

@@ -299,6 +299,7 @@ export function ChatPanel({
                 <span className="message-role">{message.role === "user" ? "You" : "Assistant"}</span>
                 <MessageView
                   message={message}
+                  sessionId={sessionId}
                   live={streaming}
                   costUsd={turns.get(message.id)?.costUsd}
                   onRespond={

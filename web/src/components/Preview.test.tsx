@@ -19,7 +19,11 @@ describe("Preview", () => {
 
   it("lists the ports and shows one through its preview link", async () => {
     const user = userEvent.setup();
-    const createPreview = vi.fn(async () => ({ url: URL, expiresAt: "2026-12-03T12:00:00Z" }));
+    const createPreview = vi.fn(async () => ({
+      url: URL,
+      expiresAt: "2026-12-03T12:00:00Z",
+      visibility: "private" as const,
+    }));
     renderWithApi(
       <Preview sessionId="s1" running />,
       fakeApi({ ports: vi.fn(async () => listening), createPreview }),
@@ -83,7 +87,11 @@ describe("Preview", () => {
       .fn()
       .mockResolvedValueOnce({ ...base, status: "starting" })
       .mockResolvedValueOnce({ ...base, running: true, status: "running" });
-    const createPreview = vi.fn(async () => ({ url: URL, expiresAt: "2026-12-03T12:00:00Z" }));
+    const createPreview = vi.fn(async () => ({
+      url: URL,
+      expiresAt: "2026-12-03T12:00:00Z",
+      visibility: "private" as const,
+    }));
     renderWithApi(
       <Preview sessionId="s1" running pollMs={0} />,
       fakeApi({ ports: vi.fn(async () => ({ ports: [] })), startDevServer, devServer, createPreview }),

@@ -66,10 +66,12 @@ interface Props {
   costUsd?: number | null;
   /** Answer a waiting approval or question of this message (only the latest, once its run waits). */
   onRespond?: (body: RespondBody) => Promise<void>;
+  /** The session's: a server the agent started offers "Open preview" (none in a shared chat). */
+  sessionId?: string;
 }
 
 /** One message: markdown text, collapsed reasoning, one card per tool call, data parts inline. */
-export function MessageView({ message, live = false, costUsd = null, onRespond }: Props) {
+export function MessageView({ message, live = false, costUsd = null, onRespond, sessionId }: Props) {
   if (message.role === "user")
     return (
       <div className="message-text">
@@ -93,7 +95,15 @@ export function MessageView({ message, live = false, costUsd = null, onRespond }
             </details>
           );
         if (part.type.startsWith("tool-") || part.type === "dynamic-tool")
-          return <ToolCard key={i} part={part as unknown as ToolPart} live={live} onRespond={onRespond} />;
+          return (
+            <ToolCard
+              key={i}
+              part={part as unknown as ToolPart}
+              live={live}
+              onRespond={onRespond}
+              sessionId={sessionId}
+            />
+          );
         if (part.type.startsWith("data-")) return <DataPartCard key={i} type={part.type} data={part.data} />;
         return null; // step-start, sources, files
       })}

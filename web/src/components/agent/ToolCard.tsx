@@ -1,6 +1,7 @@
 import { useId, useState, type FormEvent } from "react";
 import type { RespondBody } from "../../api/client";
 import { errorMessage } from "../../api/errors";
+import { PreviewCard, startedPorts } from "../PreviewCard";
 
 /** A tool part as the AI SDK folds it (`tool-<name>` or `dynamic-tool`). */
 export interface ToolPart {
@@ -302,10 +303,12 @@ interface Props {
   live: boolean;
   /** Set when the call waits for the user and may be answered now. */
   onRespond?: Respond;
+  /** The session's (its previews may be asked for); none in a shared chat. */
+  sessionId?: string;
 }
 
 /** One tool call: name, the input in one line, its state; details and output collapsed. */
-export function ToolCard({ part, live, onRespond }: Props) {
+export function ToolCard({ part, live, onRespond, sessionId }: Props) {
   const name = toolName(part);
   const args = asRecord(part.input);
   const output = asRecord(part.output);
@@ -315,6 +318,10 @@ export function ToolCard({ part, live, onRespond }: Props) {
   // a command's output shows plainly while it runs (if the stream carries it) and when it failed
   const running = part.state === "output-available" && part.preliminary === true;
   const failed = exitCode !== null && exitCode !== 0 && !running;
+  const started =
+    name === "bash" && part.state === "output-available" && !running
+      ? startedPorts(part.input, part.output)
+      : [];
   const waitsAnswer = name === "ask_user_question" && part.state === "input-available" && onRespond;
   return (
     <article
@@ -355,6 +362,7 @@ export function ToolCard({ part, live, onRespond }: Props) {
       {part.state === "output-denied" && (
         <p className="muted">Denied{part.approval?.reason ? `: ${part.approval.reason}` : ""}.</p>
       )}
+      {started.length > 0 && <PreviewCard sessionId={sessionId} ports={started} />}
       {running && name === "bash" && <BashOutput output={part.output} />}
       {failed && <BashOutput output={part.output} />}
       {part.state === "output-available" && !running && !failed && (
