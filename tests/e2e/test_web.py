@@ -70,6 +70,8 @@ def server(tmp_path: Path, prerequisites: None, script: Path) -> Iterator[str]:
         "OPENAGENTS_LIFECYCLE_MIN_SLEEP_SECONDS": "1",
         "OPENAGENTS_SCRIPTED_MODEL_FILE": str(script),
         "OPENAGENTS_MODELS": "scripted/default",
+        # a price, so the Usage page shows the runs' cost
+        "OPENAGENTS_MODEL_PRICES": '{"scripted/default": {"input": 3, "output": 15}}',
     }
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:
@@ -122,7 +124,7 @@ def _git(*args: str, cwd: Path) -> None:
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
-    """A bare repository with one commit on main (the session's clone source)."""
+    """A bare repository with one commit on main and e2e-base (the session's clone source)."""
     bare = tmp_path / "repo.git"
     work = tmp_path / "work"
     _git("init", "--quiet", "--bare", "-b", "main", str(bare), cwd=tmp_path)
@@ -136,6 +138,7 @@ def repository(tmp_path: Path) -> Path:
     _git("add", ".", cwd=work)
     _git(*identity, "commit", "--quiet", "-m", "initial", cwd=work)
     _git("push", "--quiet", "origin", "HEAD:main", cwd=work)
+    _git("push", "--quiet", "origin", "HEAD:e2e-base", cwd=work)  # a second branch to pick
     return bare
 
 

@@ -7,7 +7,8 @@
 // timeout, Resume → Active; an approval granted; right after it a long turn reloaded while its
 // command runs, and stopped with Stop (the card reads Stopped); Share survives a reload; eight chat
 // tabs scroll sideways and the composer stays on screen; Pause says Hibernating at once; Archive →
-// the session is under "Archived", offering only what works on it. Each step is a screenshot at 1280×800 and at
+// the session is under "Archived", offering only what works on it; the Usage page shows the runs.
+// The session's repository and a branch are picked in the new-session dialog's pickers. Each step is a screenshot at 1280×800 and at
 // 390×844, and axe checks the main screens (no serious or critical violation).
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -127,7 +128,24 @@ async function run(page) {
 
   await newSession.click();
   const dialog = page.getByRole("dialog", { name: "New session" });
-  await dialog.getByLabel("Repository", { exact: true }).fill(REPO);
+  // the picker: the git repositories under OPENAGENTS_LOCAL_REPO_ROOTS, searchable, and a branch
+  await dialog.getByLabel("Search repositories").fill("repo.git");
+  const repositories = dialog.getByLabel("Repositories", { exact: true });
+  await repositories.locator("option", { hasText: /^repo$/ }).waitFor({ state: "attached" });
+  await repositories.selectOption({ label: "repo" });
+  const picked = await dialog.getByLabel("Repository", { exact: true }).inputValue();
+  if (!picked.endsWith("/repo.git")) throw new Error(`the picker filled in ${picked}, not the repository`);
+  await dialog.getByLabel("Existing branch").check();
+  const branches = dialog.getByLabel("Branches of the repository");
+  await branches.locator("option", { hasText: "main (default)" }).waitFor({ state: "attached" });
+  await branches.selectOption("e2e-base");
+  const named = await dialog.getByLabel("Branch name").inputValue();
+  if (named !== "e2e-base") throw new Error(`picking e2e-base named the branch ${named}`);
+  log("picked the repository and its branch e2e-base");
+  await accessibleAtBothSizes(page, "new-session-picker");
+  await screenshot(page, "new-session-picker");
+  // the session works on a branch of its own (what the rest of the flow pushes), from the default
+  await dialog.getByLabel(/^New branch \(named for you, from main\)/).check();
   await dialog.getByLabel("Title (optional)").fill("E2E session");
   await accessible(page, "new-session");
   await screenshot(page, "new-session");
@@ -338,6 +356,33 @@ async function run(page) {
   log("found under Archived");
   await accessible(page, "archived-list");
   await screenshot(page, "archived-list");
+
+  // the Usage page: this user's runs of today, their tokens and cost (a price is configured)
+  await page.getByRole("link", { name: "Usage" }).click();
+  await page.getByRole("heading", { level: 1, name: "Usage" }).waitFor();
+  const usage = page.getByRole("table", { name: "Usage by day and model" });
+  const row = usage.getByRole("row").filter({ hasText: "scripted/default" });
+  await row.waitFor();
+  const cells = await row.getByRole("cell").allInnerTexts();
+  if (!(Number(cells[2]) >= 2) || !/^\$\d/.test(cells[5] ?? ""))
+    throw new Error(`the usage row is not this user's priced runs: ${cells.join(" | ")}`);
+  log(`Usage: ${cells.join(" | ")}`);
+  await accessibleAtBothSizes(page, "usage");
+  await page.setViewportSize(PHONE);
+  await settle(page);
+  await fitsPhone(page); // the table scrolls in its own region, the chart takes the screen's width
+  await page.setViewportSize(DESKTOP);
+  await screenshot(page, "usage");
+}
+
+/** axe at 1280×800 and at 390×844 (the page goes back to the desktop size after). */
+async function accessibleAtBothSizes(page, screen) {
+  await accessible(page, `${screen} (desktop)`);
+  await page.setViewportSize(PHONE);
+  await settle(page);
+  await accessible(page, `${screen} (phone)`);
+  await page.setViewportSize(DESKTOP);
+  await settle(page);
 }
 
 /** The composer and the Send or Stop button are inside the viewport (nothing below the fold). */

@@ -38,8 +38,15 @@ function Report({ report }: { report: UsageReport }) {
         {report.totals.runs} runs · {report.totals.inputTokens.toLocaleString()} input and{" "}
         {report.totals.outputTokens.toLocaleString()} output tokens · {money(report.totals.costUsd)}
       </p>
+      {/* hidden from assistive technology (the table holds the same figures), so no keyboard
+          layer either; it takes the screen's width, never wider */}
       <figure className="usage-chart" aria-hidden="true">
-        <BarChart width={640} height={260} data={rows}>
+        <BarChart
+          responsive
+          style={{ width: "100%", maxWidth: 640, height: 260 }}
+          data={rows}
+          accessibilityLayer={false}
+        >
           <CartesianGrid strokeDasharray="3 3" />
           <XAxis dataKey="date" />
           <YAxis />
@@ -50,31 +57,33 @@ function Report({ report }: { report: UsageReport }) {
           <Bar dataKey="cached" name="Cache tokens" stackId="t" fill="#b0b7c3" isAnimationActive={false} />
         </BarChart>
       </figure>
-      <table className="usage-table">
-        <caption>Usage by day and model</caption>
-        <thead>
-          <tr>
-            <th scope="col">Day</th>
-            <th scope="col">Model</th>
-            <th scope="col">Runs</th>
-            <th scope="col">Input tokens</th>
-            <th scope="col">Output tokens</th>
-            <th scope="col">Cost</th>
-          </tr>
-        </thead>
-        <tbody>
-          {report.days.map((day) => (
-            <tr key={`${day.date}-${day.modelId}`}>
-              <td>{day.date}</td>
-              <td>{day.modelId}</td>
-              <td>{day.runs}</td>
-              <td>{day.inputTokens.toLocaleString()}</td>
-              <td>{day.outputTokens.toLocaleString()}</td>
-              <td>{money(day.costUsd)}</td>
+      <div className="usage-table-scroll" role="region" aria-label="Usage table" tabIndex={0}>
+        <table className="usage-table">
+          <caption>Usage by day and model</caption>
+          <thead>
+            <tr>
+              <th scope="col">Day</th>
+              <th scope="col">Model</th>
+              <th scope="col">Runs</th>
+              <th scope="col">Input tokens</th>
+              <th scope="col">Output tokens</th>
+              <th scope="col">Cost</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {report.days.map((day) => (
+              <tr key={`${day.date}-${day.modelId}`}>
+                <td>{day.date}</td>
+                <td>{day.modelId}</td>
+                <td>{day.runs}</td>
+                <td>{day.inputTokens.toLocaleString()}</td>
+                <td>{day.outputTokens.toLocaleString()}</td>
+                <td>{money(day.costUsd)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </>
   );
 }
