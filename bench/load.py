@@ -45,6 +45,7 @@ USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) openagents-bench"
 P99_GOAL_MS = 100.0
 THROUGHPUT_GOAL = 0.5
 OPEN_P99_GOAL_MS = 50.0
+KEEP_ALIVE_SECONDS = 4.0  # below uvicorn's timeout_keep_alive (5 s), as both servers run
 ROUNDS = 2
 IDLE_SECONDS = 3.0
 
@@ -429,22 +430,28 @@ class OpenLoop:
 
 class _Pool:
     """Keep-alive connections handed out one request at a time; a new one when all are busy
-    (an open-loop client never waits for a free connection: that would close the loop)."""
+    (an open-loop client never waits for a free connection: that would close the loop). One
+    idle for ``KEEP_ALIVE_SECONDS`` is not reused: uvicorn closes an idle connection after 5 s,
+    and a request sent as it does would fail for the client's sake, not the server's (a
+    browser retries those)."""
 
     def __init__(self, base_url: str, headers: dict[str, str]) -> None:
         self._base_url, self._headers = base_url, headers
-        self._idle: list[Connection] = []
+        self._idle: list[tuple[Connection, float]] = []
         self.opened: list[Connection] = []
 
     def take(self) -> Connection:
-        if self._idle:
-            return self._idle.pop()
+        now = time.monotonic()
+        while self._idle:
+            connection, since = self._idle.pop()
+            if now - since < KEEP_ALIVE_SECONDS:
+                return connection
         connection = Connection(self._base_url, self._headers)
         self.opened.append(connection)
         return connection
 
     def give(self, connection: Connection) -> None:
-        self._idle.append(connection)
+        self._idle.append((connection, time.monotonic()))
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.opened))
