@@ -11,6 +11,7 @@ from openagents.composition import Container, build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Repo, Session
 from openagents.git.github import GitHubHost, StaticToken
+from openagents.sandbox.answers import GitStatus
 from openagents.sandbox.git_answers import GitRemote
 from openagents.sandbox.port import SandboxHandle
 from openagents.services.auto_commit import MAX_BUNDLE_BYTES, AutoCommitService
@@ -31,8 +32,10 @@ class HostileSandbox(SandboxdFake):
     def __init__(self) -> None:
         self.given: list[object] = []
 
-    def git_status(self) -> dict[str, Any]:
-        return {"branch": "feature", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
+    def git_status(self) -> GitStatus:
+        return GitStatus.from_answer(
+            {"branch": "feature", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
+        )
 
     def git_remote(self) -> GitRemote:
         return GitRemote(
@@ -110,8 +113,10 @@ def test_a_hostile_bundle_is_refused_and_the_token_never_handed_over(app: Contai
 class OnTheDefaultBranch(HostileSandbox):
     """On ``main`` with unpushed work, and lying that the default branch is ``develop``."""
 
-    def git_status(self) -> dict[str, Any]:
-        return {"branch": "main", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
+    def git_status(self) -> GitStatus:
+        return GitStatus.from_answer(
+            {"branch": "main", "hasUncommittedChanges": False, "hasUnpushedCommits": True}
+        )
 
     def git_remote(self) -> GitRemote:
         return GitRemote(
@@ -139,8 +144,10 @@ def test_no_push_when_the_git_host_cannot_name_the_default_branch(app: Container
 class OnAnotherBranch(HostileSandbox):
     """Checked out ``release`` with unpushed work, and ready to bundle it."""
 
-    def git_status(self) -> dict[str, Any]:
-        return {"branch": "release", "hasUncommittedChanges": True, "hasUnpushedCommits": True}
+    def git_status(self) -> GitStatus:
+        return GitStatus.from_answer(
+            {"branch": "release", "hasUncommittedChanges": True, "hasUnpushedCommits": True}
+        )
 
     def git_branch(self) -> dict[str, Any]:
         return {"branch": "release", "head": "a" * 40}

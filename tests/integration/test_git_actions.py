@@ -121,7 +121,7 @@ def test_commit_push_pr_readiness_and_fix_checks(
     with pytest.raises(GenerationFailed, match="no commitMessage"):
         actions.commit(ALICE, session.id, None)
     status = container.sandbox_tools.git_status(ALICE, session.id)
-    assert (status["stagedCount"], status["untrackedCount"]) == (0, 1)
+    assert (status.staged_count, status.untracked_count) == (0, 1)
     script.write_text(json.dumps(SCRIPT))
 
     committed = actions.commit(ALICE, session.id, None)

@@ -149,7 +149,7 @@ def test_snapshot_restore_round_trip_is_verified(driver: LocalDriver, tmp_path: 
     # Then every file is back, byte for byte, with git's HEAD and uncommitted work
     assert tree(sandbox_workspace(restored.ref)) == before
     status = client(driver, restored).git_status()
-    assert status["untrackedCount"] == 1
+    assert status.untracked_count == 1
     driver.delete_snapshot(ref)
     assert not driver.snapshot_file(ref).exists()
     driver.delete_snapshot(ref)  # deleting twice is fine

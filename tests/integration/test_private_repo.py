@@ -194,7 +194,7 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert git(bare, "log", "-1", "--format=%s", str(session.branch)) == "chore: update agent.txt"
     pushes = [p for method, p, ok in served.seen if ok and p.endswith("/git-receive-pack")]
     assert pushes == ["/acme/origin.git/git-receive-pack"]
-    assert client.git_status()["ahead"] == 0  # the push is recorded in the sandbox
+    assert client.git_status().ahead == 0  # the push is recorded in the sandbox
     assert client.git_remote().upstream == f"origin/{session.branch}"
     # and the token never entered: the sandbox itself never pushed or asked for credentials
     assert client.exec("test -e /tmp/pre-push-ran")["exitCode"] == 1
@@ -224,7 +224,7 @@ def test_an_existing_branch_of_a_private_repository_is_checked_out_tracking_orig
     remote = client.git_remote()
     assert (remote.default_branch, remote.upstream) == ("main", "origin/feature")
     status = client.git_status()
-    assert (status["branch"], status["ahead"], status["hasUncommittedChanges"]) == (
+    assert (status.branch, status.ahead, status.has_uncommitted_changes) == (
         "feature",
         0,
         False,

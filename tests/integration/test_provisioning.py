@@ -72,7 +72,7 @@ def test_existing_branch_is_cloned_and_session_becomes_active(
     assert active.sandbox_expires_at is not None
     assert active.lifecycle_version == 1
     status = container.sandbox_tools.git_status(ALICE, session.id)
-    assert status["branch"] == "feature"
+    assert status.branch == "feature"
     files = container.sandbox_tools.files(ALICE, session.id, ".", 1)
     assert {"README.md", "app.py", "feature.txt"} <= {e["path"] for e in files["entries"]}
     ran = container.sandbox_tools.exec(ALICE, session.id, argv=["git", "log", "--format=%s"])
@@ -90,7 +90,7 @@ def test_new_branch_is_created_from_the_default_branch(runtime: Container, tmp_p
     active = wait_for(container, session.id, {LifecycleState.ACTIVE, LifecycleState.FAILED})
     assert active.lifecycle_state is LifecycleState.ACTIVE, active.lifecycle_error
     status = container.sandbox_tools.git_status(ALICE, session.id)
-    assert status["branch"] == session.branch
+    assert status.branch == session.branch
     assert (session.branch or "").startswith("as/")
     head = container.sandbox_tools.exec(ALICE, session.id, argv=["git", "log", "-1", "--format=%s"])
     assert head["stdout"].strip() == "app"  # main's tip, not feature's

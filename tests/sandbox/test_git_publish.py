@@ -83,10 +83,10 @@ def test_upstream_records_what_a_push_would(client: SandboxClient, origin: Origi
     head = client.git_commit("chore: update work.txt", "A", "a@example.com").head
     assert head is not None
     assert client.git_remote().upstream is None
-    assert client.git_status()["ahead"] == 1  # against origin's default branch
+    assert client.git_status().ahead == 1  # against origin's default branch
     client.git_upstream("agent/bundled", head)
     assert client.git_remote().upstream == "origin/agent/bundled"
-    assert client.git_status()["ahead"] == 0
+    assert client.git_status().ahead == 0
     with expect_error(400, "bad_request"):
         client.git_upstream("agent/bundled", "HEAD")
     with expect_error(400, "invalid_branch"):
@@ -198,7 +198,7 @@ def test_a_clone_bundle_restores_as_a_clone(
         default_branch="main", origin_head="refs/remotes/origin/main", upstream="origin/feature"
     )
     status = client.git_status()
-    assert (status["hasUncommittedChanges"], status["ahead"]) == (False, 0)
+    assert (status.has_uncommitted_changes, status.ahead) == (False, 0)
     assert (sandbox.workspace / "feature.txt").read_text() == "feature work\n"
     origin_url = client.exec("git remote get-url origin")["stdout"]
     assert origin_url == "https://github.com/acme/widget\n"  # no credentials in it

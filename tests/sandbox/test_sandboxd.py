@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openagents.sandbox.answers import Health, PreparedWorkspace, Restored, Synced
+from openagents.sandbox.answers import GitStatus, Health, PreparedWorkspace, Restored, Synced
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
 from openagents.sandbox.port import SandboxError
 
@@ -352,7 +353,7 @@ def test_prepare_creates_a_new_branch_from_the_default_branch(
     result = prepare(client, origin, "agent/new-work", new=True)
     assert result == PreparedWorkspace("agent/new-work", origin.main_head, "main")
     assert client.git_branch()["branch"] == "agent/new-work"
-    assert client.git_status()["ahead"] == 0
+    assert client.git_status().ahead == 0
 
 
 def test_prepare_is_idempotent(client: SandboxClient, origin: Origin) -> None:
@@ -427,18 +428,19 @@ def test_git_status_counts(client: SandboxClient, origin: Origin) -> None:
     prepare(client, origin, "agent/status", new=True)
     make_changes(client)
     status = client.git_status()
-    files = {item["path"]: item["status"] for item in status.pop("uncommittedFiles")}
-    assert status == {
-        "branch": "agent/status",
-        "isDetachedHead": False,
-        "hasUncommittedChanges": True,
-        "hasUnpushedCommits": True,
-        "stagedCount": 3,
-        "unstagedCount": 2,
-        "untrackedCount": 1,
-        "ahead": 1,
-        "behind": 0,
-    }
+    files = {item.path: item.status for item in status.uncommitted_files}
+    assert dataclasses.replace(status, uncommitted_files=()) == GitStatus(
+        branch="agent/status",
+        is_detached_head=False,
+        has_uncommitted_changes=True,
+        has_unpushed_commits=True,
+        staged_count=3,
+        unstaged_count=2,
+        untracked_count=1,
+        ahead=1,
+        behind=0,
+        uncommitted_files=(),
+    )
     assert files == {
         "src/app.py": "modified",
         "docs/old.txt": "deleted",
@@ -452,14 +454,14 @@ def test_git_status_counts(client: SandboxClient, origin: Origin) -> None:
 def test_git_status_with_upstream_and_detached_head(client: SandboxClient, origin: Origin) -> None:
     prepare(client, origin, "feature")
     status = client.git_status()
-    assert (status["ahead"], status["hasUncommittedChanges"]) == (0, False)
+    assert (status.ahead, status.has_uncommitted_changes) == (0, False)
     client.exec(
         "git commit --quiet --allow-empty -m one && git commit --quiet --allow-empty -m two"
     )
-    assert client.git_status()["ahead"] == 2
+    assert client.git_status().ahead == 2
     client.exec("git switch --quiet --detach HEAD~1")
     detached = client.git_status()
-    assert (detached["branch"], detached["isDetachedHead"]) == (None, True)
+    assert (detached.branch, detached.is_detached_head) == (None, True)
     assert client.git_branch()["detached"] is True
 
 

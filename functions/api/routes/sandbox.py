@@ -1,6 +1,7 @@
 """Sandboxes: provisioning kick, and the sandbox tools (exec, files, git, diff)."""
 
 import asyncio
+import dataclasses
 from datetime import datetime
 from typing import Annotated
 
@@ -86,7 +87,8 @@ def sandbox_file_content(
 
 @router.get(f"{TOOLS}/git-status", responses=ERRORS)
 def sandbox_git_status(session_id: str, app: App, caller: Caller) -> GitStatusOut:
-    return GitStatusOut.model_validate(app.sandbox_tools.git_status(caller, session_id))
+    status = app.sandbox_tools.git_status(caller, session_id)
+    return GitStatusOut.model_validate(dataclasses.asdict(status))
 
 
 @router.get(f"{TOOLS}/diff", responses=ERRORS)

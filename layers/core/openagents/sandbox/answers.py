@@ -167,3 +167,63 @@ class PreparedWorkspace:
             head=commit_id(place, "head"),
             default_branch=ref_name(place, "defaultBranch"),
         )
+
+
+@dataclass(frozen=True)
+class UncommittedFile:
+    path: str
+    status: str  # modified, added, deleted, renamed, copied, conflicted or untracked
+
+
+@dataclass(frozen=True)
+class GitStatus:
+    """``GET /git/status`` (git's porcelain v2, counted by sandboxd): the sandbox's word, shown
+    and used to decide what to commit, never where to push."""
+
+    branch: str | None
+    is_detached_head: bool
+    has_uncommitted_changes: bool
+    has_unpushed_commits: bool
+    staged_count: int
+    unstaged_count: int
+    untracked_count: int
+    ahead: int
+    behind: int
+    uncommitted_files: tuple[UncommittedFile, ...]
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> GitStatus:
+        what = "git status"
+
+        def flag(name: str) -> bool:
+            return _field(answer, name, bool, what) is True
+
+        def count(name: str) -> int:
+            return _field(answer, name, int, what) or 0
+
+        return cls(
+            branch=_field(answer, "branch", str, what),
+            is_detached_head=flag("isDetachedHead"),
+            has_uncommitted_changes=flag("hasUncommittedChanges"),
+            has_unpushed_commits=flag("hasUnpushedCommits"),
+            staged_count=count("stagedCount"),
+            unstaged_count=count("unstagedCount"),
+            untracked_count=count("untrackedCount"),
+            ahead=count("ahead"),
+            behind=count("behind"),
+            uncommitted_files=tuple(
+                UncommittedFile(
+                    path=_field(entry, "path", str, what) or "",
+                    status=_field(entry, "status", str, what) or "",
+                )
+                for entry in _objects(answer, "uncommittedFiles")
+            ),
+        )
+
+
+def _objects(answer: Answer, name: str) -> list[Answer]:
+    """``answer[name]``: a list of JSON objects (empty when absent)."""
+    value = answer.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise SandboxError(f"sandboxd answered an invalid {name}")
+    return value

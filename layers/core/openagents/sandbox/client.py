@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox import answers
 from openagents.sandbox.answers import (
+    GitStatus,
     Health,
     PreparedWorkspace,
     Restored,
@@ -295,8 +296,8 @@ class SandboxClient:
     def git_branch(self) -> JsonObject:
         return self._json("GET", "/git/branch")
 
-    def git_status(self) -> JsonObject:
-        return self._json("GET", "/git/status")
+    def git_status(self) -> GitStatus:
+        return GitStatus.from_answer(self._json("GET", "/git/status"))
 
     def git_diff(self) -> JsonObject:
         return self._json("GET", "/git/diff")

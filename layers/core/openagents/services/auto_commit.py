@@ -25,7 +25,7 @@ from openagents.domain.models import PrStatus, Repo, Session, pr_key
 from openagents.domain.runs import Run
 from openagents.git import GitHost, GitHostError, ReceivesPushes
 from openagents.sandbox.git_answers import GitPlace
-from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
+from openagents.sandbox.port import GitStatus, Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
 from openagents.services.git_cards import Card, CardValue, GitCards
@@ -55,8 +55,8 @@ class PushResult:
     no_host: bool = False
 
 
-def commit_message(status: dict[str, Any]) -> str:
-    files = [f.get("path", "") for f in status.get("uncommittedFiles") or []]
+def commit_message(status: GitStatus) -> str:
+    files = [f.path for f in status.uncommitted_files]
     if len(files) == 1:
         return f"chore: update {files[0]}"[:72]
     return f"chore: update {len(files)} files"
@@ -138,14 +138,14 @@ class AutoCommitService:
         if own == base:
             return {"skipped": f"{own} is the default branch", "branch": own}
         outcome: dict[str, Any] = {"branch": own, "base": known, "committed": False}
-        if status.get("hasUncommittedChanges"):
+        if status.has_uncommitted_changes:
             subject = commit_message(status)
             try:
                 done = client.git_commit(subject, *git_identity(session))
             except SandboxError as exc:
                 return outcome | {"skipped": f"commit failed: {_tail(exc)}"}
             outcome |= {"committed": True, "commit": done.head, "subject": subject}
-        elif not status.get("hasUnpushedCommits"):
+        elif not status.has_unpushed_commits:
             return outcome | {"pushed": False, "skipped": "nothing to commit or push"}
         if known is None:
             reason = "the git host did not name the repository's default branch"
@@ -273,10 +273,10 @@ def cards_of(outcome: dict[str, Any]) -> list[Card]:
     return cards
 
 
-def _off_branch(status: dict[str, Any], own: str) -> dict[str, Any] | None:
+def _off_branch(status: GitStatus, own: str) -> dict[str, Any] | None:
     """Why the sandbox's checkout is not the session's own branch to push; None when it is."""
-    current = status.get("branch")
-    if status.get("isDetachedHead") or not current:
+    current = status.branch
+    if status.is_detached_head or not current:
         return {"skipped": "detached HEAD", "branch": own}
     if current != own:  # the sandbox checked another branch out: not this session's to push
         shown = str(current)[:MAX_SHOWN_CHARS]

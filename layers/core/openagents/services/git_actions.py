@@ -221,9 +221,9 @@ class GitActions:
         session, client = self._live(identity, session_id)
         self._no_turn(session)
         status = self._sandbox(lambda: client.git_status())
-        if status.get("isDetachedHead") or not status.get("branch"):
+        if status.is_detached_head or not status.branch:
             raise CommitRefused("The sandbox is on a detached HEAD: check a branch out first")
-        if not status.get("hasUncommittedChanges"):
+        if not status.has_uncommitted_changes:
             raise NothingToCommit("Nothing to commit: the working tree is clean")
         generated = message is None
         if message is None:
@@ -243,7 +243,7 @@ class GitActions:
                 raise NothingToCommit("Nothing to commit: the working tree is clean") from None
             raise self._sandbox_error(exc) from None
         commit = place.head or ""
-        branch = str(status.get("branch"))
+        branch = str(status.branch)
         self._audit(
             session,
             self._entry(

@@ -17,7 +17,7 @@ from openagents.domain.checkpoints import NoCheckpoint
 from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import Reverted, Sandboxd, SandboxdClients, SandboxError
+from openagents.sandbox.port import GitStatus, Reverted, Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock
 from openagents.services.caps import Caps, Counted, Slot, Wording
 from openagents.services.sessions import owned
@@ -171,8 +171,8 @@ class SandboxTools:
         )
         return result
 
-    def git_status(self, identity: Identity, session_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(identity, session_id, lambda c: c.git_status())
+    def git_status(self, identity: Identity, session_id: str) -> GitStatus:
+        result: GitStatus = self._call(identity, session_id, lambda c: c.git_status())
         return result
 
     def revert(
