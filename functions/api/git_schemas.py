@@ -5,6 +5,7 @@ from typing import Annotated, Literal
 
 from openagents.domain.runs import RunStatus
 from openagents.git import CheckRun, PullRequest, PullRequestState
+from openagents.services.git_actions import MAX_PATH_CHARS, MAX_PATHS
 from openagents.services.merge_readiness import Readiness
 from pydantic import AfterValidator, Field, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
@@ -38,11 +39,11 @@ class CommitOut(Out):
     branch: str | None
 
 
-WorkspacePath = Annotated[str, Field(max_length=4096)]
+WorkspacePath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 
 
 class DiscardIn(Body):
-    paths: Annotated[list[WorkspacePath], Field(max_length=1000)] | None = None
+    paths: Annotated[list[WorkspacePath], Field(max_length=MAX_PATHS)] | None = None
 
 
 class CheckpointRef(Out):
