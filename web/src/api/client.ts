@@ -160,6 +160,17 @@ export function createApi(call: Call) {
         params: { session_id: id, port: String(port) },
         body: { path: "/", visibility: "private" },
       }),
+    makePreviewPublic: (id: string, port: number) =>
+      call("post", "/api/sessions/{session_id}/ports/{port}/preview", {
+        params: { session_id: id, port: String(port) },
+        body: { path: "/", visibility: "public" },
+      }),
+    revokePreview: (id: string, port: number) =>
+      call("delete", "/api/sessions/{session_id}/ports/{port}/preview", {
+        params: { session_id: id, port: String(port) },
+      }),
+    publicPreviews: (id: string) =>
+      call("get", "/api/sessions/{session_id}/previews", { params: session(id) }),
 
     startTurn: (sessionId: string, chatId: string, message: UIMessage, modelId?: string | null) =>
       call("post", "/api/chat", {

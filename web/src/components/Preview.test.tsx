@@ -49,6 +49,34 @@ describe("Preview", () => {
     expect(screen.queryByTitle("Preview")).toBeNull();
   });
 
+  it("makes a port public on purpose, shows its link, and revokes it", async () => {
+    const user = userEvent.setup();
+    const PUBLIC = "http://8765-abc.localhost:8000/__preview/auth?token=pub.s3cret&path=%2F";
+    const made = { port: 8765, url: PUBLIC, createdAt: "2026-12-03T12:00:00Z" };
+    const publicPreviews = vi
+      .fn()
+      .mockResolvedValueOnce({ previews: [] })
+      .mockResolvedValueOnce({ previews: [made] })
+      .mockResolvedValueOnce({ previews: [] });
+    const makePreviewPublic = vi.fn(async () => ({
+      url: PUBLIC,
+      expiresAt: null,
+      visibility: "public" as const,
+    }));
+    const revokePreview = vi.fn(async () => undefined as never);
+    renderWithApi(
+      <Preview sessionId="s1" running />,
+      fakeApi({ ports: vi.fn(async () => listening), publicPreviews, makePreviewPublic, revokePreview }),
+    );
+    await user.click(await screen.findByRole("button", { name: "Make 8765 public" }));
+    expect(makePreviewPublic).toHaveBeenCalledWith("s1", 8765);
+    expect(await screen.findByLabelText("Public link to 8765")).toHaveValue(PUBLIC);
+    await user.click(screen.getByRole("button", { name: "Revoke public link to 8765" }));
+    expect(revokePreview).toHaveBeenCalledWith("s1", 8765);
+    expect(await screen.findByRole("button", { name: "Make 8765 public" })).toBeInTheDocument();
+    expect(screen.queryByLabelText("Public link to 8765")).toBeNull();
+  });
+
   it("starts the dev server and shows it, then stops it", async () => {
     const user = userEvent.setup();
     const startDevServer = vi.fn(async () => ({

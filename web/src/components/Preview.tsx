@@ -51,6 +51,12 @@ function Ports({ sessionId, pollMs }: { sessionId: string; pollMs: number }) {
   const api = useApi();
   const load = useCallback(() => api.ports(sessionId).then((answer) => answer.ports), [api, sessionId]);
   const { data, error, reload } = useLoader(load);
+  const loadPublic = useCallback(
+    () => api.publicPreviews(sessionId).then((answer) => answer.previews),
+    [api, sessionId],
+  );
+  const publicLinks = useLoader(loadPublic); // a failure here hides no port: none shown public
+  const publicUrl = (port: number) => publicLinks.data?.find((p) => p.port === port)?.url;
   const [shown, setShown] = useState<string | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
@@ -111,6 +117,16 @@ function Ports({ sessionId, pollMs }: { sessionId: string; pollMs: number }) {
       }
     });
   };
+  const makePublic = (port: number) =>
+    act(`public ${port}`, async () => {
+      await api.makePreviewPublic(sessionId, port);
+      publicLinks.reload();
+    });
+  const revoke = (port: number) =>
+    act(`revoke ${port}`, async () => {
+      await api.revokePreview(sessionId, port);
+      publicLinks.reload();
+    });
   const showLog = () =>
     act("Reading the log…", async () => {
       setLog((await api.devServer(sessionId)).logTail ?? "");
@@ -150,6 +166,27 @@ function Ports({ sessionId, pollMs }: { sessionId: string; pollMs: number }) {
               <button type="button" onClick={() => void open(port, true)}>
                 Open {port.port} in a new tab
               </button>
+              {publicUrl(port.port) ? (
+                <>
+                  {" "}
+                  <input
+                    readOnly
+                    value={publicUrl(port.port)}
+                    aria-label={`Public link to ${port.port}`}
+                    onFocus={(event) => event.currentTarget.select()}
+                  />{" "}
+                  <button type="button" onClick={() => void revoke(port.port)} disabled={busy !== null}>
+                    Revoke public link to {port.port}
+                  </button>
+                </>
+              ) : (
+                <>
+                  {" "}
+                  <button type="button" onClick={() => void makePublic(port.port)} disabled={busy !== null}>
+                    Make {port.port} public
+                  </button>
+                </>
+              )}
             </li>
           ))}
         </ul>
