@@ -171,7 +171,7 @@ def test_a_session_without_a_repository_keeps_its_files_through_archive(
     # with a file written, shown in its Changes
     run(container, session.id, "mkdir -p notes && echo keep me > notes/plan.md")
     diff = container.sandbox_tools.diff(ALICE, session.id)
-    assert [f["path"] for f in diff["files"]] == ["notes/plan.md"], diff
+    assert [f.path for f in diff.files] == ["notes/plan.md"], diff
     # When it is archived, then unarchived
     container.sessions.update(ALICE, session.id, title=None, status=SessionStatus.ARCHIVED)
     done = wait_until(container, session.id, finalized)

@@ -97,7 +97,7 @@ def test_new_branch_is_created_from_the_default_branch(runtime: Container, tmp_p
     # And the diff is cached with its line counts on the session
     container.sandbox_tools.exec(ALICE, session.id, command="printf 'a\\nb\\n' > new.txt")
     diff = container.sandbox_tools.diff(ALICE, session.id)
-    assert diff["totalAdditions"] == 2
+    assert diff.total_additions == 2
     cached, _ = container.sandbox_tools.cached_diff(ALICE, session.id)
     assert cached == diff
     assert container.sessions.get(ALICE, session.id).lines_added == 2

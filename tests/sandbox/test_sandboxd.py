@@ -469,11 +469,8 @@ def test_git_diff_against_the_merge_base(client: SandboxClient, origin: Origin) 
     prepare(client, origin, "agent/diff", new=True)
     make_changes(client)
     diff = client.git_diff()
-    assert (diff["base"], diff["baseRef"]) == (origin.main_head, "origin/main")
-    summary = [
-        (f["status"], f["path"], f["additions"], f["deletions"], f["diff"] is None)
-        for f in diff["files"]
-    ]
+    assert (diff.base, diff.base_ref) == (origin.main_head, "origin/main")
+    summary = [(f.status, f.path, f.additions, f.deletions, f.diff is None) for f in diff.files]
     assert summary == [
         ("modified", "README.md", 1, 0, False),
         ("modified", "package-lock.json", 3, 1, True),
@@ -483,11 +480,11 @@ def test_git_diff_against_the_merge_base(client: SandboxClient, origin: Origin) 
         ("renamed", "docs/manual.md", 0, 0, False),
         ("deleted", "docs/old.txt", 0, 3, False),
     ]
-    assert (diff["totalAdditions"], diff["totalDeletions"]) == (10, 5)
-    by_path = {f["path"]: f for f in diff["files"]}
-    assert by_path["docs/manual.md"]["oldPath"] == "docs/guide.md"
-    assert "+    return 2" in by_path["src/app.py"]["diff"]
-    assert "@@ -0,0 +1,3 @@\n+one\n+two\n+three\n" in by_path["notes.txt"]["diff"]
+    assert (diff.total_additions, diff.total_deletions) == (10, 5)
+    by_path = {f.path: f for f in diff.files}
+    assert by_path["docs/manual.md"].old_path == "docs/guide.md"
+    assert "+    return 2" in (by_path["src/app.py"].diff or "")
+    assert "@@ -0,0 +1,3 @@\n+one\n+two\n+three\n" in (by_path["notes.txt"].diff or "")
 
 
 def test_git_diff_without_commits_or_repository(client: SandboxClient) -> None:
@@ -498,10 +495,10 @@ def test_git_diff_without_commits_or_repository(client: SandboxClient) -> None:
     client.exec("git init --quiet -b main")
     client.write_file("first.txt", "a\nb")
     diff = client.git_diff()
-    assert diff["base"] is None
-    [only] = diff["files"]
-    assert (only["path"], only["status"], only["additions"]) == ("first.txt", "added", 2)
-    assert only["diff"].endswith("+b\n\\ No newline at end of file\n")
+    assert diff.base is None
+    [only] = diff.files
+    assert (only.path, only.status, only.additions) == ("first.txt", "added", 2)
+    assert (only.diff or "").endswith("+b\n\\ No newline at end of file\n")
     assert client.git_branch() == {"branch": "main", "head": None, "detached": False}
 
 

@@ -94,14 +94,14 @@ def sandbox_git_status(session_id: str, app: App, caller: Caller) -> GitStatusOu
 @router.get(f"{TOOLS}/diff", responses=ERRORS)
 def sandbox_diff(session_id: str, app: App, caller: Caller) -> DiffOut:
     """The workspace diff against the default branch; cached with line counts on the session."""
-    return DiffOut.model_validate(app.sandbox_tools.diff(caller, session_id))
+    return DiffOut.model_validate(dataclasses.asdict(app.sandbox_tools.diff(caller, session_id)))
 
 
 @router.get(f"{TOOLS}/diff/cached", responses=ERRORS)
 def sandbox_cached_diff(session_id: str, app: App, caller: Caller) -> CachedDiffOut:
     """The last computed diff, for a paused or archived session (404 when none)."""
     diff, cached_at = app.sandbox_tools.cached_diff(caller, session_id)
-    return CachedDiffOut(data=DiffOut.model_validate(diff), cached_at=cached_at)
+    return CachedDiffOut(data=DiffOut.model_validate(dataclasses.asdict(diff)), cached_at=cached_at)
 
 
 def _ms(moment: datetime | None) -> int | None:

@@ -227,3 +227,66 @@ def _objects(answer: Answer, name: str) -> list[Answer]:
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         raise SandboxError(f"sandboxd answered an invalid {name}")
     return value
+
+
+@dataclass(frozen=True)
+class DiffFile:
+    path: str
+    old_path: str | None  # a rename's source
+    status: str  # modified, added, renamed or deleted
+    additions: int
+    deletions: int
+    diff: str | None  # None: a lock or generated file, or a patch past sandboxd's caps
+
+
+@dataclass(frozen=True)
+class GitDiff:
+    """``GET /git/diff``: the working tree against the merge base with origin's default branch
+    (``base``; None with no commit), file by file."""
+
+    base: str | None
+    base_ref: str | None
+    files: tuple[DiffFile, ...]
+    total_additions: int
+    total_deletions: int
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> GitDiff:
+        what = "git diff"
+        return cls(
+            base=_field(answer, "base", str, what),
+            base_ref=_field(answer, "baseRef", str, what),
+            files=tuple(
+                DiffFile(
+                    path=_field(entry, "path", str, what) or "",
+                    old_path=_field(entry, "oldPath", str, what),
+                    status=_field(entry, "status", str, what) or "",
+                    additions=_field(entry, "additions", int, what) or 0,
+                    deletions=_field(entry, "deletions", int, what) or 0,
+                    diff=_field(entry, "diff", str, what),
+                )
+                for entry in _objects(answer, "files")
+            ),
+            total_additions=_field(answer, "totalAdditions", int, what) or 0,
+            total_deletions=_field(answer, "totalDeletions", int, what) or 0,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The answer as sandboxd writes it (``sandbox/sandboxd/diff.py``): the cached diff."""
+        return {
+            "base": self.base,
+            "baseRef": self.base_ref,
+            "files": [
+                {
+                    "path": f.path,
+                    "oldPath": f.old_path,
+                    "status": f.status,
+                    "additions": f.additions,
+                    "deletions": f.deletions,
+                    "diff": f.diff,
+                }
+                for f in self.files
+            ],
+            "totalAdditions": self.total_additions,
+            "totalDeletions": self.total_deletions,
+        }

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox import answers
 from openagents.sandbox.answers import (
+    GitDiff,
     GitStatus,
     Health,
     PreparedWorkspace,
@@ -299,8 +300,8 @@ class SandboxClient:
     def git_status(self) -> GitStatus:
         return GitStatus.from_answer(self._json("GET", "/git/status"))
 
-    def git_diff(self) -> JsonObject:
-        return self._json("GET", "/git/diff")
+    def git_diff(self) -> GitDiff:
+        return GitDiff.from_answer(self._json("GET", "/git/diff"))
 
     def checkpoint(self, ref: str) -> Checkpoint:
         """Save the workspace (every file git does not ignore, the staging area, HEAD) as a

@@ -17,7 +17,14 @@ from openagents.domain.checkpoints import NoCheckpoint
 from openagents.domain.errors import InvalidInput, NotFound, RateLimited, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import GitStatus, Reverted, Sandboxd, SandboxdClients, SandboxError
+from openagents.sandbox.port import (
+    GitDiff,
+    GitStatus,
+    Reverted,
+    Sandboxd,
+    SandboxdClients,
+    SandboxError,
+)
 from openagents.services import Clock
 from openagents.services.caps import Caps, Counted, Slot, Wording
 from openagents.services.sessions import owned
@@ -193,27 +200,27 @@ class SandboxTools:
         result: Reverted = self._call(identity, session_id, call)
         return result
 
-    def diff(self, identity: Identity, session_id: str) -> dict[str, Any]:
+    def diff(self, identity: Identity, session_id: str) -> GitDiff:
         """Compute the diff, then cache it (artifact store) with the line counts on the session."""
         session, client = self._running(identity, session_id)
-        diff: dict[str, Any] = self._sandbox_call(session, client.git_diff)
+        diff: GitDiff = self._sandbox_call(session, client.git_diff)
         now = self._clock()
-        self._artifacts.put(diff_key(session.id), json.dumps(diff).encode())
+        self._artifacts.put(diff_key(session.id), json.dumps(diff.to_json()).encode())
         # the session may have left `active` meanwhile; the next diff updates the counts
         with contextlib.suppress(StaleState):
             counts = Change(
-                lines_added=int(diff.get("totalAdditions", 0)),
-                lines_removed=int(diff.get("totalDeletions", 0)),
+                lines_added=diff.total_additions,
+                lines_removed=diff.total_deletions,
                 cached_diff_at=now,
             )
             self._transitions.move(session, ACTIVE, counts)
         return diff
 
-    def cached_diff(self, identity: Identity, session_id: str) -> tuple[dict[str, Any], datetime]:
+    def cached_diff(self, identity: Identity, session_id: str) -> tuple[GitDiff, datetime]:
         session = owned(self._store.get_session(session_id), identity)
         if session.cached_diff_at is None:
             raise NotFound("No cached diff available")
-        diff: dict[str, Any] = json.loads(self._artifacts.get(diff_key(session.id)))
+        diff = GitDiff.from_answer(json.loads(self._artifacts.get(diff_key(session.id))))
         return diff, session.cached_diff_at
 
 
