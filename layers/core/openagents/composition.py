@@ -343,7 +343,11 @@ def _stores(
 
         publish = bus.publish if bus is not None else None
         sqlite = SqliteStore(
-            settings.sqlite_path, artifacts, settings.inline_message_bytes, publish=publish
+            settings.sqlite_path,
+            artifacts,
+            settings.inline_message_bytes,
+            publish=publish,
+            max_user_bytes=settings.user_storage_max_bytes,
         )
         return sqlite, SqliteRunStore(sqlite)
     from openagents.store import items
@@ -352,7 +356,9 @@ def _stores(
 
     table = items.Table(settings.table_name, settings.dynamodb_endpoint, settings.region)
     items.bind(table.name, table.host, table.region)  # for code that uses the models directly
-    dynamo = DynamoStore(artifacts, settings.inline_message_bytes, table)
+    dynamo = DynamoStore(
+        artifacts, settings.inline_message_bytes, table, settings.user_storage_max_bytes
+    )
     return dynamo, DynamoRunStore(dynamo)
 
 

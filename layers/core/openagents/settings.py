@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     max_chats_per_session: int = Field(default=100, ge=1, le=500)
     max_message_bytes: int = Field(default=1_048_576, ge=1024)
     inline_message_bytes: int = Field(default=300_000, ge=1024, le=350_000)
+    # a user's stored bytes: messages, live runs' event logs, attachments (store/storage.py)
+    user_storage_max_bytes: int = Field(default=1 << 30, ge=1 << 20)
     allow_local_repos: bool = True  # forced off in AWS mode
 
     # --- local repositories (openagents/git/roots.py; docs/sandboxes.md "Local repositories") ---

@@ -162,7 +162,8 @@ class AgentLoop:
         if status is RunStatus.ABORTED:
             chunks.append(AbortChunk(reason="stopped by the user"))
         chunks.append(FinishChunk(finish_reason=FINISH_REASONS[status]))
-        self._runs.append(run_id, [chunk.to_json() for chunk in chunks])
+        # never refused for storage: a turn that filled the user's storage still ends
+        self._runs.append(run_id, [chunk.to_json() for chunk in chunks], bounded=False)
         self._model.forget(run_id)
         self._io.forget(run_id)
         ended = self._runs.finish(

@@ -48,6 +48,13 @@ class PayloadTooLarge(DomainError):
     code = "payload_too_large"
 
 
+class StorageFull(PayloadTooLarge):
+    """The write would take the user's stored bytes past ``OPENAGENTS_USER_STORAGE_MAX_BYTES``;
+    nothing was written. The message says what to delete."""
+
+    code = "storage_full"
+
+
 class RateLimited(DomainError):
     code = "rate_limited"
 

@@ -27,6 +27,7 @@ from openagents.domain.errors import (
     InvalidInput,
     NotFound,
     SessionArchived,
+    StorageFull,
     TurnConflict,
     Unavailable,
 )
@@ -267,7 +268,7 @@ class AgentTurns:
             raise TurnConflict(
                 f"Another turn is running in this chat (run {busy.run_id})", field="chatId"
             ) from None
-        except (MessageIdTaken, Gone) as error:
+        except (MessageIdTaken, Gone, StorageFull) as error:  # nothing written, no run
             raise message_error(error) from None
         if not started.created:
             return started.run  # the same message again: the run it started

@@ -16,6 +16,7 @@ from openagents.domain.errors import (
     NotFound,
     PayloadTooLarge,
     SessionArchived,
+    StorageFull,
     TurnConflict,
 )
 from openagents.domain.identity import Identity
@@ -56,8 +57,12 @@ class ChatView:
     has_unread: bool
 
 
-def message_error(error: MessageIdTaken | Gone) -> DomainError:
-    """The API's answer to a message the store refused."""
+def message_error(error: MessageIdTaken | Gone | StorageFull) -> DomainError:
+    """The API's answer to a message the store refused (413 ``storage_full`` naming what to
+    delete when it would pass the user's storage)."""
+    if isinstance(error, StorageFull):
+        error.field = "message"
+        return error
     if isinstance(error, MessageIdTaken):
         return Conflict(
             "Message ID already belongs to a different chat or role", field="message.id"
@@ -189,7 +194,7 @@ class ChatService:
             result = self._store.put_message(
                 turn.session, turn.chat, turn.message, activity=turn.activity
             )
-        except (MessageIdTaken, Gone) as error:
+        except (MessageIdTaken, Gone, StorageFull) as error:
             raise message_error(error) from None
         if result == "inserted":
             self.count(role)

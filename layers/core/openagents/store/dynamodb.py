@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +42,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.store import cursor
+from openagents.store import dynamodb_storage as storage
 from openagents.store.dynamodb_writes import insert_message, message_claim
 from openagents.store.items import (
     AuditItem,
@@ -125,7 +126,7 @@ from openagents.store.shared import (
     page_of,
     status_change,
 )
-from openagents.store.transaction import Transaction, guard
+from openagents.store.transaction import CONFLICT_RETRIES, Transaction, guard
 
 __all__ = ["DynamoStore"]
 
@@ -155,11 +156,17 @@ class DynamoStore(DynamoPreviews):
     """``Store`` on one DynamoDB table (``items.Table``: the models bound to it)."""
 
     def __init__(
-        self, artifacts: ArtifactStore, inline_message_bytes: int, table: Table | None = None
+        self,
+        artifacts: ArtifactStore,
+        inline_message_bytes: int,
+        table: Table | None = None,
+        max_user_bytes: int | None = None,
     ) -> None:
         """``table``: the table this store works on (its models bound to it alone); None: the
-        one ``items.bind`` named when the store is built."""
+        one ``items.bind`` named when the store is built. ``max_user_bytes``: a user's stored
+        bytes (``store/storage.py``; None: unbounded)."""
         self.bodies = MessageBodies(artifacts, inline_message_bytes)
+        self.storage_limit = max_user_bytes
         self.table = table or Table.of_process()
         self._t = self.table
         self._connection = self.table.connection()  # one (a new one reloads botocore's models)
@@ -201,6 +208,35 @@ class DynamoStore(DynamoPreviews):
             auto_create_pr=bool(item.auto_create_pr),
         )
         return UserRecord(preferences=prefs, archived_count=int(item.archived_count or 0))
+
+    @guard
+    def storage_used(self, user_id: str) -> int:
+        return storage.used(self._t, user_id)
+
+    @guard
+    def charge_storage(self, user_id: str, delta: int) -> None:
+        limit = self.storage_limit
+        try:
+            with self._transaction() as tx:
+                storage.charge(tx, self._t, user_id, delta, limit)
+        except TransactWriteError as exc:
+            full = storage.refusal(tx, exc, self._t, user_id, delta, limit or 0)
+            if full is not None:
+                raise full from exc
+            raise
+
+    def _counted(self, session_id: str, chat_ids: Iterable[str]) -> int:
+        """The bytes the chats' messages were counted at (their ``bytes``, read consistently)."""
+        return sum(
+            int(item.size or 0)
+            for chat_id in chat_ids
+            for item in self._t[MessageItem].query(
+                messages_pk(session_id, chat_id),
+                MessageItem.sk.startswith(MESSAGE_PREFIX),
+                consistent_read=True,
+                attributes_to_get=["pk", "sk", "bytes"],
+            )
+        )
 
     @guard
     def put_preferences(self, user_id: str, preferences: Preferences) -> None:
@@ -482,8 +518,10 @@ class DynamoStore(DynamoPreviews):
             user_id=session.user_id,
             chat_ids=set(session.chats) or None,
         )
+        freed = self._counted(session.id, session.chats)
         try:
             with self._transaction() as tx:
+                storage.charge(tx, self._t, session.user_id, -freed, None)
                 tx.delete(
                     self._t[SessionItem](*session_key(session.id)),
                     condition=SessionItem.pk.exists(),
@@ -744,10 +782,13 @@ class DynamoStore(DynamoPreviews):
     def create_chat(self, session: Session, chat: Chat, max_chats: int) -> None:
         self._create_chat(session, chat, max_chats, chat_mark(chat))
 
-    def _create_chat(self, session: Session, chat: Chat, max_chats: int, mark: ChatMark) -> None:
+    def _create_chat(
+        self, session: Session, chat: Chat, max_chats: int, mark: ChatMark, size: int = 0
+    ) -> None:
         claim_key = chat_claim_key(session.user_id, chat.id)
         try:
             with self._transaction() as tx:
+                storage.charge(tx, self._t, session.user_id, size, self.storage_limit)
                 tx.save(
                     self._t[ChatClaimItem](*claim_key, session_id=session.id),
                     condition=ChatClaimItem.pk.does_not_exist(),
@@ -764,6 +805,9 @@ class DynamoStore(DynamoPreviews):
                     name="session",
                 )
         except TransactWriteError as exc:
+            full = storage.refusal(tx, exc, self._t, session.user_id, size, self.storage_limit or 0)
+            if full is not None:
+                raise full from exc
             if tx.failed(exc, "chat id"):
                 claim = self._t[ChatClaimItem].get(*claim_key)
                 raise ChatIdTaken(claim.session_id) from exc
@@ -783,7 +827,7 @@ class DynamoStore(DynamoPreviews):
         try:
             with self._t[MessageItem].batch_write() as batch:
                 for message in messages:
-                    body, body_ref = self.bodies.stage_body(message)
+                    body, body_ref, size = self.bodies.staged(message)
                     item = self._t[MessageItem](
                         *message_key(chat.session_id, chat.id, message),
                         id=message.id,
@@ -792,6 +836,7 @@ class DynamoStore(DynamoPreviews):
                         body=body,
                         body_ref=body_ref,
                         created_at=iso(message.created_at),
+                        size=size,
                     )
                     written.append(item)
                     batch.save(item)
@@ -803,7 +848,8 @@ class DynamoStore(DynamoPreviews):
                             message_sk=item.sk,
                         )
                     )
-            self._create_chat(session, chat, max_chats, chat_mark(chat, read=True))
+            total = sum(int(item.size or 0) for item in written)
+            self._create_chat(session, chat, max_chats, chat_mark(chat, read=True), total)
         except BaseException:
             self._delete_message_items(session.user_id, written)
             raise
@@ -865,8 +911,10 @@ class DynamoStore(DynamoPreviews):
             (item.share_id for item in self._chat_items(session.id, chat_id) if item.share_id),
             None,
         )
+        freed = self._counted(session.id, [chat_id])
         try:
             with self._transaction() as tx:
+                storage.charge(tx, self._t, session.user_id, -freed, None)
                 tx.delete(
                     self._t[ChatItem](*chat_key(session.id, chat_id)),
                     condition=ChatItem.pk.exists(),
@@ -907,9 +955,9 @@ class DynamoStore(DynamoPreviews):
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult:
-        body, body_ref = self.bodies.stage_body(message)
+        body, body_ref, size = self.bodies.staged(message)
         try:
-            return self._insert_message(session, chat, message, body, body_ref, activity)
+            return self._insert_message(session, chat, message, (body, body_ref, size), activity)
         except MessageIdTaken:
             pass  # a message with this id exists: update it in scope, or refuse
         except BaseException:
@@ -925,45 +973,91 @@ class DynamoStore(DynamoPreviews):
         if message.role is Role.USER:  # user messages are immutable once written
             self.bodies.drop_body(body_ref)
             return "unchanged"
-        pk = messages_pk(session.id, chat.id)
-        item = self._t[MessageItem](pk, claim.message_sk)
         try:
-            old = self._t[MessageItem].get(pk, claim.message_sk)
-            item.update(
-                actions=[
-                    MessageItem.body.set(body) if body is not None else MessageItem.body.remove(),
-                    MessageItem.body_ref.set(body_ref)
-                    if body_ref
-                    else MessageItem.body_ref.remove(),
-                ],
-                condition=MessageItem.pk.exists(),
-            )
-        except (MessageItem.DoesNotExist, UpdateError) as exc:
+            old = self._update_body(session, chat, claim.message_sk, (body, body_ref, size))
+        except BaseException:
             self.bodies.drop_body(body_ref)
-            raise Gone from exc
+            raise
         self.bodies.drop_body(old.body_ref)
         return "updated"
+
+    def _update_body(
+        self,
+        session: Session,
+        chat: Chat,
+        sort_key: str,
+        staged: tuple[str | None, str | None, int],
+    ) -> MessageItem:
+        """An assistant message's new body and the difference in its size charged to the
+        user, in one transaction conditional on the size read (a concurrent update: read
+        again); the item as it was."""
+        body, body_ref, size = staged
+        pk = messages_pk(session.id, chat.id)
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                old = self._t[MessageItem].get(pk, sort_key, consistent_read=True)
+            except MessageItem.DoesNotExist as exc:
+                raise Gone from exc
+            was = old.size
+            delta = size - int(was or 0)
+            try:
+                with self._transaction() as tx:
+                    storage.charge(tx, self._t, session.user_id, delta, self.storage_limit)
+                    tx.update(
+                        self._t[MessageItem](pk, sort_key),
+                        actions=[
+                            MessageItem.body.set(body)
+                            if body is not None
+                            else MessageItem.body.remove(),
+                            MessageItem.body_ref.set(body_ref)
+                            if body_ref
+                            else MessageItem.body_ref.remove(),
+                            MessageItem.size.set(size),
+                        ],
+                        condition=MessageItem.pk.exists()
+                        & (
+                            MessageItem.size.does_not_exist()
+                            if was is None
+                            else MessageItem.size == was
+                        ),
+                        name="message",
+                    )
+            except TransactWriteError as exc:
+                full = storage.refusal(
+                    tx, exc, self._t, session.user_id, delta, self.storage_limit or 0
+                )
+                if full is not None:
+                    raise full from exc
+                if tx.failed(exc, "message"):
+                    continue  # gone, or updated meanwhile: read again
+                raise
+            return old
+        raise Gone
 
     def _insert_message(
         self,
         session: Session,
         chat: Chat,
         message: Message,
-        body: str | None,
-        body_ref: str | None,
+        staged: tuple[str | None, str | None, int],
         activity: Activity | None,
     ) -> UpsertResult:
+        body, body_ref, size = staged
         try:
             with self._transaction() as tx:
+                storage.charge(tx, self._t, session.user_id, size, self.storage_limit)
                 titled = insert_message(
-                    tx, self._t, session, chat, message, body, body_ref, activity
+                    tx, self._t, session, chat, message, body, body_ref, activity, size
                 )
         except TransactWriteError as exc:
             if tx.failed(exc, "message id"):
                 raise MessageIdTaken from exc
+            full = storage.refusal(tx, exc, self._t, session.user_id, size, self.storage_limit or 0)
+            if full is not None:
+                raise full from exc
             if tx.failed(exc, "chat") and titled:  # another first message won the race
                 fresh = chat.model_copy(update={"message_count": chat.message_count + 1})
-                return self._insert_message(session, fresh, message, body, body_ref, activity)
+                return self._insert_message(session, fresh, message, staged, activity)
             if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
@@ -1013,8 +1107,10 @@ class DynamoStore(DynamoPreviews):
         last = self._last_assistant_at(pk, target.sk)
         mark = SessionItem.chats[chat.id]
         now = iso(at)
+        freed = sum(int(item.size or 0) for item in doomed)
         try:
             with self._transaction() as tx:
+                storage.charge(tx, self._t, session.user_id, -freed, None)
                 tx.delete(target, condition=MessageItem.pk.exists(), name="message")
                 tx.delete(self._t[MessageClaimItem](*message_claim_key(session.user_id, target.id)))
                 tx.update(

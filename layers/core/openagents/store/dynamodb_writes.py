@@ -32,6 +32,7 @@ def insert_message(
     body: str | None,
     body_ref: str | None,
     activity: Activity | None,
+    size: int | None = None,
 ) -> bool:
     """Add the message's writes to ``tx``: its id claim (``message id``: refused when taken),
     its item, its chat's count and times (``chat``; a first message names the chat, on the
@@ -80,6 +81,7 @@ def insert_message(
             body=body,
             body_ref=body_ref,
             created_at=now,
+            size=size,
         )
     )
     tx.update(

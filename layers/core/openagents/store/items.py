@@ -190,6 +190,7 @@ class MessageItem(_Base):
     body = UnicodeAttribute(null=True)  # the UI message as JSON, when it fits in the item
     body_ref = UnicodeAttribute(attr_name="bodyRef", null=True)  # artifact key otherwise
     created_at = UnicodeAttribute(attr_name="createdAt")
+    size = NumberAttribute(attr_name="bytes", null=True)  # what the user's storage counted
 
 
 class AuditItem(_Base):
@@ -215,6 +216,7 @@ class ProfileItem(_Base):
     auto_commit_push = BooleanAttribute(attr_name="autoCommitPush", default=False)
     auto_create_pr = BooleanAttribute(attr_name="autoCreatePr", default=False)
     archived_count = NumberAttribute(attr_name="archivedCount", default=0)
+    stored_bytes = NumberAttribute(attr_name="storedBytes", null=True)  # store/storage.py
 
 
 class TitleItem(_Base):

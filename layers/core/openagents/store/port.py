@@ -169,6 +169,17 @@ class UserStore(Protocol):
     def get_user(self, user_id: str) -> UserRecord: ...
     def put_preferences(self, user_id: str, preferences: Preferences) -> None: ...
     def used_titles(self, user_id: str) -> set[str]: ...
+    def storage_used(self, user_id: str) -> int:
+        """The bytes the user's stored messages, live runs' event logs and attachments take
+        (``store/storage.py``)."""
+        ...
+
+    def charge_storage(self, user_id: str, delta: int) -> None:
+        """Add ``delta`` bytes to the user's count (give back when negative: never below 0),
+        in one conditional write: ``StorageFull`` when a positive ``delta`` would pass the
+        store's limit (nothing written). For what the store does not write itself
+        (attachments in the artifact store)."""
+        ...
 
 
 class SessionStore(Protocol):

@@ -67,19 +67,20 @@ class MessageBodies(Protocol):
     """Where a store adapter keeps large message bodies (written before the transaction)."""
 
     def stage_body(self, message: Message) -> tuple[str | None, str | None]: ...
+    def staged(self, message: Message) -> tuple[str | None, str | None, int]: ...
     def drop_body(self, body_ref: str | None) -> None: ...
 
 
 def start_with_body(
     bodies: MessageBodies,
     message: TurnMessage | None,
-    start: Callable[[str | None, str | None], Started],
+    start: Callable[[str | None, str | None, int], Started],
 ) -> Started:
-    """``start(body, body_ref)`` with the message's body staged first, and dropped again when
-    the start writes no message (refused, or the run this message started already)."""
-    body, body_ref = bodies.stage_body(message.message) if message else (None, None)
+    """``start(body, body_ref, size)`` with the message's body staged first, and dropped again
+    when the start writes no message (refused, or the run this message started already)."""
+    body, body_ref, size = bodies.staged(message.message) if message else (None, None, 0)
     try:
-        started = start(body, body_ref)
+        started = start(body, body_ref, size)
     except BaseException:
         bodies.drop_body(body_ref)
         raise
@@ -132,11 +133,15 @@ class RunStore(Protocol):
         chunks: Sequence[Chunk],
         progress: Progress | None = None,
         message: TurnMessage | None = None,
+        *,
+        bounded: bool = True,
     ) -> int:
         """Number ``chunks`` after the run's last event and store them, with ``progress`` (a
         running run only) in the same write, and upsert the run's assistant ``message`` (one
         transaction on SQLite; DynamoDB writes it just before the events' transaction, once it
-        found the run); the new last seq. ``RunNotFound`` writes neither."""
+        found the run); the new last seq. ``RunNotFound`` writes neither. The chunks' bytes
+        count in the user's storage: ``StorageFull`` past its limit (nothing written), unless
+        not ``bounded`` (a run's closing chunks: a turn that filled the storage still ends)."""
         ...
 
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:

@@ -26,6 +26,7 @@ from pynamodb.models import Model
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, Message, Page, Role, Session
 from openagents.store import cursor as cursors
+from openagents.store import dynamodb_storage as storage
 from openagents.store import items
 from openagents.store.dynamodb_writes import insert_message, message_claim
 from openagents.store.items import ChatItem, SessionItem, Table
@@ -64,6 +65,7 @@ from openagents.store.runs import (
     with_checkpoint,
 )
 from openagents.store.shared import MessageBodies
+from openagents.store.storage import chunk_bytes
 from openagents.store.transaction import Transaction, conflicted, guard
 
 __all__ = ["DynamoRunStore"]
@@ -84,6 +86,8 @@ class RunItem(_Item):
     body = UnicodeAttribute()
     version = NumberAttribute(default=0)
     last_seq = NumberAttribute(attr_name="lastSeq", default=0)
+    # the bytes of its event log charged to its user while it runs (given back at its end)
+    event_bytes = NumberAttribute(attr_name="eventBytes", null=True)
 
 
 class SessionRunItem(_Item):
@@ -124,6 +128,8 @@ class DynamoUnit(Protocol):
     def bodies(self) -> MessageBodies: ...
     @property
     def table(self) -> Table: ...
+    @property
+    def storage_limit(self) -> int | None: ...
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
@@ -147,11 +153,18 @@ class DynamoRunStore:
     @guard
     def start(self, run: Run, message: TurnMessage | None = None) -> Started:
         return start_with_body(
-            self._store.bodies, message, lambda body, ref: self._start(run, message, body, ref)
+            self._store.bodies,
+            message,
+            lambda body, ref, size: self._start(run, message, body, ref, size),
         )
 
     def _start(
-        self, run: Run, turn: TurnMessage | None, body: str | None, body_ref: str | None
+        self,
+        run: Run,
+        turn: TurnMessage | None,
+        body: str | None,
+        body_ref: str | None,
+        size: int = 0,
     ) -> Started:
         chat = self._t[ChatItem](*chat_key(run.session_id, run.chat_id))
         mark = SessionItem.chats[run.chat_id]
@@ -200,6 +213,8 @@ class DynamoRunStore:
                     name="session",
                 )
                 if turn is not None:  # its updates of the chat and session join the two above
+                    limit = self._store.storage_limit
+                    storage.charge(tx, self._t, run.user_id, size, limit)
                     titled = insert_message(
                         tx,
                         self._t,
@@ -209,9 +224,15 @@ class DynamoRunStore:
                         body,
                         body_ref,
                         turn.activity,
+                        size,
                     )
         except TransactWriteError as exc:
-            return self._refused(exc, tx, run, turn, titled, (body, body_ref))
+            full = storage.refusal(
+                tx, exc, self._t, run.user_id, size, self._store.storage_limit or 0
+            )
+            if full is not None:
+                raise full from exc
+            return self._refused(exc, tx, run, turn, titled, (body, body_ref, size))
         return Started(run, created=True)
 
     def _refused(
@@ -221,7 +242,7 @@ class DynamoRunStore:
         run: Run,
         turn: TurnMessage | None,
         titled: bool,
-        body: tuple[str | None, str | None],
+        body: tuple[str | None, str | None, int],
     ) -> Started:
         """Why the start's transaction was refused: the run this message started, a live
         turn, a message id taken, a lost first-message race (retried), or a gone chat."""
@@ -338,6 +359,8 @@ class DynamoRunStore:
         chunks: Sequence[Chunk],
         progress: Progress | None = None,
         message: TurnMessage | None = None,
+        *,
+        bounded: bool = True,
     ) -> int:
         for attempt in range(WRITE_RETRIES):
             item = self._item(run_id)
@@ -350,29 +373,34 @@ class DynamoRunStore:
                 message = None  # written: a retry numbers the events only
             first = int(item.last_seq or 0)
             last = first + len(chunks)
+            texts, logged = chunk_bytes(chunks)
             actions = [RunItem.last_seq.set(last), RunItem.version.add(1)]
+            if logged:
+                actions.append(RunItem.event_bytes.add(logged))
             current = _run(item)
             if progress is not None and not current.status.ended:
                 data = run_to_json(current.progressed(progress))
                 data["lastSeq"] = last
                 actions.append(RunItem.body.set(json.dumps(data)))
+            limit = self._store.storage_limit if bounded else None
             try:
                 with self._transaction() as tx:
+                    storage.charge(tx, self._t, current.user_id, logged, limit)
                     tx.update(
                         self._t[RunItem](*run_key(run_id)),
                         actions=actions,
                         condition=RunItem.version == int(item.version or 0),
                         name="run",
                     )
-                    for offset, chunk in enumerate(chunks, start=1):
+                    for offset, text in enumerate(texts, start=1):
                         tx.save(
-                            self._t[EventItem](
-                                *run_event_key(run_id, first + offset),
-                                chunk=json.dumps(chunk, separators=(",", ":")),
-                            ),
+                            self._t[EventItem](*run_event_key(run_id, first + offset), chunk=text),
                             condition=EventItem.pk.does_not_exist(),
                         )
             except TransactWriteError as exc:
+                full = storage.refusal(tx, exc, self._t, current.user_id, logged, limit or 0)
+                if full is not None:
+                    raise full from exc
                 if tx.failed(exc, "run") or conflicted(exc):
                     # full jitter, growing: two losers must not collide again and again
                     time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))  # noqa: S311
@@ -468,6 +496,7 @@ class DynamoRunStore:
             if "ConditionalCheckFailed" not in str(exc):
                 raise
         self._unmark(run)
+        self._give_back(run)
         self._t[LiveRunItem](*live_key(run_id)).delete()
         expires = int((at + retention).timestamp())
         events = list(self._t[EventItem].query(run_events_pk(run_id), consistent_read=True))
@@ -476,6 +505,29 @@ class DynamoRunStore:
                 event.expires_at = expires
                 batch.save(event)
         return run
+
+    def _give_back(self, run: Run) -> None:
+        """An ended run's event log counts no more: its ``eventBytes`` go back to its user,
+        once (removed from the run in the same transaction, on the condition it is there)."""
+        for _ in range(WRITE_RETRIES):
+            item = self._item(run.id)
+            logged = int(item.event_bytes or 0) if item is not None else 0
+            if not logged:
+                return  # nothing logged, or given back already (a finish repeated)
+            try:
+                with self._transaction() as tx:
+                    tx.update(
+                        self._t[RunItem](*run_key(run.id)),
+                        actions=[RunItem.event_bytes.remove()],
+                        condition=RunItem.event_bytes == logged,
+                        name="run",
+                    )
+                    storage.charge(tx, self._t, run.user_id, -logged, None)
+            except TransactWriteError as exc:
+                if not tx.failed(exc, "run"):
+                    raise
+                continue  # an append or another finish came between: read again
+            return
 
     @guard
     def running(self) -> list[Run]:

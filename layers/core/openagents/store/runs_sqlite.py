@@ -37,7 +37,9 @@ from openagents.store.runs import (
 )
 from openagents.store.shared import MessageBodies
 from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, Database, guard
+from openagents.store.sqlite_storage import charge
 from openagents.store.sqlite_writes import mark_turn, upsert_message
+from openagents.store.storage import chunk_bytes
 
 __all__ = ["SqliteRunStore"]
 SCHEMA = (
@@ -78,10 +80,26 @@ def _read(db: sqlite3.Connection, run_id: str) -> Run | None:
 
 
 def _upsert(
-    db: sqlite3.Connection, turn: TurnMessage, body: str | None, body_ref: str | None
+    db: sqlite3.Connection,
+    turn: TurnMessage,
+    body: str | None,
+    body_ref: str | None,
+    size: int,
+    limit: int | None,
 ) -> tuple[UpsertResult, str | None]:
-    """The turn's message, written in the run's transaction (the store's own message write)."""
-    return upsert_message(db, turn.session, turn.chat, turn.message, body, body_ref, turn.activity)
+    """The turn's message, written in the run's transaction (the store's own message write,
+    charged to the user's storage)."""
+    return upsert_message(
+        db,
+        turn.session,
+        turn.chat,
+        turn.message,
+        body,
+        body_ref,
+        turn.activity,
+        size=size,
+        limit=limit,
+    )
 
 
 def _write(db: sqlite3.Connection, run: Run) -> None:
@@ -99,11 +117,14 @@ class SqliteUnit(Protocol):
     def db(self) -> Database: ...
     @property
     def bodies(self) -> MessageBodies: ...
+    @property
+    def storage_limit(self) -> int | None: ...
 
 
 class SqliteRunStore:
     def __init__(self, store: SqliteUnit) -> None:
         self._bodies = store.bodies
+        self._store = store
         self.db = store.db  # one database, one transaction for a run and the store's rows
         with self.db.transaction() as db:
             for statement in SCHEMA:
@@ -112,11 +133,18 @@ class SqliteRunStore:
     @guard
     def start(self, run: Run, message: TurnMessage | None = None) -> Started:
         return start_with_body(
-            self._bodies, message, lambda body, ref: self._start(run, message, body, ref)
+            self._bodies,
+            message,
+            lambda body, ref, size: self._start(run, message, body, ref, size),
         )
 
     def _start(
-        self, run: Run, message: TurnMessage | None, body: str | None, body_ref: str | None
+        self,
+        run: Run,
+        message: TurnMessage | None,
+        body: str | None,
+        body_ref: str | None,
+        size: int,
     ) -> Started:
         with self.db.transaction() as db:
             row = db.execute(
@@ -135,7 +163,7 @@ class SqliteRunStore:
             if claim is not None and claim[0] is not None:
                 raise TurnInProgress(claim[0])
             if message is not None:
-                _upsert(db, message, body, body_ref)
+                _upsert(db, message, body, body_ref, size, self._store.storage_limit)
             db.execute(
                 "INSERT INTO agent_runs (id, session_id, chat_id, started_key, status, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -226,10 +254,14 @@ class SqliteRunStore:
         chunks: Sequence[Chunk],
         progress: Progress | None = None,
         message: TurnMessage | None = None,
+        *,
+        bounded: bool = True,
     ) -> int:
-        body, body_ref = self._bodies.stage_body(message.message) if message else (None, None)
+        body, body_ref, size = self._bodies.staged(message.message) if message else (None, None, 0)
         try:
-            seq, replaced = self._append(run_id, chunks, progress, message, body, body_ref)
+            seq, replaced = self._append(
+                run_id, chunks, progress, message, (body, body_ref, size), bounded
+            )
         except BaseException:
             self._bodies.drop_body(body_ref)
             raise
@@ -242,24 +274,28 @@ class SqliteRunStore:
         chunks: Sequence[Chunk],
         progress: Progress | None,
         message: TurnMessage | None,
-        body: str | None,
-        body_ref: str | None,
+        staged: tuple[str | None, str | None, int],
+        bounded: bool,
     ) -> tuple[int, str | None]:
+        body, body_ref, size = staged
         replaced: str | None = None
+        limit = self._store.storage_limit if bounded else None
         with self.db.transaction() as db:
             run = _read(db, run_id)
             if run is None:
                 raise RunNotFound(run_id)
+            texts, logged = chunk_bytes(chunks)
+            charge(db, run.user_id, logged, limit)  # the live run's event log counts
             if message is not None:
-                result, replaced = _upsert(db, message, body, body_ref)
+                result, replaced = _upsert(db, message, body, body_ref, size, limit)
                 if result == "unchanged":
                     replaced = body_ref  # not written: drop the staged body
             seq = run.last_seq
-            for chunk in chunks:
+            for text in texts:
                 seq += 1
                 db.execute(
                     "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
-                    (run_id, seq, json.dumps(chunk, separators=(",", ":"))),
+                    (run_id, seq, text),
                 )
             if progress is not None and not run.status.ended:
                 run = run.progressed(progress)
@@ -328,6 +364,12 @@ class SqliteRunStore:
                 (run.session_id, run.chat_id, run_id),
             )
             mark_turn(db, run.session_id, run.chat_id, run_id, live=False)
+            # an ended run's log is a replay cache until it expires: it counts no more
+            logged = db.execute(
+                "SELECT SUM(length(CAST(chunk AS BLOB))) FROM agent_run_events WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+            charge(db, run.user_id, -int(logged[0] or 0), None)
             expires = (at + retention).timestamp()
             db.execute(
                 "UPDATE agent_run_events SET expires_at = ? WHERE run_id = ?", (expires, run_id)

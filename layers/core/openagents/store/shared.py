@@ -141,12 +141,18 @@ class MessageBodies:
 
     def stage_body(self, message: Message) -> tuple[str | None, str | None]:
         """The body inline, or the key of the artifact it was written to."""
+        body, body_ref, _ = self.staged(message)
+        return body, body_ref
+
+    def staged(self, message: Message) -> tuple[str | None, str | None, int]:
+        """``stage_body`` with the body's size in bytes (what the user's storage counts)."""
         body = json.dumps(message.parts, separators=(",", ":"), ensure_ascii=False)
-        if len(body.encode()) <= self._inline:
-            return body, None
+        data = body.encode()
+        if len(data) <= self._inline:
+            return body, None, len(data)
         key = f"messages/{message.chat_id}/{message.id}/{secrets.token_hex(8)}.json"
-        self._artifacts.put(key, body.encode())
-        return None, key
+        self._artifacts.put(key, data)
+        return None, key, len(data)
 
     def drop_body(self, body_ref: str | None) -> None:
         if body_ref:

@@ -31,6 +31,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.store import cursor
+from openagents.store import sqlite_storage as storage
 from openagents.store.keys import (
     CREATED_KEY,
     EVENT_SK,
@@ -80,6 +81,7 @@ from openagents.store.sqlite_rows import (
     write_chat,
 )
 from openagents.store.sqlite_schema import BUSY_TIMEOUT_SECONDS, Database, guard
+from openagents.store.sqlite_storage import ensure_columns
 from openagents.store.sqlite_writes import insert_message_row, touch_mark, upsert_message
 
 __all__ = ["SqliteStore"]
@@ -105,6 +107,7 @@ class SqliteStore(SqlitePreviews):
         inline_message_bytes: int,
         publish: Publish | None = None,
         busy_timeout: float = BUSY_TIMEOUT_SECONDS,
+        max_user_bytes: int | None = None,
     ) -> None:
         """``publish``: where the outbox's events go (drained after every commit that wrote
         one); without it they wait in the outbox for a drainer. A write waits up to
@@ -113,6 +116,9 @@ class SqliteStore(SqlitePreviews):
         the services' tests."""
         self.db = Database(path, busy_timeout)  # the unit of work the run store shares
         self.bodies = MessageBodies(artifacts, inline_message_bytes)
+        self.storage_limit = max_user_bytes  # a user's stored bytes (None: unbounded)
+        with self.db.transaction() as db:
+            ensure_columns(db)
         self.outbox = Outbox(self.db, publish) if publish is not None else None
 
     def _drain(self) -> None:
@@ -155,6 +161,15 @@ class SqliteStore(SqlitePreviews):
                     preferences.auto_create_pr,
                 ),
             )
+
+    @guard
+    def storage_used(self, user_id: str) -> int:
+        return storage.used(self.db.connection(), user_id)
+
+    @guard
+    def charge_storage(self, user_id: str, delta: int) -> None:
+        with self.db.transaction() as db:
+            storage.charge(db, user_id, delta, self.storage_limit)
 
     @guard
     def used_titles(self, user_id: str) -> set[str]:
@@ -338,6 +353,7 @@ class SqliteStore(SqlitePreviews):
                 row[0]
                 for row in db.execute("SELECT id FROM chats WHERE session_id = ?", (session.id,))
             ]
+            storage.charge(db, session.user_id, -_counted(db, session.id), None)
             refs = [
                 ref for chat_id in chats for ref in self._delete_messages(db, session.id, chat_id)
             ]
@@ -554,6 +570,7 @@ class SqliteStore(SqlitePreviews):
             db.execute("DELETE FROM shares WHERE session_id = ? AND chat_id = ?", key)
             chats = {key: mark for key, mark in stored.chats.items() if key != chat_id}
             update_session(db, stored.model_copy(update={"chats": chats}))
+            storage.charge(db, session.user_id, -_counted(db, session.id, chat_id), None)
             refs = self._delete_messages(db, session.id, chat_id)
         for ref in refs:
             self.bodies.drop_body(ref)
@@ -572,11 +589,19 @@ class SqliteStore(SqlitePreviews):
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult:
-        body, body_ref = self.bodies.stage_body(message)
+        body, body_ref, size = self.bodies.staged(message)
         try:
             with self.db.transaction() as db:
                 result, old_ref = upsert_message(
-                    db, session, chat, message, body, body_ref, activity
+                    db,
+                    session,
+                    chat,
+                    message,
+                    body,
+                    body_ref,
+                    activity,
+                    size=size,
+                    limit=self.storage_limit,
                 )
         except BaseException:
             self.bodies.drop_body(body_ref)
@@ -636,10 +661,12 @@ class SqliteStore(SqlitePreviews):
             ).fetchone()
             deletion_target(None if target is None else str(target[1]))
             doomed = db.execute(
-                "SELECT id, body_ref FROM messages"
+                "SELECT id, body_ref, bytes FROM messages"
                 " WHERE session_id = ? AND chat_id = ? AND sk >= ? ORDER BY sk",
                 (*key, target[0]),
             ).fetchall()
+            freed = sum(int(row[2] or 0) for row in doomed)
+            storage.charge(db, session.user_id, -freed, None)
             db.execute(
                 "DELETE FROM messages WHERE session_id = ? AND chat_id = ? AND sk >= ?",
                 (*key, target[0]),
@@ -668,7 +695,7 @@ class SqliteStore(SqlitePreviews):
                 ),
             )
             touch_mark(db, stored, chat.id, last_assistant_message_at=last, updated_at=at)
-        for _, ref in doomed:
+        for _, ref, _ in doomed:
             self.bodies.drop_body(ref)
         return [str(row[0]) for row in doomed]
 
@@ -676,14 +703,16 @@ class SqliteStore(SqlitePreviews):
     def fork_chat(
         self, session: Session, chat: Chat, messages: list[Message], max_chats: int
     ) -> None:
-        bodies = [self.bodies.stage_body(message) for message in messages]
+        bodies = [self.bodies.staged(message) for message in messages]
         try:
             with self.db.transaction() as db:
+                total = sum(size for _, _, size in bodies)
+                storage.charge(db, session.user_id, total, self.storage_limit)
                 self._insert_chat(db, session, chat, max_chats, chat_mark(chat, read=True))
-                for message, (body, body_ref) in zip(messages, bodies, strict=True):
-                    insert_message_row(db, session, chat.id, message, body, body_ref)
+                for message, (body, body_ref, size) in zip(messages, bodies, strict=True):
+                    insert_message_row(db, session, chat.id, message, body, body_ref, size)
         except BaseException:
-            for _, body_ref in bodies:
+            for _, body_ref, _ in bodies:
                 self.bodies.drop_body(body_ref)
             raise
 
@@ -764,3 +793,11 @@ class SqliteStore(SqlitePreviews):
     def _message(self, chat_id: str, row: Any) -> Message:
         _, message_id, role, body, body_ref, created_at = row
         return self.bodies.message(message_id, chat_id, role, body, body_ref, created_at)
+
+
+def _counted(db: sqlite3.Connection, session_id: str, chat_id: str | None = None) -> int:
+    """The bytes the session's (or one chat's) messages were counted at."""
+    where = "session_id = ?" + (" AND chat_id = ?" if chat_id is not None else "")
+    params = (session_id,) if chat_id is None else (session_id, chat_id)
+    row = db.execute(f"SELECT SUM(bytes) FROM messages WHERE {where}", params).fetchone()  # noqa: S608
+    return int(row[0] or 0)

@@ -13,6 +13,7 @@ from openagents.store.keys import message_sk
 from openagents.store.port import Activity, Gone, MessageIdTaken, UpsertResult
 from openagents.store.shared import iso, message_insert
 from openagents.store.sqlite_rows import read_chat, read_session, update_session, write_chat
+from openagents.store.sqlite_storage import charge
 
 
 def insert_message_row(
@@ -22,11 +23,12 @@ def insert_message_row(
     message: Message,
     body: str | None,
     body_ref: str | None,
+    size: int | None = None,
 ) -> None:
     db.execute(
         "INSERT INTO messages"
-        " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " (user_id, session_id, chat_id, sk, id, role, body, body_ref, created_at, bytes)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session.user_id,
             session.id,
@@ -37,6 +39,7 @@ def insert_message_row(
             body,
             body_ref,
             iso(message.created_at),
+            size,
         ),
     )
 
@@ -49,11 +52,16 @@ def upsert_message(
     body: str | None,
     body_ref: str | None,
     activity: Activity | None,
+    *,
+    size: int | None = None,
+    limit: int | None = None,
 ) -> tuple[UpsertResult, str | None]:
     """Insert the message (with its chat's count and times, its session's mark and activity)
-    or update an assistant message's body; with the body reference it replaced."""
+    or update an assistant message's body; with the body reference it replaced. ``size``: the
+    body's bytes, charged to the user's storage (``StorageFull`` past ``limit``) — an update
+    the difference from what the message was counted at."""
     claim = db.execute(
-        "SELECT chat_id, role, sk, body_ref FROM messages WHERE user_id = ? AND id = ?",
+        "SELECT chat_id, role, sk, body_ref, bytes FROM messages WHERE user_id = ? AND id = ?",
         (session.user_id, message.id),
     ).fetchone()
     if claim is not None:
@@ -61,17 +69,21 @@ def upsert_message(
             raise MessageIdTaken
         if message.role is Role.USER:  # user messages are immutable once written
             return "unchanged", None
+        if size is not None:
+            charge(db, session.user_id, size - int(claim[4] or 0), limit)
         db.execute(
-            "UPDATE messages SET body = ?, body_ref = ?"
+            "UPDATE messages SET body = ?, body_ref = ?, bytes = COALESCE(?, bytes)"
             " WHERE session_id = ? AND chat_id = ? AND sk = ?",
-            (body, body_ref, session.id, chat.id, claim[2]),
+            (body, body_ref, size, session.id, chat.id, claim[2]),
         )
         return "updated", claim[3]
     stored_chat = read_chat(db, session.id, chat.id)
     stored = read_session(db, session.id)
     if stored_chat is None or stored is None or chat.id not in stored.chats:
         raise Gone
-    insert_message_row(db, session, chat.id, message, body, body_ref)
+    if size is not None:
+        charge(db, session.user_id, size, limit)
+    insert_message_row(db, session, chat.id, message, body, body_ref, size)
     insert = message_insert(stored_chat, message, activity)
     write_chat(db, stored_chat.model_copy(update=insert.chat_changes()))
     mark = stored.chats[chat.id].model_copy(update=insert.mark_changes())
