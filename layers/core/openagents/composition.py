@@ -527,7 +527,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             registry.offered,
             kick=kick,
             archive=archive,
-            teardown=SandboxTeardown(driver, _remains(settings)),
+            teardown=SandboxTeardown(driver, _remains(settings), attachments.discard),
         ),
         archive=archive,
         pull_requests=pull_requests,

@@ -30,3 +30,11 @@ class FolderArtifactStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def keys(self, prefix: str) -> list[str]:
+        """The keys under the folder ``prefix`` (ending in ``/``), sorted."""
+        folder = self._path(prefix.rstrip("/"))
+        if not folder.is_dir():
+            return []
+        found = (p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".tmp-"))
+        return sorted(str(p.relative_to(self._root)) for p in found)

@@ -24,3 +24,10 @@ class S3ArtifactStore:
 
     def delete(self, key: str) -> None:
         self._client.delete_object(Bucket=self._bucket, Key=key)
+
+    def keys(self, prefix: str) -> list[str]:
+        """The keys under ``prefix``, sorted (ListObjectsV2, every page)."""
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self._bucket, Prefix=prefix
+        )
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))

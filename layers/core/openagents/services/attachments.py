@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from openagents.artifacts import ArtifactStore
@@ -26,13 +26,22 @@ from openagents.domain.attachments import (
     parse_url,
     valid_id,
 )
-from openagents.domain.errors import InvalidInput, NotFound, SessionArchived
+from openagents.domain.errors import InvalidInput, NotFound, SessionArchived, StorageFull
 from openagents.domain.identity import Identity
-from openagents.domain.models import SessionStatus
+from openagents.domain.models import Session, SessionStatus
 from openagents.services.sessions import owned
-from openagents.store.port import SessionStore
+from openagents.store.port import SessionStore, UserStore
 
 __all__ = ["AttachmentFiles", "Attachments", "file_parts"]
+
+
+@runtime_checkable
+class Listing(Protocol):
+    def keys(self, prefix: str) -> list[str]: ...
+
+
+class AttachmentStore(SessionStore, UserStore, Protocol):
+    """The sessions an attachment belongs to, and the user's storage it counts in."""
 
 
 class AttachmentFiles:
@@ -42,8 +51,27 @@ class AttachmentFiles:
         self._artifacts = artifacts
 
     @staticmethod
-    def _key(user_id: str, session_id: str, attachment_id: str) -> str:
-        return f"attachments/{quote(user_id, safe='')}/{quote(session_id, safe='')}/{attachment_id}"
+    def _folder(user_id: str, session_id: str) -> str:
+        return f"attachments/{quote(user_id, safe='')}/{quote(session_id, safe='')}/"
+
+    @classmethod
+    def _key(cls, user_id: str, session_id: str, attachment_id: str) -> str:
+        return f"{cls._folder(user_id, session_id)}{attachment_id}"
+
+    def discard(self, user_id: str, session_id: str) -> int:
+        """Delete the session's attachments (each record first, so a half-deleted one no
+        longer exists, then its bytes); the bytes their records counted."""
+        if not isinstance(self._artifacts, Listing):
+            return 0
+        keys = self._artifacts.keys(self._folder(user_id, session_id))
+        freed = 0
+        for key in (k for k in keys if k.endswith(".json")):
+            found = self.record(user_id, session_id, key.rsplit("/", 1)[-1][: -len(".json")])
+            self._artifacts.delete(key)
+            freed += found.size if found is not None else 0
+        for key in (k for k in keys if not k.endswith(".json")):
+            self._artifacts.delete(key)
+        return freed
 
     def put(self, attachment: Attachment, data: bytes) -> None:
         key = self._key(attachment.user_id, attachment.session_id, attachment.id)
@@ -118,7 +146,7 @@ class Attachments:
     """Upload and read attachments of the caller's own sessions."""
 
     def __init__(
-        self, store: SessionStore, files: AttachmentFiles, ids: Callable[[], str] | None = None
+        self, store: AttachmentStore, files: AttachmentFiles, ids: Callable[[], str] | None = None
     ) -> None:
         self._store, self._files = store, files
         self._ids = ids or (lambda: uuid.uuid4().hex)
@@ -142,8 +170,22 @@ class Attachments:
         attachment = Attachment(
             self._ids(), identity.user_id, session.id, media_type, len(data), name
         )
-        self._files.put(attachment, data)
+        try:  # counted first: refused (413 storage_full) before any byte is put
+            self._store.charge_storage(identity.user_id, len(data))
+        except StorageFull as full:
+            full.field = "body"
+            raise
+        try:
+            self._files.put(attachment, data)
+        except BaseException:
+            self._store.charge_storage(identity.user_id, -len(data))
+            raise
         return attachment
+
+    def discard(self, session: Session) -> None:
+        """A deleted session's attachments, deleted and given back to its user's storage."""
+        freed = self._files.discard(session.user_id, session.id)
+        self._store.charge_storage(session.user_id, -freed)
 
     def get(self, identity: Identity, session_id: str, attachment_id: str) -> AttachmentFile:
         owned(self._store.get_session(session_id), identity)

@@ -1,8 +1,10 @@
-"""A deleted session's sandbox, stopped and removed: its running generation, its snapshot, and
-whatever the driver still keeps of it on disk (``Remains``: stopped generations' volumes)."""
+"""A deleted session's sandbox, stopped and removed: its running generation, its snapshot,
+whatever the driver still keeps of it on disk (``Remains``: stopped generations' volumes), and
+its attachments (``Discard``: deleted, and given back to its user's storage)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from openagents.domain.models import Session
@@ -18,9 +20,15 @@ class Remains(Protocol):
 class SandboxTeardown:
     """Idempotent: a second call after a failure finishes the job."""
 
-    def __init__(self, driver: SandboxDriver, remains: Remains | None = None) -> None:
+    def __init__(
+        self,
+        driver: SandboxDriver,
+        remains: Remains | None = None,
+        attachments: Callable[[Session], None] | None = None,
+    ) -> None:
         self._driver = driver
         self._remains = remains
+        self._attachments = attachments
 
     def __call__(self, session: Session) -> None:
         if session.sandbox is not None:
@@ -29,3 +37,5 @@ class SandboxTeardown:
             self._driver.delete_snapshot(session.snapshot)
         if self._remains is not None:
             self._remains.discard(session.id)
+        if self._attachments is not None:
+            self._attachments(session)
