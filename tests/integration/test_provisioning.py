@@ -74,7 +74,7 @@ def test_existing_branch_is_cloned_and_session_becomes_active(
     status = container.sandbox_tools.git_status(ALICE, session.id)
     assert status.branch == "feature"
     files = container.sandbox_tools.files(ALICE, session.id, ".", 1)
-    assert {"README.md", "app.py", "feature.txt"} <= {e["path"] for e in files["entries"]}
+    assert {"README.md", "app.py", "feature.txt"} <= {e.path for e in files.entries}
     ran = container.sandbox_tools.exec(ALICE, session.id, argv=["git", "log", "--format=%s"])
     assert ran["stdout"].split() == ["feature", "app", "initial"]
     events = container.sessions.events(ALICE, session.id, None, None).items

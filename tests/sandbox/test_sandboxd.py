@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openagents.sandbox.answers import GitStatus, Health, PreparedWorkspace, Restored, Synced
+from openagents.sandbox.answers import (
+    FileContent,
+    FileEntry,
+    FileList,
+    FileWritten,
+    GitStatus,
+    Health,
+    PreparedWorkspace,
+    Restored,
+    Synced,
+)
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
 from openagents.sandbox.port import SandboxError
 
@@ -242,40 +252,34 @@ def test_exec_output_is_capped_and_marked(client: SandboxClient) -> None:
 
 
 def test_files_write_list_and_read(client: SandboxClient) -> None:
-    assert client.write_file("dir/a.txt", "héllo\n") == {"path": "dir/a.txt", "size": 7}
+    assert client.write_file("dir/a.txt", "héllo\n") == FileWritten("dir/a.txt", 7)
     client.write_file("dir/deeper/b.txt", "b")
     client.exec("ln -s a.txt dir/link && mkdir -p .git/objects/aa && touch .git/objects/aa/x")
     top = client.list_files()
-    assert top["entries"] == [
-        {"path": ".git", "type": "dir", "size": 0},
-        {"path": "dir", "type": "dir", "size": 0},
-    ]
-    paths = {entry["path"]: entry for entry in client.list_files(depth=5)["entries"]}
+    assert top == FileList((FileEntry(".git", "dir", 0), FileEntry("dir", "dir", 0)), False)
+    paths = {entry.path: entry for entry in client.list_files(depth=5).entries}
     assert set(paths) == {".git", "dir", "dir/a.txt", "dir/deeper", "dir/deeper/b.txt", "dir/link"}
-    assert paths["dir/a.txt"] == {"path": "dir/a.txt", "type": "file", "size": 7}
-    assert paths["dir/link"]["type"] == "symlink"
-    assert [e["path"] for e in client.list_files("dir/deeper")["entries"]] == ["dir/deeper/b.txt"]
+    assert paths["dir/a.txt"] == FileEntry("dir/a.txt", "file", 7)
+    assert paths["dir/link"].type == "symlink"
+    assert [e.path for e in client.list_files("dir/deeper").entries] == ["dir/deeper/b.txt"]
     read = client.read_file("dir/a.txt")
-    assert read == {
-        "path": "dir/a.txt", "content": "héllo\n", "encoding": "utf-8", "size": 7,
-        "truncated": False,
-    }  # fmt: skip
-    assert client.read_file("dir/link")["content"] == "héllo\n"  # a symlink inside is fine
+    assert read == FileContent("dir/a.txt", "héllo\n", "utf-8", 7, truncated=False)
+    assert client.read_file("dir/link").content == "héllo\n"  # a symlink inside is fine
 
 
 def test_files_binary_and_truncated_reads(client: SandboxClient) -> None:
     payload = bytes(range(256)) * 4
-    assert client.write_file("bin/blob.dat", payload)["size"] == len(payload)
+    assert client.write_file("bin/blob.dat", payload).size == len(payload)
     read = client.read_file("bin/blob.dat")
-    assert read["encoding"] == "base64"
-    assert base64.b64decode(read["content"]) == payload
+    assert read.encoding == "base64"
+    assert base64.b64decode(read.content) == payload
     assert client.read_bytes("bin/blob.dat") == payload
     partial = client.read_file("bin/blob.dat", max_bytes=10)
-    assert partial["truncated"] is True
-    assert partial["size"] == len(payload)
-    assert base64.b64decode(partial["content"]) == payload[:10]
+    assert partial.truncated is True
+    assert partial.size == len(payload)
+    assert base64.b64decode(partial.content) == payload[:10]
     client.write_file("text.txt", "ab€")  # a cut in the middle of '€' drops the partial char
-    assert client.read_file("text.txt", max_bytes=3)["content"] == "ab"
+    assert client.read_file("text.txt", max_bytes=3).content == "ab"
 
 
 def test_files_errors(client: SandboxClient) -> None:
@@ -360,7 +364,7 @@ def test_prepare_is_idempotent(client: SandboxClient, origin: Origin) -> None:
     first = prepare(client, origin, "agent/again", new=True)
     client.write_file("scratch.txt", "kept")
     assert prepare(client, origin, "agent/again", new=True) == first
-    assert client.read_file("scratch.txt")["content"] == "kept"
+    assert client.read_file("scratch.txt").content == "kept"
     assert prepare(client, origin, "feature").head == origin.feature_head
     with expect_error(409, "workspace_not_empty"):
         client.prepare_workspace(

@@ -5,7 +5,7 @@ import dataclasses
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from openagents.domain.lifecycle import snapshot_ref
 from starlette.concurrency import run_in_threadpool
 
@@ -31,8 +31,9 @@ from functions.api.schemas import (
     SnapshotInfo,
     error_responses,
 )
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["sandbox"])
+router = APIRouter(prefix="/api", tags=["sandbox"], dependencies=[Depends(known_query)])
 ERRORS = error_responses(409)
 TOOLS = "/sessions/{session_id}/sandbox"
 
@@ -70,7 +71,8 @@ def sandbox_files(
     path: Annotated[str, Query(max_length=4096)] = ".",
     depth: Annotated[int, Query(ge=1, le=5)] = 1,
 ) -> FilesOut:
-    return FilesOut.model_validate(app.sandbox_tools.files(caller, session_id, path, depth))
+    listing = app.sandbox_tools.files(caller, session_id, path, depth)
+    return FilesOut.model_validate(dataclasses.asdict(listing))
 
 
 @router.get(f"{TOOLS}/files/content", responses=ERRORS)
@@ -82,7 +84,7 @@ def sandbox_file_content(
     max_bytes: Annotated[int, Query(alias="maxBytes", ge=1, le=5_242_880)] = 1_048_576,
 ) -> FileContentOut:
     content = app.sandbox_tools.file_content(caller, session_id, path, max_bytes)
-    return FileContentOut.model_validate(content)
+    return FileContentOut.model_validate(dataclasses.asdict(content))
 
 
 @router.get(f"{TOOLS}/git-status", responses=ERRORS)

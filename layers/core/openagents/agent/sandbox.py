@@ -170,11 +170,9 @@ class WorkspaceClient:
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:
         answer = self._client.read_file(path, max_bytes)
-        text = answer.get("encoding") != "base64"
+        text = answer.encoding != "base64"
         return FileText(
-            content=str(answer.get("content", "")) if text else None,
-            size=int(answer.get("size", 0) or 0),
-            truncated=bool(answer.get("truncated", False)),
+            content=answer.content if text else None, size=answer.size, truncated=answer.truncated
         )
 
     def write_text(self, path: str, content: str) -> None:

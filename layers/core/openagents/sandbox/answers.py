@@ -290,3 +290,72 @@ class GitDiff:
             "totalAdditions": self.total_additions,
             "totalDeletions": self.total_deletions,
         }
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the workspace root
+    type: str  # file, dir or symlink
+    size: int  # a symlink's: the length of its target
+
+
+@dataclass(frozen=True)
+class FileList:
+    """``GET /files``: a depth-first listing, sorted; ``truncated`` past 10,000 entries."""
+
+    entries: tuple[FileEntry, ...]
+    truncated: bool
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> FileList:
+        what = "file listing"
+        return cls(
+            entries=tuple(
+                FileEntry(
+                    path=_field(entry, "path", str, what) or "",
+                    type=_field(entry, "type", str, what) or "",
+                    size=_field(entry, "size", int, what) or 0,
+                )
+                for entry in _objects(answer, "entries")
+            ),
+            truncated=_field(answer, "truncated", bool, what) is True,
+        )
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """``GET /files/content``: text (``utf-8``) or ``base64``; ``size`` is the whole file's,
+    ``truncated`` when it is more than was asked for."""
+
+    path: str
+    content: str
+    encoding: str
+    size: int
+    truncated: bool
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> FileContent:
+        what = "file content"
+        return cls(
+            path=_field(answer, "path", str, what) or "",
+            content=_field(answer, "content", str, what) or "",
+            encoding=_field(answer, "encoding", str, what) or "utf-8",
+            size=_field(answer, "size", int, what) or 0,
+            truncated=_field(answer, "truncated", bool, what) is True,
+        )
+
+
+@dataclass(frozen=True)
+class FileWritten:
+    """``PUT /files/content``."""
+
+    path: str
+    size: int
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> FileWritten:
+        what = "file write"
+        return cls(
+            path=_field(answer, "path", str, what) or "",
+            size=_field(answer, "size", int, what) or 0,
+        )

@@ -38,6 +38,9 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox import answers
 from openagents.sandbox.answers import (
+    FileContent,
+    FileList,
+    FileWritten,
     GitDiff,
     GitStatus,
     Health,
@@ -245,20 +248,22 @@ class SandboxClient:
 
     # ------------------------------------------------------------------ files
 
-    def list_files(self, path: str = ".", depth: int = 1) -> JsonObject:
-        return self._json("GET", "/files", query={"path": path, "depth": depth})
+    def list_files(self, path: str = ".", depth: int = 1) -> FileList:
+        query: dict[str, str | int] = {"path": path, "depth": depth}
+        return FileList.from_answer(self._json("GET", "/files", query=query))
 
-    def read_file(self, path: str, max_bytes: int = 1 << 20) -> JsonObject:
-        return self._json("GET", "/files/content", query={"path": path, "maxBytes": max_bytes})
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> FileContent:
+        query: dict[str, str | int] = {"path": path, "maxBytes": max_bytes}
+        return FileContent.from_answer(self._json("GET", "/files/content", query=query))
 
     def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes:
         """The file's (first ``max_bytes``) bytes, whichever encoding sandboxd chose."""
         answer = self.read_file(path, max_bytes)
-        if answer["encoding"] == "base64":
-            return base64.b64decode(answer["content"])
-        return str(answer["content"]).encode("utf-8")
+        if answer.encoding == "base64":
+            return base64.b64decode(answer.content)
+        return answer.content.encode("utf-8")
 
-    def write_file(self, path: str, content: str | bytes) -> JsonObject:
+    def write_file(self, path: str, content: str | bytes) -> FileWritten:
         """Write text (UTF-8) or bytes (sent as base64); parent directories are created."""
         if isinstance(content, bytes):
             body = {
@@ -268,7 +273,7 @@ class SandboxClient:
             }
         else:
             body = {"path": path, "content": content, "encoding": "utf-8"}
-        return self._json("PUT", "/files/content", body)
+        return FileWritten.from_answer(self._json("PUT", "/files/content", body))
 
     # ------------------------------------------------------------------ git
 

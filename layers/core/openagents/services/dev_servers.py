@@ -113,17 +113,17 @@ class DevServers:
         if command is not None:
             return custom_plan(command, port)
         try:
-            entries = client.list_files(path, depth=1).get("entries") or []
+            entries = client.list_files(path, depth=1).entries
         except SandboxError as exc:
             raise NotFound("No such folder in the workspace", field="path") from exc
-        names = {PurePosixPath(str(e.get("path", ""))).name for e in entries[:10_000]}
+        names = {PurePosixPath(e.path).name for e in entries[:10_000]}
         if "package.json" in names:
             manifest = client.read_file(f"{path}/package.json", max_bytes=1 << 20)
-            return node_plan(str(manifest.get("content", "")), names, port, "node_modules" in names)
+            return node_plan(manifest.content, names, port, "node_modules" in names)
         wanted = ""
         for name in ("requirements.txt", "pyproject.toml"):
             if name in names:
-                wanted += str(client.read_file(f"{path}/{name}", max_bytes=65536).get("content"))
+                wanted += client.read_file(f"{path}/{name}", max_bytes=65536).content
         return python_plan(names, wanted, port)
 
     def start(

@@ -18,6 +18,8 @@ from openagents.domain.errors import InvalidInput, NotFound, RateLimited, Sandbo
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
 from openagents.sandbox.port import (
+    FileContent,
+    FileList,
     GitDiff,
     GitStatus,
     Reverted,
@@ -164,16 +166,16 @@ class SandboxTools:
         """The same, waiting for the result (callers that may block their thread)."""
         return self.submit_exec(identity, session_id, **request).result()
 
-    def files(self, identity: Identity, session_id: str, path: str, depth: int) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(
+    def files(self, identity: Identity, session_id: str, path: str, depth: int) -> FileList:
+        result: FileList = self._call(
             identity, session_id, lambda c: c.list_files(path=path, depth=depth)
         )
         return result
 
     def file_content(
         self, identity: Identity, session_id: str, path: str, max_bytes: int
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(
+    ) -> FileContent:
+        result: FileContent = self._call(
             identity, session_id, lambda c: c.read_file(path, max_bytes=max_bytes)
         )
         return result

@@ -59,12 +59,11 @@ def _find(client: Sandboxd) -> list[_Found]:
             if exc.status in (400, 404):  # no such folder (or not a folder)
                 continue
             raise
-        entries = listing.get("entries")
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict) or entry.get("type") != "file":
+        for entry in listing.entries:
+            if entry.type != "file":
                 continue
-            path = entry.get("path")
-            if not isinstance(path, str) or not path.startswith(f"{folder}/"):
+            path = entry.path
+            if not path.startswith(f"{folder}/"):
                 continue
             name, _, file = path[len(folder) + 1 :].partition("/")
             if file == SKILL_FILE and is_skill_name(name) and name not in found:
@@ -81,7 +80,6 @@ def _read(client: Sandboxd, found: _Found) -> SkillInfo | None:
         if exc.status is not None and 400 <= exc.status < 500:  # gone, or refused: skip it
             return None
         raise
-    content = answer.get("content")
-    if answer.get("encoding") == "base64" or not isinstance(content, str):
+    if answer.encoding == "base64":
         return None  # not text
-    return skill_info(found.name, content)
+    return skill_info(found.name, answer.content)
