@@ -91,16 +91,16 @@ def _measure(
         cpu.append(_cpu(daemon) - used)
     _change(client, sources, samples + 1)
     began = time.perf_counter()
-    preview = client.revert(saved["ref"], save_ref=None, dry_run=True)
+    preview = client.revert(saved.ref, save_ref=None, dry_run=True)
     dry = time.perf_counter() - began
     began = time.perf_counter()
-    client.revert(saved["ref"], save_ref="refs/openagents/checkpoints/bench-undo", dry_run=False)
+    client.revert(saved.ref, save_ref="refs/openagents/checkpoints/bench-undo", dry_run=False)
     real = time.perf_counter() - began
     driver.stop(handle)
     return {
         # files: every file of the workspace, .git's included; checkpointFiles: the checkpoint's
         "workspace": {"megabytes": round(content.bytes / 1e6, 1), "files": content.files},
-        "checkpointFiles": saved["files"],
+        "checkpointFiles": saved.files,
         "firstCheckpointMs": ms(timings[0]),
         "checkpointMs": {k: round(v, 1) for k, v in summary([ms(t) for t in timings[1:]]).items()},
         # CPU time of sandboxd and its git processes: what the wall time is on an idle machine
@@ -108,7 +108,7 @@ def _measure(
         "loadAverage": round(os.getloadavg()[0], 2),
         "dryRunRevertMs": ms(dry),
         "revertMs": ms(real),
-        "revertTouched": len(preview["restored"]) + len(preview["removed"]),
+        "revertTouched": len(preview.restored) + len(preview.removed),
     }
 
 
