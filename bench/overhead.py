@@ -77,7 +77,7 @@ def run(args: Any) -> dict[str, Any]:
     from tests.support import USER_AGENT, HttpApi, local_server
 
     with moto_server() as moto, scratch("overhead") as home:
-        settings = fresh_settings(moto.endpoint, home)
+        settings = fresh_settings(moto.endpoint, home, store="dynamodb")  # the item GetItem reads
         container = build(settings, _NoMetrics())
         session, _ = container.sessions.create(Identity(user_id="alice", username="alice"), _new())
         with environment(**_aws_environment(settings)), local_server(settings) as base_url:
