@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from openagents import composition
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.services.caps import Caps
@@ -38,6 +38,7 @@ from functions.api.routes import (
     skills,
     usage,
 )
+from functions.api.strict_query import known_query
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
@@ -92,6 +93,7 @@ def create_app(
         title="Open Agents on AWS",
         version="0.1.0",
         description="Session control plane: sessions, chats, messages and sandboxes.",
+        dependencies=[Depends(known_query)],
     )
     # Settings alone answer the middleware (and /api/health); the container, with the store
     # adapter (PynamoDB and botocore on AWS), is built by the first request that needs it.

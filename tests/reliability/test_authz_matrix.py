@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 import jwt
 import pytest
 from fastapi.routing import iter_route_contexts
@@ -42,7 +43,12 @@ PUBLIC = {
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
 }
-ALICE_SECRETS = ("alice-secret-title", "alice-secret-message", "alice-secret-model")
+ALICE_SECRETS = (
+    "alice-secret-title",
+    "alice-secret-message",
+    "alice-secret-model",
+    "alice-secret-file",
+)
 
 
 @dataclass
@@ -50,6 +56,7 @@ class Alice:
     session_id: str
     chat_id: str
     message_id: str
+    attachment_id: str
 
 
 def routes() -> list[tuple[str, str]]:
@@ -73,6 +80,7 @@ def path_for(path: str, alice: Alice) -> str:
         "chat_id": alice.chat_id,
         "run_id": "alice-run",
         "message_id": alice.message_id,
+        "attachment_id": alice.attachment_id,
         "port": "8000",  # a preview of alice's session: another user gets 404, not "not listening"
     }
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "unknown-id"), path)
@@ -120,7 +128,7 @@ def query_for(path: str, alice: Alice) -> dict[str, str] | None:
 
 def known(method: str, path: str) -> bool:
     return "{" not in path or all(
-        p in ("session_id", "chat_id", "run_id", "message_id", "port")
+        p in ("session_id", "chat_id", "run_id", "message_id", "attachment_id", "port")
         for p in re.findall(r"\{(\w+)\}", path)
     )
 
@@ -149,7 +157,14 @@ def seed(api: Any) -> Alice:
     assert posted.status == 200, posted.body
     prefs = {"autoCommitPush": True, "autoCreatePr": True}
     assert api.put("/api/user/preferences", prefs).status == 200
-    return Alice(sid, chat, "alice-msg-1")
+    uploaded = api.request(
+        "POST",
+        f"/api/sessions/{sid}/attachments",
+        raw_body=b"alice-secret-file\n",
+        headers={"content-type": "text/plain"},
+    )
+    assert uploaded.status == 201, uploaded.body
+    return Alice(sid, chat, "alice-msg-1", uploaded.body["id"])
 
 
 def state_of(api: Any, alice: Alice) -> Any:
@@ -262,7 +277,7 @@ def expect_for_other_user(method: str, path: str) -> set[int]:
     return {200}
 
 
-_DUMMY = Alice("s", "c", "m")
+_DUMMY = Alice("s", "c", "m", "a")
 
 
 def test_another_user_gets_404_and_never_data(served: tuple[HttpApi, Alice]) -> None:
@@ -285,8 +300,13 @@ def test_another_user_gets_404_and_never_data(served: tuple[HttpApi, Alice]) -> 
     assert [s["title"] for s in listed] == ["mallory's"]
 
 
-def test_aws_mode_trusts_only_authorizer_claims(settings: Settings) -> None:
-    api = LambdaApi(settings.model_copy(update={"artifact_bucket": "unused"}))
+def test_aws_mode_trusts_only_authorizer_claims(
+    settings: Settings, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)  # alice's attachment, on moto
+    bucket = f"artifacts-{settings.table_name}"
+    boto3.client("s3", region_name=settings.region).create_bucket(Bucket=bucket)
+    api = LambdaApi(settings.model_copy(update={"artifact_bucket": bucket}))
     alice = seed(api)
     before = state_of(api, alice)
     failures: list[tuple[Any, ...]] = []

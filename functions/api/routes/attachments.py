@@ -2,15 +2,16 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from openagents.domain.attachments import MAX_IMAGE_BYTES
 
 from functions.api.chat_schemas import AttachmentOut
 from functions.api.deps import App, Caller, CheckedCaller
 from functions.api.schemas import error_responses
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["agent"])
+router = APIRouter(prefix="/api", tags=["agent"], dependencies=[Depends(known_query)])
 
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
 _UPLOAD_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "text/plain")

@@ -3,7 +3,7 @@
 import asyncio
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from openagents.agent.models.registry import NO_MODELS
 from openagents.composition import Container
@@ -27,11 +27,12 @@ from functions.api.chat_schemas import (
 )
 from functions.api.deps import App, Caller, CheckedCaller
 from functions.api.schemas import ErrorOut, error_responses
+from functions.api.strict_query import known_query
 
 if TYPE_CHECKING:  # the agent's modules load with the first turn, not the API's cold start
     from openagents.services.agent_turns import StreamView
 
-router = APIRouter(prefix="/api", tags=["agent"])
+router = APIRouter(prefix="/api", tags=["agent"], dependencies=[Depends(known_query)])
 
 
 @router.post("/chat", status_code=202, responses=error_responses(403, 409, 413))

@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, Query
 from openagents.domain.models import Role
 
 from functions.api.deps import App, Caller
@@ -22,8 +22,11 @@ from functions.api.schemas import (
     UpdateChatIn,
     error_responses,
 )
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/sessions/{session_id}/chats", tags=["chats"])
+router = APIRouter(
+    prefix="/api/sessions/{session_id}/chats", tags=["chats"], dependencies=[Depends(known_query)]
+)
 ERRORS = error_responses()
 
 

@@ -1,7 +1,7 @@
 """Shipping the work from the app: commit, discard, push, pull request, merge readiness and fix
 failing checks (``services/git_actions.py``, ``services/merge_readiness.py``)."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from functions.api.deps import App, Caller, CheckedCaller
 from functions.api.git_schemas import (
@@ -20,8 +20,11 @@ from functions.api.git_schemas import (
     ReadinessOut,
 )
 from functions.api.schemas import error_responses
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/sessions/{session_id}", tags=["git"])
+router = APIRouter(
+    prefix="/api/sessions/{session_id}", tags=["git"], dependencies=[Depends(known_query)]
+)
 
 
 @router.post("/commit", responses=error_responses(409, 502))

@@ -4,7 +4,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from openagents.services.pull_requests import PullRequestEventId, PullRequestUpdate, event_identity
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, Va
 from functions.api.deps import App
 from functions.api.errors import error_response
 from functions.api.schemas import ErrorOut
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/github", tags=["github"])
+router = APIRouter(prefix="/api/github", tags=["github"], dependencies=[Depends(known_query)])
 MAX_JSON_DEPTH = 64  # GitHub's payloads nest about 6 deep
 MAX_DELIVERY_ID = 200
 

@@ -8,8 +8,9 @@ from pydantic import Field
 from functions.api.deps import App
 from functions.api.hosts import is_loopback
 from functions.api.schemas import Body, Out
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/local", tags=["local"])
+router = APIRouter(prefix="/api/local", tags=["local"], dependencies=[Depends(known_query)])
 
 
 class TokenIn(Body):

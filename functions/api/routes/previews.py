@@ -3,7 +3,7 @@ project's dev server."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi import Path as PathParam
 
 from functions.api.deps import App, Caller
@@ -18,8 +18,9 @@ from functions.api.preview_schemas import (
     PublicPreviewsOut,
 )
 from functions.api.schemas import error_responses
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["previews"])
+router = APIRouter(prefix="/api", tags=["previews"], dependencies=[Depends(known_query)])
 ERRORS = error_responses(409)
 Port = Annotated[int, PathParam(ge=1, le=65535, description="A TCP port in the sandbox")]
 

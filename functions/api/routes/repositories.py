@@ -3,7 +3,8 @@ repository (``services/repositories.py``)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
+from openagents.services.repositories import MAX_QUERY_CHARS
 
 from functions.api.deps import App, Caller
 from functions.api.picker_schemas import (
@@ -15,15 +16,18 @@ from functions.api.picker_schemas import (
     RepositoryOut,
 )
 from functions.api.schemas import error_responses
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/repositories", tags=["repositories"])
+router = APIRouter(
+    prefix="/api/repositories", tags=["repositories"], dependencies=[Depends(known_query)]
+)
 
 
 @router.get("", responses=error_responses())
 def repositories(
     app: App,
     caller: Caller,
-    query: str | None = None,
+    query: Annotated[str | None, Query(max_length=MAX_QUERY_CHARS)] = None,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> RepositoriesOut:
     """The repositories a session may start from: the GitHub installation's (or token's), or

@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Depends, Query, status
 from openagents.domain.models import ListFilter, Preferences
 from openagents.services.sessions import NewSession
 
@@ -23,8 +23,9 @@ from functions.api.schemas import (
     UpdateSessionIn,
     error_responses,
 )
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["sessions"])
+router = APIRouter(prefix="/api", tags=["sessions"], dependencies=[Depends(known_query)])
 ERRORS = error_responses()
 Limit = Annotated[int | None, Query(ge=0, le=1000)]
 Cursor = Annotated[str | None, Query(max_length=2048)]

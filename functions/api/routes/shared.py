@@ -5,8 +5,13 @@ from fastapi.responses import Response
 
 from functions.api.deps import App, public_check
 from functions.api.schemas import ErrorOut, SharedChatOut, SharedStatusOut
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/shared", tags=["shared"], dependencies=[Depends(public_check)])
+router = APIRouter(
+    prefix="/api/shared",
+    tags=["shared"],
+    dependencies=[Depends(public_check), Depends(known_query)],
+)
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorOut} for code in (403, 404, 422, 503)
 }

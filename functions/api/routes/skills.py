@@ -1,12 +1,15 @@
 """The repository's skills in a session's sandbox (``services/skills.py``)."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from functions.api.deps import App, Caller
 from functions.api.picker_schemas import SkillOut, SkillsOut
 from functions.api.schemas import error_responses
+from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/sessions/{session_id}", tags=["skills"])
+router = APIRouter(
+    prefix="/api/sessions/{session_id}", tags=["skills"], dependencies=[Depends(known_query)]
+)
 
 
 @router.get("/skills", responses=error_responses(409))
