@@ -3,7 +3,9 @@
 They are ``async def``: FastAPI runs a sync dependency in the thread pool, and each hand-off
 to a worker thread and back cost more CPU than the check itself (the status poll paid three:
 these two and the route). What they do is CPU only (a remembered token, a header check); the
-container's one-time build, which may read files and the network, runs in the thread pool."""
+container's one-time build, which may read files and the network, runs in the thread pool. The
+one read left on the loop is the CloudFront origin secret, once per execution environment, in
+AWS mode only, where Mangum serves one request at a time."""
 
 from typing import Annotated, Any
 
