@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_restart_sandboxes import Server, until
+from tests.support import git, make_origin
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -162,13 +163,15 @@ def test_a_turn_stopped_mid_model_step_finishes_with_the_uninterrupted_message(
         server.down()
 
 
-def _finished(server: Server, session_id: str, run_id: str) -> list[dict[str, Any]]:
+def _finished(
+    server: Server, session_id: str, run_id: str, kind: str = "agent.turn_finished"
+) -> list[dict[str, Any]]:
     page = server.api.get(f"/api/sessions/{session_id}/events")
     assert page.status == 200, page.body
     return [
         e
         for e in page.body["events"]
-        if e["type"] == "agent.turn_finished" and e["detail"].get("runId") == run_id
+        if e["type"] == kind and (e["detail"].get("runId") == run_id or e["id"].startswith(run_id))
     ]
 
 
@@ -192,15 +195,19 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
     workspace's fsmonitor hook (armed by the turn's last command) holds it on a fifo: the
     server is stopped there, the run's end recorded and its follow-ups step unfinished. The
     next start carries the execution on: the follow-ups step runs again to its end, the turn's
-    audit entry stays recorded once."""
+    audit entry stays recorded once, and auto-commit pushes the turn's work exactly once."""
+    origin = make_origin(tmp_path)
     server = Server(tmp_path)
     script = tmp_path / "script.json"
     server.env["OPENAGENTS_SCRIPTED_MODEL_FILE"] = str(script)
+    server.env["OPENAGENTS_LOCAL_REPO_ROOTS"] = str(tmp_path)
     server.start()
     try:
-        created = server.api.post("/api/sessions", {})
+        body = {"repoUrl": str(origin), "isNewBranch": True, "autoCommitPush": True}
+        created = server.api.post("/api/sessions", body)
         assert created.status == 201, created.body
         sid, chat = created.body["session"]["id"], created.body["chat"]["id"]
+        branch = created.body["session"]["branch"]  # its own, generated at create
         server.settled(sid, "active")
         client = server.sandbox(sid)[1]
         root = client.exec("pwd")["stdout"].strip()
@@ -208,7 +215,7 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
         armed = client.exec(f"printf '{hook}' > .git/gate-hook && chmod +x .git/gate-hook")
         assert armed["exitCode"] == 0, armed
         assert client.exec("mkfifo .git/gate")["exitCode"] == 0
-        arm = f"git config core.fsmonitor {root}/.git/gate-hook && echo armed"
+        arm = f"echo work > work.txt && git config core.fsmonitor {root}/.git/gate-hook"
         script.write_text(
             json.dumps(
                 {
@@ -247,6 +254,12 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
         events = stream(server, chat)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert events[-1]["chunk"] == {"type": "finish", "finishReason": "stop"}
+        # auto-commit, a follow-up too: the turn's work committed and pushed exactly once
+        until(lambda: _finished(server, sid, run_id, "sandbox.auto_commit"), 60, "auto-commit")
+        assert len(_finished(server, sid, run_id, "sandbox.auto_commit")) == 1
+        pushed = git(origin, "log", "--format=%s", f"main..{branch}").splitlines()
+        assert len(pushed) == 1, pushed
+        assert git(origin, "show", f"{branch}:work.txt") == "work"
     finally:
         if server.process is not None and server.process.poll() is None:
             server.stop(signal.SIGTERM)
