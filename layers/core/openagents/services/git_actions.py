@@ -64,7 +64,7 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 ANY_STATE = frozenset(LifecycleState)
-MAX_PATHS = 200  # × MAX_PATH_CHARS stays under the API's 1 MiB body limit
+MAX_PATHS = 200  # times MAX_PATH_CHARS stays under the API's 1 MiB body limit
 MAX_PATH_CHARS = 4096
 MAX_OUTPUT = 4 << 20  # what one git command in the sandbox may print for us
 MAX_LISTED = 1000  # paths a discard answers
