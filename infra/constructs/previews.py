@@ -143,9 +143,7 @@ class Previews(Construct):
             "Wildcard",
             zone=self.zone,
             record_name=f"*.{self.domain}.",
-            target=route53.RecordTarget.from_alias(
-                targets.LoadBalancerTarget(self.load_balancer)
-            ),
+            target=route53.RecordTarget.from_alias(targets.LoadBalancerTarget(self.load_balancer)),
         )
 
     @property
