@@ -51,68 +51,45 @@ class Quota:
     default: float | None  # None: set per account (the Service Quotas console shows it)
     unit: str
     adjustable: bool
+    source: str  # the AWS page that states the default ("unconfirmed": none found)
 
 
+# Each default as AWS documents it (docs/scale.md "The quotas a session meets" cites the same).
 QUOTAS = (
-    Quota("fargate_vcpu", "Fargate On-Demand vCPU resource count", 6, "vCPU", True),
-    Quota("fargate_launch", "Fargate On-Demand task launch rate (sustained)", 20, "tasks/s", False),
-    Quota("runtask", "ECS RunTask API rate on Fargate (burst and sustained)", 20, "req/s", False),
-    Quota("eni", "EC2 Network interfaces per Region", 5_000, "ENIs", True),
-    Quota(
-        "subnet_ips",
-        "the stack's sandbox subnets (sandboxSubnetMask=20 x 2 AZs)",
-        8_118,
-        "addresses",
-        True,
-    ),
-    Quota(
-        "ebs_snapshot_rate",
-        "EBS snapshot creation rate per account (CreateSnapshot)",
-        5,
-        "req/s",
-        False,
-    ),
-    Quota(
-        "sfn_start",
-        "Step Functions StartExecution rate, Standard (refill, us-east-1)",
-        300,
-        "req/s",
-        True,
-    ),
-    Quota(
-        "sfn_transitions",
-        "Step Functions state transitions rate, Standard (refill)",
-        5_000,
-        "transitions/s",
-        True,
-    ),
-    Quota("sfn_open", "Step Functions open executions per account", 1_000_000, "executions", True),
-    Quota(
-        "lambda_concurrency", "Lambda concurrent executions per Region", 1_000, "executions", True
-    ),
-    Quota(
-        "apigw",
-        "API Gateway HTTP API throttle: requests per second per Region",
-        10_000,
-        "req/s",
-        True,
-    ),
-    Quota("partition_wcu", "DynamoDB write throughput per partition", 1_000, "WCU/s", False),
-    Quota(
-        "bedrock_tpm",
-        "Bedrock tokens per minute for the model (per account)",
-        None,
-        "tokens/min",
-        True,
-    ),
-    Quota(
-        "bedrock_rpm",
-        "Bedrock requests per minute for the model (per account)",
-        None,
-        "req/min",
-        True,
-    ),
-)
+    Quota("fargate_vcpu", "Fargate On-Demand vCPU resource count", 6, "vCPU", True,
+          "AWS Batch API Reference, ResourceRequirement (the default is 6 vCPUs); Amazon ECS "
+          "service quotas (new accounts may start lower, raised with usage)"),
+    Quota("fargate_launch", "Fargate On-Demand task launch rate (sustained; burst 100)", 20,
+          "tasks/s", False, "AWS Fargate throttling quotas (Amazon ECS Developer Guide)"),
+    Quota("runtask", "ECS RunTask API rate on Fargate (burst and sustained)", 20, "req/s", False,
+          "AWS Fargate throttling quotas (Amazon ECS Developer Guide)"),
+    Quota("eni", "Network interfaces per Region", 5_000, "ENIs", True,
+          "Amazon VPC quotas (VPC User Guide)"),
+    Quota("subnet_ips", "the stack's sandbox subnets (sandboxSubnetMask=20 x 2 AZs)", 8_118,
+          "addresses", True, "infra/config.py (a stack setting, not an AWS quota)"),
+    Quota("ebs_snapshot_rate", "EBS CreateSnapshot request rate per account (unconfirmed)", 5,
+          "req/s", False, "unconfirmed: no EBS or EC2 throttling page found states it"),
+    Quota("sfn_start", "Step Functions StartExecution, Standard (us-east-1; bucket 1,300)", 300,
+          "req/s", True, "Quotas for Standard Workflows / Step Functions service quotas "
+          "(Step Functions Developer Guide)"),
+    Quota("sfn_transitions", "Step Functions StateTransition, Standard (us-east-1; bucket 5,000)",
+          1_500, "transitions/s", True, "Quotas for Standard Workflows / Step Functions service "
+          "quotas (new accounts have reduced state transition quotas)"),
+    Quota("sfn_open", "Step Functions maximum open executions per account", 1_000_000,
+          "executions", True, "Step Functions service quotas (Step Functions Developer Guide)"),
+    Quota("lambda_concurrency", "Lambda concurrent executions per Region", 1_000, "executions",
+          True, "Lambda quotas (Lambda Developer Guide; new accounts have reduced concurrency)"),
+    Quota("apigw", "API Gateway throttle quota per account, per Region (HTTP, REST, WebSocket)",
+          10_000, "req/s", True, "Amazon API Gateway quotas and important notes"),
+    Quota("partition_wcu", "DynamoDB write throughput per partition", 1_000, "WCU/s", False,
+          "Understanding DynamoDB warm throughput in different scenarios (DynamoDB Developer "
+          "Guide: 1,000 write and 3,000 read units per second per partition)"),
+    Quota("bedrock_tpm", "Bedrock On-demand InvokeModel tokens per minute for ${model}", None,
+          "tokens/min", True, "Quotas for the bedrock-runtime endpoint (Bedrock User Guide)"),
+    Quota("bedrock_rpm", "Bedrock requests per minute for ${model} (no longer enforced)", None,
+          "req/min", True, "Quotas for the bedrock-runtime endpoint: RPM quotas are no longer "
+          "enforced there; throttling is by tokens"),
+)  # fmt: skip
 # a model step's tokens (published figures for coding agents: the context grows to tens of
 # thousands of tokens, most of it a prompt-cache hit; a few hundred output tokens a step)
 STEP_TOKENS = {"input": 3_000, "cache_read": 27_000, "output": 500}
@@ -533,6 +510,7 @@ def run(args: Any) -> dict[str, Any]:
                 "default": q.default,
                 "unit": q.unit,
                 "adjustable": q.adjustable,
+                "source": q.source,
             }
             for q in QUOTAS
         },
