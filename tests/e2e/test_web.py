@@ -134,6 +134,13 @@ def repository(tmp_path: Path) -> Path:
     (work / "src" / "app.py").write_text('print("hello")\n')
     # a static site: the Preview tab's dev server (python3 -m http.server)
     (work / "index.html").write_text("<!doctype html><h1>Hello from the e2e preview</h1>\n")
+    # a skill the composer offers after `/` (GET /api/sessions/{id}/skills reads its front matter)
+    skill = work / ".agents" / "skills" / "e2e-greeter"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: e2e-greeter\ndescription: Greets whoever runs the e2e test\n---\n\n"
+        "Say hello to the person running the end-to-end test.\n"
+    )
     identity = ["-c", "user.name=E2E", "-c", "user.email=e2e@example.com"]
     _git("add", ".", cwd=work)
     _git(*identity, "commit", "--quiet", "-m", "initial", cwd=work)

@@ -4,15 +4,17 @@
 //   E2E_SCRIPT (the scripted model's file, rewritten here for the turn that is stopped)
 // Sign in locally, create a session on the repository, send a message: the agent's answer streams
 // in with a `write` tool card and Changes shows the new file; watch Active → Paused after the idle
-// timeout, Resume → Active; an approval granted; right after it a long turn reloaded while its
+// timeout, Resume → Active; a skill picked from the composer's `/` menu and an image attached (the
+// scripted model's requestLog shows the image block); an approval granted; right after it a long turn reloaded while its
 // command runs, and stopped with Stop (the card reads Stopped); Share survives a reload; eight chat
 // tabs scroll sideways and the composer stays on screen; Pause says Hibernating at once; Archive →
 // the session is under "Archived", offering only what works on it; the Usage page shows the runs.
 // The session's repository and a branch are picked in the new-session dialog's pickers. Each step is a screenshot at 1280×800 and at
 // 390×844, and axe checks the main screens (no serious or critical violation).
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const require = createRequire(new URL("../../web/package.json", import.meta.url));
 const { chromium } = require("playwright-core");
@@ -44,6 +46,15 @@ const APPROVAL_TURN = {
   ],
 };
 const AFTER_APPROVAL = { responses: [{ text: "The build folder is gone." }] };
+// A turn that only answers, logging what reached the model (the scripted model's "requestLog",
+// relative to the script's folder): the attached image must be in the user message.
+const REQUEST_LOG = "requests.jsonl";
+const PICTURE_TURN = { requestLog: REQUEST_LOG, responses: [{ text: "A one-pixel picture, greeted." }] };
+// a real 1×1 PNG (the server sniffs the type from the bytes)
+const PIXEL = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 // The server's bot check refuses "HeadlessChrome" on session create: a plain desktop browser's.
@@ -263,6 +274,8 @@ async function run(page) {
   await waitForChip(page, "Active", 30_000);
   await screenshot(page, "resumed");
 
+  if (SCRIPT) await skillAndPicture(page, composer);
+
   if (SCRIPT) {
     // an approval granted: the run waits, Approve continues it in the same message
     writeFileSync(SCRIPT, JSON.stringify(APPROVAL_TURN));
@@ -373,6 +386,67 @@ async function run(page) {
   await fitsPhone(page); // the table scrolls in its own region, the chart takes the screen's width
   await page.setViewportSize(DESKTOP);
   await screenshot(page, "usage");
+}
+
+/**
+ * The composer's `/` menu offers the repository's skill (.agents/skills/e2e-greeter/SKILL.md) and
+ * picking it fills in `/e2e-greeter `; an image attached with the file input is uploaded, sent with
+ * the text, shown in the chat, and reaches the scripted model as an image block (its requestLog).
+ */
+async function skillAndPicture(page, composer) {
+  writeFileSync(SCRIPT, JSON.stringify(PICTURE_TURN));
+  await composer.fill("/e2e");
+  const menu = page.getByRole("listbox", { name: "Skills" });
+  const option = menu.getByRole("option", { name: /\/e2e-greeter/ });
+  await option.waitFor({ timeout: 20_000 });
+  await option.getByText("Greets whoever runs the e2e test").waitFor(); // the front matter's description
+  if ((await composer.getAttribute("aria-activedescendant")) !== (await option.getAttribute("id")))
+    throw new Error("the message box does not point at the highlighted skill");
+  await accessibleAtBothSizes(page, "skill-menu");
+  await screenshot(page, "skill-menu");
+  await composer.press("Enter"); // picks the highlighted skill, does not send
+  if ((await composer.inputValue()) !== "/e2e-greeter ") throw new Error(`picking the skill left "${await composer.inputValue()}"`);
+  await menu.waitFor({ state: "detached" });
+  await composer.press("End");
+  await composer.pressSequentially("say hello to this picture");
+  log("skill picked from the / menu");
+
+  await page.locator(".composer input[type=file]").setInputFiles({ name: "pixel.png", mimeType: "image/png", buffer: PIXEL });
+  const chip = page.getByRole("list", { name: "Attached files" }).getByRole("listitem").filter({ hasText: "pixel.png" });
+  await chip.waitFor();
+  const send = page.getByRole("button", { name: "Send" });
+  await page.waitForFunction(() => {
+    const button = [...document.querySelectorAll(".composer button[type=submit]")].find((b) => b.textContent === "Send");
+    return button !== undefined && !button.disabled;
+  }); // uploaded: Send is on again
+  if ((await chip.textContent()).includes("not attached")) throw new Error(`the image was refused: ${await chip.textContent()}`);
+  await accessibleAtBothSizes(page, "composer-attachment");
+  await screenshot(page, "composer-attachment");
+  await send.click();
+  const sent = page.locator(".message-user").last();
+  await sent.getByText("say hello to this picture").waitFor();
+  await sent.getByRole("img", { name: "pixel.png" }).waitFor(); // the thumbnail, read back from the API
+  await page.locator(".message-assistant").last().getByText("A one-pixel picture, greeted.").waitFor({ timeout: 20_000 });
+  await page.getByRole("button", { name: "Send" }).waitFor();
+  log("image sent with the skill's message");
+
+  const path = join(dirname(SCRIPT), REQUEST_LOG);
+  if (!existsSync(path)) throw new Error("the scripted model wrote no requestLog");
+  const requests = readFileSync(path, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+  const turn = requests.find((request) => request.purpose === "turn" && request.step === 0);
+  if (!turn) throw new Error(`no turn request in the requestLog: ${JSON.stringify(requests).slice(0, 500)}`);
+  const user = turn.messages.filter((message) => message.role === "user").at(-1);
+  const blocks = user?.content ?? [];
+  const image = blocks.find((block) => block.type === "image");
+  const sha256 = createHash("sha256").update(PIXEL).digest("hex");
+  if (!image || image.mediaType !== "image/png" || image.size !== PIXEL.length || image.sha256 !== sha256)
+    throw new Error(`the model did not get the image: ${JSON.stringify(blocks)}`);
+  if (!blocks.some((block) => block.type === "text" && block.text.includes("/e2e-greeter say hello to this picture")))
+    throw new Error(`the model did not get the skill's message: ${JSON.stringify(blocks)}`);
+  log(`the model got the image block (${image.size} bytes, sha256 ${image.sha256.slice(0, 12)}…) and the /e2e-greeter text`);
+  await sent.scrollIntoViewIfNeeded();
+  await accessibleAtBothSizes(page, "session-with-picture");
+  await screenshot(page, "picture-sent");
 }
 
 /** axe at 1280×800 and at 390×844 (the page goes back to the desktop size after). */
