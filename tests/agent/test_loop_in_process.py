@@ -26,6 +26,7 @@ from openagents.agent.stream import EventWriter
 from openagents.agent.tool_runner import STOPPED
 from openagents.agent.ui import AssistantMessage, UIMessageJson
 from openagents.artifacts.folder import FolderArtifactStore
+from openagents.domain.attachments import AttachmentFile
 from openagents.domain.checkpoints import Checkpoint
 from openagents.domain.errors import InvalidInput
 from openagents.domain.models import Chat, Message, Role, Session
@@ -118,6 +119,9 @@ class Host:
             created_at=AT,
         )
         return TurnMessage(self.session, self.chat, body, activity=None)
+
+    def attachment(self, run: Run, url: str) -> AttachmentFile | None:
+        return None  # these turns send no files
 
     def workspace(self, run: Run) -> Workspace:
         return self.workspace_

@@ -57,7 +57,9 @@ def _uninterrupted(api: AgentApi, session_id: str) -> tuple[list[Any], list[Any]
     assert started.status == 202, started.body
     events = api.events(chat_id)
     # its follow-ups too: a recovery below must find only the interrupted turn's execution
-    api.container.agent._engine().wait(str(started.body["runId"]))
+    engine = api.container.agent._engine()
+    assert isinstance(engine, LocalAgentRuntime)
+    engine.wait(str(started.body["runId"]))
     return chunks(events), parts(_assistant(api, session_id, chat_id))
 
 
