@@ -180,8 +180,15 @@ def environment(**values: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder, removed after the sandboxes launched under it are stopped (a sandbox
+    outlives the process that launched it, and its socket folder is a mount)."""
+    from tests.sandbox_sweep import sweep
+
     with tempfile.TemporaryDirectory(prefix=f"openagents-bench-{prefix}-") as folder:
-        yield Path(folder)
+        try:
+            yield Path(folder)
+        finally:
+            sweep(Path(folder))
 
 
 # ------------------------------------------------------------------ request counting
