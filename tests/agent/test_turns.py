@@ -78,8 +78,11 @@ def test_a_turn_changes_files_commits_and_ends_with_text(
     ):
         assert expected in kinds, expected
     outputs = [e["chunk"] for e in events if e["chunk"]["type"] == "tool-output-available"]
-    assert len(outputs) == 4
-    assert outputs[-1]["output"]["exitCode"] == 0
+    final = [chunk for chunk in outputs if not chunk.get("preliminary")]  # bash's live output aside
+    assert len(final) == 4
+    live = [chunk for chunk in outputs if chunk.get("preliminary")]
+    assert all(chunk["toolCallId"] == final[-1]["toolCallId"] for chunk in live)  # the bash call's
+    assert final[-1]["output"]["exitCode"] == 0
     # the files changed in the sandbox, and the commit is there
     tools = f"/api/sessions/{session_id}/sandbox"
     content = agent_api.get(f"{tools}/files/content", query={"path": "calc.py"})
