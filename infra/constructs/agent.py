@@ -35,7 +35,7 @@ from constructs import Construct
 from infra import nag
 from infra.config import StageConfig
 from infra.constructs.control_plane import GITHUB_CREDENTIALS, ControlPlane, Needs
-from infra.constructs.data import DIFFS_PREFIX, MESSAGES_PREFIX
+from infra.constructs.data import ATTACHMENTS_PREFIX, DIFFS_PREFIX, MESSAGES_PREFIX
 from infra.constructs.function import (
     ARCHITECTURE,
     VPC_ENI_ACTIONS,
@@ -74,6 +74,7 @@ NEEDS = Needs(
     ),
     message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
     diffs=("s3:PutObject",),
+    attachments=("s3:GetObject",),  # a user message's files, read at each model step
     secrets=GITHUB_CREDENTIALS,
     starts=("provisioning", "lifecycle"),
     driver=("probe", "stop"),
@@ -301,6 +302,15 @@ class Agent(Construct):
             "The cached diffs are objects diffs/<sessionId>.json: the prefix is the narrowest "
             "resource",
             nag.resource(self, control_plane.data.artifacts.arn_for_objects(f"{DIFFS_PREFIX}*")),
+        )
+        acknowledge(
+            self.role,
+            "IAM5",
+            "Attachments are objects under attachments/<userId>/<sessionId>/<id>: the prefix is "
+            "the narrowest resource",
+            nag.resource(
+                self, control_plane.data.artifacts.arn_for_objects(f"{ATTACHMENTS_PREFIX}*")
+            ),
         )
         acknowledge(
             self.function,

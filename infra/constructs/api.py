@@ -59,6 +59,9 @@ NEEDS = Needs(
     },
     message_bodies=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
     diffs=("s3:GetObject", "s3:PutObject"),  # GET …/sandbox/diff caches it, …/diff/cached reads it
+    # uploads and reads; a session's delete lists and deletes its files
+    attachments=("s3:DeleteObject", "s3:GetObject", "s3:PutObject"),
+    lists_attachments=True,
     # the webhook's HMAC key, the GitHub credentials (PR refresh on archive), CloudFront's header
     secrets=("github-webhook", *GITHUB_CREDENTIALS, "origin"),
     starts=("provisioning", "lifecycle"),  # create/retry/resume; status kicks an overdue loop

@@ -20,7 +20,13 @@ from openagents.workflows import catalog
 
 from infra import nag
 from infra.config import StageConfig
-from infra.constructs.data import BUNDLES_PREFIX, DIFFS_PREFIX, MESSAGES_PREFIX, Data
+from infra.constructs.data import (
+    ATTACHMENTS_PREFIX,
+    BUNDLES_PREFIX,
+    DIFFS_PREFIX,
+    MESSAGES_PREFIX,
+    Data,
+)
 from infra.constructs.events import Events
 from infra.constructs.function import ServiceFunction
 from infra.constructs.sandbox import Sandbox
@@ -39,6 +45,8 @@ class Needs:
     message_bodies: tuple[str, ...] = ()  # S3 actions on messages/*
     bundles: tuple[str, ...] = ()  # S3 actions on bundles/* (archive git bundles)
     diffs: tuple[str, ...] = ()  # S3 actions on diffs/* (the sessions' cached diffs)
+    attachments: tuple[str, ...] = ()  # S3 actions on attachments/* (files in user messages)
+    lists_attachments: bool = False  # ListBucket under attachments/ (a deleted session's files)
     secrets: tuple[str, ...] = ()  # secrets it reads (names in ControlPlane.secrets)
     starts: tuple[str, ...] = ()  # state machines (catalog names) it starts
     driver: tuple[str, ...] = ()  # FargateDriver methods it calls
@@ -147,28 +155,28 @@ class ControlPlane:
                     sid=f"TableIndexes{number or ''}", actions=list(actions), resources=arns
                 )
             )
-        if needs.message_bodies:
-            statements.append(
-                iam.PolicyStatement(
-                    sid="MessageBodies",
-                    actions=list(needs.message_bodies),
-                    resources=[self.data.artifacts.arn_for_objects(f"{MESSAGES_PREFIX}*")],
+        objects = (  # S3 actions on the artifact bucket's prefixes, each its own statement
+            ("MessageBodies", needs.message_bodies, MESSAGES_PREFIX),
+            ("ArchiveBundles", needs.bundles, BUNDLES_PREFIX),
+            ("CachedDiffs", needs.diffs, DIFFS_PREFIX),
+            ("Attachments", needs.attachments, ATTACHMENTS_PREFIX),
+        )
+        for sid, actions, prefix in objects:
+            if actions:
+                statements.append(
+                    iam.PolicyStatement(
+                        sid=sid,
+                        actions=list(actions),
+                        resources=[self.data.artifacts.arn_for_objects(f"{prefix}*")],
+                    )
                 )
-            )
-        if needs.bundles:
+        if needs.lists_attachments:
             statements.append(
                 iam.PolicyStatement(
-                    sid="ArchiveBundles",
-                    actions=list(needs.bundles),
-                    resources=[self.data.artifacts.arn_for_objects(f"{BUNDLES_PREFIX}*")],
-                )
-            )
-        if needs.diffs:
-            statements.append(
-                iam.PolicyStatement(
-                    sid="CachedDiffs",
-                    actions=list(needs.diffs),
-                    resources=[self.data.artifacts.arn_for_objects(f"{DIFFS_PREFIX}*")],
+                    sid="ListAttachments",
+                    actions=["s3:ListBucket"],
+                    resources=[self.data.artifacts.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{ATTACHMENTS_PREFIX}*"]}},
                 )
             )
         if secrets := self._secrets_of(needs):
@@ -200,6 +208,16 @@ class ControlPlane:
         if needs.token_key:
             self.sandbox.grant_token_read(function.role)
         self.sandbox.acknowledge_driver_statements(function.role, needs.driver)
+        if needs.attachments:
+            acknowledge(
+                function.role,
+                "IAM5",
+                "Attachments are objects under attachments/<userId>/<sessionId>/<id>: the prefix "
+                "is the narrowest resource",
+                nag.resource(
+                    self._scope, self.data.artifacts.arn_for_objects(f"{ATTACHMENTS_PREFIX}*")
+                ),
+            )
         if needs.bundles:
             acknowledge(
                 function.role,

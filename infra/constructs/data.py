@@ -20,6 +20,7 @@ from infra.constructs.function import removal
 MESSAGES_PREFIX = "messages/"  # message bodies over the item limit (openagents.store.dynamodb)
 BUNDLES_PREFIX = "bundles/"  # git bundles saved when a session is archived
 DIFFS_PREFIX = "diffs/"  # the sessions' cached diffs (openagents.services.sandbox_tools)
+ATTACHMENTS_PREFIX = "attachments/"  # files in user messages (openagents.services.attachments)
 SNAPSHOTS_PREFIX = "snapshots/"  # EFS workspace snapshots (tar.zst) of hibernated sessions
 
 

@@ -232,7 +232,7 @@ def iam_requests(call: Call, ctx: Context | None) -> set[Request]:
                 for o in p["Delete"]["Objects"]
             }
         if op == "ListObjectsV2":
-            return {Request.of("s3:ListBucket", bucket)}
+            return {Request.of("s3:ListBucket", bucket, **{"s3:prefix": p.get("Prefix", "")})}
         return {Request.of(f"s3:{S3_ACTIONS.get(op, op)}", f"{bucket}/{p['Key']}")}
     if (call.service, op) in ON_PARAMETER:
         action, parameter = ON_PARAMETER[call.service, op]
@@ -414,6 +414,15 @@ def listed_ids(api: LambdaApi, chats: str, chat: str) -> list[str]:
     return [m["id"] for m in _ok(api.get(f"{chats}/{chat}/messages"))["messages"]]
 
 
+def attach(api: LambdaApi, sid: str, data: bytes) -> dict[str, Any]:
+    """A text file uploaded for a message of the session (POST …/attachments)."""
+    reply = api.request(
+        "POST", f"/api/sessions/{sid}/attachments", raw_body=data,
+        headers={"content-type": "text/plain"},
+    )  # fmt: skip
+    return _ok(reply, 201)
+
+
 def drive_every_route(api: LambdaApi) -> None:
     """Sessions, chats and messages (provisioning off: the sandbox flow has its own session)."""
     _ok(api.get("/api/health"))
@@ -455,6 +464,9 @@ def drive_every_route(api: LambdaApi) -> None:
 
     _ok(api.patch(f"/api/sessions/{sid}", {"status": "archived"}))
     _ok(api.patch(f"/api/sessions/{sid}", {"status": "running"}))
+    # a file for a message: uploaded, read back, and deleted with its session
+    notes = attach(api, sid, b"notes\n")
+    assert api.get(notes["url"]).status == 200
     _ok(api.delete(f"/api/sessions/{sid}"))
 
 
@@ -864,8 +876,12 @@ def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
     )
     model = f"bedrock/{PROFILE}"
 
+    notes = attach(api, sid, b"multiply two numbers\n")  # read by the agent's model step
+    file_part = {"type": "file", "mediaType": "text/plain", "url": notes["url"]}
+
     def turn(message_id: str, text: str) -> str:
-        message = {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}, file_part]
+        message = {"id": message_id, "role": "user", "parts": parts}
         body = {"sessionId": sid, "chatId": chat, "message": message, "modelId": model}
         run_id: str = _ok(api.post("/api/chat", body), 202)["runId"]
         return run_id
