@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.config import Duration
 from aws_durable_execution_sdk_python.exceptions import DurableExecutionsError, StepError
 from aws_lambda_powertools import Logger, Metrics
 from openagents.agent.durable import run_turn
@@ -40,7 +41,11 @@ def make_handler(loop: Callable[[], AgentLoop], metrics: Metrics | None = None) 
     @durable_execution
     def turn(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
         logger.set_correlation_id(str(event.get("runId", "")) or None)
-        return run_turn(event, context, loop(), engine_error=engine_error)
+
+        def wait(seconds: int, name: str) -> None:  # durable: the invocation ends meanwhile
+            context.wait(Duration.from_seconds(seconds), name=name)
+
+        return run_turn(event, context, loop(), engine_error=engine_error, wait=wait)
 
     @logger.inject_lambda_context(clear_state=True)
     @flush.log_metrics

@@ -41,6 +41,13 @@ class Loop:
     def model_step(self, run_id: str, since: int | None = None) -> StepResult:
         return self.models.pop(0)
 
+    def throttled(
+        self, run_id: str, error: str, *, attempt: int, waited: int, since: int | None = None
+    ) -> StepResult:
+        if waited < 0 or waited >= 30:
+            return StepResult("failed", error=f"exhausted: {error}")
+        return StepResult("tools", wait=10 + attempt)
+
     def title_step(self, run_id: str) -> str | None:
         self.titled += 1
         return "A title"
@@ -153,3 +160,28 @@ def test_the_lambda_handler_is_the_durable_handler() -> None:
 
     assert callable(handler.lambda_handler)
     assert handler.make_handler(lambda: AgentLoop.__new__(AgentLoop)) is not handler.lambda_handler
+
+
+def test_a_throttled_model_step_waits_durably_then_runs_again() -> None:
+    throttled = StepResult("failed", error="slow down", throttled=True)
+    loop = Loop([throttled, throttled, StepResult("end")])
+    steps, waits = Steps(), []
+    wait = lambda seconds, name: waits.append((seconds, name))  # noqa: E731
+    result = run_turn({"runId": "r1"}, steps, loop, wait=wait)
+    assert result["status"] == "completed" and loop.finalized == ("end", None)
+    assert waits == [(10, "wait-0-0"), (11, "wait-0-1")]
+    assert steps.names == [
+        "begin", "model-0", "throttled-0-0", "model-0-1", "throttled-0-1", "model-0-2",
+        "finalize", "follow-ups",
+    ]  # fmt: skip
+
+
+def test_a_throttled_model_step_past_the_bound_or_without_waits_fails_the_turn() -> None:
+    throttled = StepResult("failed", error="slow down", throttled=True)
+    loop = Loop([throttled] * 4)
+    run_turn({"runId": "r1"}, Steps(), loop, wait=lambda seconds, name: None)
+    assert loop.finalized == ("failed", "exhausted: slow down")  # 10 + 11 + 12 >= 30
+    assert loop.models == []
+    loop = Loop([throttled])
+    run_turn({"runId": "r1"}, Steps(), loop)  # an engine that cannot wait
+    assert loop.finalized == ("failed", "exhausted: slow down")

@@ -582,7 +582,12 @@ def _agent(
     from openagents.services.checkpoints import Checkpoints
 
     retention = timedelta(days=settings.agent_events_retention_days)
-    config = LoopConfig(settings.agent_max_steps, settings.agent_bash_timeout_seconds, retention)
+    config = LoopConfig(
+        settings.agent_max_steps,
+        settings.agent_bash_timeout_seconds,
+        retention,
+        throttle_wait_seconds=settings.model_throttle_wait_seconds,
+    )
     host = AgentHost(
         store,
         sandboxd,
@@ -595,7 +600,7 @@ def _agent(
         refresh_pr=pull_requests.refresh,
         attachments=attachment_files,
     )
-    loop = AgentLoop(runs, host, registry, utc_now, config)
+    loop = AgentLoop(runs, host, registry, utc_now, config, count=metrics.count)
     engines: list[TurnEngine] = []
     lock = threading.Lock()
 

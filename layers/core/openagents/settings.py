@@ -189,6 +189,8 @@ class Settings(BaseSettings):
     # --- agent turns (openagents/agent, services/agent_turns.py; docs/agent.md) ---
     agent_max_steps: int = Field(default=500, ge=1, le=5000)  # model calls (+ tools) per turn
     agent_bash_timeout_seconds: int = Field(default=120, ge=1, le=600)  # default bash timeout
+    # a throttled model call (the model's quota) waits and runs again, at most this long in all
+    model_throttle_wait_seconds: int = Field(default=900, ge=0, le=86_400)
     agent_events_retention_days: int = Field(default=7, ge=1)  # stream events after a run ends
     agent_turn_timeout_seconds: int = Field(default=86_400, ge=60)  # a durable turn's deadline
     agent_function_arn: str | None = None  # AWS: the durable agent-turn function (qualified)

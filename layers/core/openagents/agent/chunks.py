@@ -18,6 +18,15 @@ from openagents.agent.ui_model import Json, UIModel
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 
 
+class DataWaitingChunk(UIModel):
+    """The turn waits (the model's capacity: its quota throttled every retry) until
+    ``data.retryAt``; one part per message (the same ``id``), updated in place by each wait."""
+
+    type: Literal["data-waiting"] = "data-waiting"
+    id: str = "waiting"
+    data: Json
+
+
 class StartChunk(UIModel):
     type: Literal["start"] = "start"
     message_id: str
@@ -129,7 +138,8 @@ UIChunk: TypeAlias = Annotated[
     | ToolApprovalRequestChunk
     | ToolOutputAvailableChunk
     | ToolOutputErrorChunk
-    | ToolOutputDeniedChunk,
+    | ToolOutputDeniedChunk
+    | DataWaitingChunk,
     Field(discriminator="type"),
 ]
 _CHUNK: TypeAdapter[UIChunk] = TypeAdapter(UIChunk)

@@ -14,6 +14,11 @@ Each step is given the seq its previous step ended at, so one that runs again (a
 crash, a retry) does not log its interrupted attempt's events twice. The run's end is one step
 (``finalize``) and its follow-ups (auto-commit, auto-PR, diff cache, PR state) another
 (``follow-ups``), after the end is recorded: a crash between them replays the follow-ups.
+
+A model step that failed throttled (the model's quota) is followed by a ``throttled`` step
+(how long to wait, or the turn's failure past the bound), the engine's ``wait`` (the SDK's
+``context.wait``: a durable wait, no invocation meanwhile) and the model step again
+(``agent/throttle.py``). An engine without ``wait`` fails the turn at the first throttle.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ class Steps(Protocol):
     def step(self, func: Callable[[Any], T], name: str | None = None) -> T: ...
 
 
+Wait = Callable[[int, str], None]  # a named durable wait of so many seconds (the engine's)
+
+
 def _none(_: Exception) -> bool:
     return False
 
@@ -43,12 +51,13 @@ def run_turn(
     loop: TurnSteps,
     *,
     engine_error: Callable[[Exception], bool] = _none,
+    wait: Wait | None = None,
 ) -> dict[str, Any]:
     run_id = str(event["runId"])
     outcome: Outcome = "failed"
     error: str | None = None
     try:
-        outcome, error = _loop(run_id, context, loop)
+        outcome, error = _loop(run_id, context, loop, wait)
     except Exception as failure:
         if engine_error(failure):
             raise  # the engine's own (checkpoint, invocation): it retries the invocation
@@ -71,7 +80,9 @@ class _Seq:
         return result
 
 
-def _loop(run_id: str, context: Steps, loop: TurnSteps) -> tuple[Outcome, str | None]:
+def _loop(
+    run_id: str, context: Steps, loop: TurnSteps, wait: Wait | None
+) -> tuple[Outcome, str | None]:
     seq = _Seq()
     begin = seq.after(
         StepResult.from_json(context.step(lambda _: loop.begin(run_id).to_json(), name="begin"))
@@ -88,9 +99,7 @@ def _loop(run_id: str, context: Steps, loop: TurnSteps) -> tuple[Outcome, str | 
             return tool.outcome, tool.error
     n = 0
     while True:
-        model = seq.after(
-            StepResult.from_json(context.step(_model_step(loop, run_id, seq.at), name=f"model-{n}"))
-        )
+        model = _model(run_id, n, context, loop, seq, wait)
         if n == 0 and model.title:  # a new chat is named once its first answer streamed
             context.step(lambda _: loop.title_step(run_id), name="title")  # (docs/agent.md)
         if model.outcome != "tools":
@@ -112,6 +121,38 @@ def _loop(run_id: str, context: Steps, loop: TurnSteps) -> tuple[Outcome, str | 
         n += 1
 
 
+def _model(
+    run_id: str, n: int, context: Steps, loop: TurnSteps, seq: _Seq, wait: Wait | None
+) -> StepResult:
+    """Model step ``n``; while it fails throttled, a wait (the engine's durable wait, each one
+    named) and the step again, as long as ``loop.throttled`` allows (``agent/throttle.py``)."""
+    model = seq.after(
+        StepResult.from_json(context.step(_model_step(loop, run_id, seq.at), name=f"model-{n}"))
+    )
+    attempt = waited = 0
+    while model.throttled and model.error is not None:
+        error, since = model.error, seq.at
+        throttled = seq.after(
+            StepResult.from_json(
+                context.step(
+                    _throttled_step(loop, run_id, error, attempt, waited if wait else -1, since),
+                    name=f"throttled-{n}-{attempt}",
+                )
+            )
+        )
+        if throttled.wait is None or wait is None:
+            return throttled
+        wait(throttled.wait, f"wait-{n}-{attempt}")
+        waited += throttled.wait
+        attempt += 1
+        model = seq.after(
+            StepResult.from_json(
+                context.step(_model_step(loop, run_id, seq.at), name=f"model-{n}-{attempt}")
+            )
+        )
+    return model
+
+
 class _Checkpoint:
     """The run's checkpoint: one step of its own, before the first tool step only."""
 
@@ -128,6 +169,15 @@ class _Checkpoint:
 def _model_step(loop: TurnSteps, run_id: str, since: int | None) -> Callable[[Any], JsonObject]:
     def step(_: Any) -> JsonObject:
         return loop.model_step(run_id, since).to_json()
+
+    return step
+
+
+def _throttled_step(
+    loop: TurnSteps, run_id: str, error: str, attempt: int, waited: int, since: int | None
+) -> Callable[[Any], JsonObject]:
+    def step(_: Any) -> JsonObject:
+        return loop.throttled(run_id, error, attempt=attempt, waited=waited, since=since).to_json()
 
     return step
 

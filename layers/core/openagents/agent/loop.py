@@ -21,6 +21,7 @@ Nothing here imports an SDK: models, stores and the sandbox come in through port
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from datetime import datetime
 
@@ -29,6 +30,7 @@ from openagents.agent.model_step import ModelStep
 from openagents.agent.models.port import JsonValue
 from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.step_io import StepIO
+from openagents.agent.throttle import Throttle
 from openagents.agent.titles import Titles
 from openagents.agent.tool_runner import ToolRunner
 from openagents.agent.tool_step import ToolStep
@@ -71,6 +73,9 @@ class AgentLoop:
         models: ModelRegistry,
         clock: Callable[[], datetime],
         config: LoopConfig,
+        *,
+        count: Callable[[str], None] = lambda _name: None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self._runs, self._host, self._models = runs, host, models
         self._clock, self._config = clock, config
@@ -80,6 +85,7 @@ class AgentLoop:
         self._tool = ToolStep(
             self._io, runs, host, models, self._tools, config.bash_timeout_seconds
         )
+        self._throttle = Throttle(self._io, clock, config, count, jitter)
         self._titles = Titles(runs, host, models, self._io.cancelled)
 
     def _message(self, run: Run) -> tuple[list[UIMessageJson], AssistantMessage]:
@@ -95,6 +101,13 @@ class AgentLoop:
 
     def model_step(self, run_id: str, since: int | None = None) -> StepResult:
         return self._model(run_id, since)
+
+    def throttled(
+        self, run_id: str, error: str, *, attempt: int, waited: int, since: int | None = None
+    ) -> StepResult:
+        """After a throttled model step: the wait before it runs again, or the turn's failure
+        past the bound (``throttle.py``)."""
+        return self._throttle(run_id, error, attempt=attempt, waited=waited, since=since)
 
     def title_step(self, run_id: str) -> str | None:
         """Name a new chat (and its session) from its first user message (``titles.py``)."""

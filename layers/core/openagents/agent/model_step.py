@@ -5,11 +5,18 @@ readable failure: the model's, the sandbox's, a model no longer configured)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from openagents.agent.chunks import ErrorChunk, FinishStepChunk, StartStepChunk
 from openagents.agent.context import fitted
 from openagents.agent.kept import PerRun
-from openagents.agent.models.port import Finish, ModelError, ModelRequest, StopReason
+from openagents.agent.models.port import (
+    Finish,
+    ModelError,
+    ModelErrorKind,
+    ModelRequest,
+    StopReason,
+)
 from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.parts import StepStartPart
 from openagents.agent.prompt import project_instructions, system_prompt
@@ -21,6 +28,11 @@ from openagents.agent.ui import AssistantMessage, UIMessageJson, history
 from openagents.agent.ui_stream import ModelStreamer, UIStream
 from openagents.domain.errors import DomainError
 from openagents.store.runs import Run, RunUsage
+
+
+@dataclass(frozen=True)
+class _Throttled:
+    message: str
 
 
 class ModelStep:
@@ -52,6 +64,14 @@ class ModelStep:
         message.parts.append(StepStartPart())
         finish = self._stream(run, others, message, stream)
         message.finish_streaming()
+        if isinstance(finish, _Throttled) and isinstance(message.parts[-1], StepStartPart):
+            # nothing streamed: the step is closed unwritten; the turn may wait and run it again
+            message.parts.pop()
+            stream.add(FinishStepChunk())
+            result = StepResult("failed", error=finish.message, throttled=True)
+            return self._io.saved(work, stream, result)
+        if isinstance(finish, _Throttled):
+            finish = finish.message
         if isinstance(finish, str):
             stream.add(ErrorChunk(error_text=finish))
             stream.add(FinishStepChunk())
@@ -84,8 +104,9 @@ class ModelStep:
 
     def _stream(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage, stream: UIStream
-    ) -> Finish | str:
-        """The model call streamed into ``stream`` and ``message``; a readable error instead."""
+    ) -> Finish | str | _Throttled:
+        """The model call streamed into ``stream`` and ``message``; a readable error instead
+        (``_Throttled``: the model's quota, after the adapter's own retries)."""
         try:
             model = self._models.model(run.model_id)
             request = self._request(run, others, message)
@@ -93,6 +114,8 @@ class ModelStep:
                 model.stream(request, cancelled=self._io.cancelled(run.id))
             )
         except ModelError as error:
+            if error.kind is ModelErrorKind.THROTTLED and error.retryable:
+                return _Throttled(error.message)
             return error.message
         except SandboxError as error:
             return f"The sandbox is unavailable: {error}"

@@ -34,9 +34,15 @@ class StepResult:
     error: str | None = None
     title: bool = False  # a model step of the chat's first turn: the title step may name it
     seq: int | None = None  # the run's last seq once the step wrote (None: it wrote nothing)
+    # a model step that failed throttled before any output, its failure not written: the turn
+    # may wait and run it again (``TurnSteps.throttled``)
+    throttled: bool = False
+    wait: int | None = None  # ``throttled``: the seconds to wait before the model step again
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
+            "throttled": self.throttled,
+            "wait": self.wait,
             "outcome": self.outcome,
             "calls": list(self.calls),
             "error": self.error,
@@ -52,12 +58,15 @@ class StepResult:
         calls = data.get("calls")
         error = data.get("error")
         seq = data.get("seq")
+        wait = data.get("wait")
         return cls(
             outcome,  # type: ignore[arg-type]
             tuple(str(c) for c in calls) if isinstance(calls, list) else (),
             str(error) if error is not None else None,
             data.get("title") is not False,  # a step checkpointed before the flag: may title
             seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            data.get("throttled") is True,
+            wait if isinstance(wait, int) and not isinstance(wait, bool) else None,
         )
 
 
@@ -66,6 +75,11 @@ class LoopConfig:
     max_steps: int = 500
     bash_timeout_seconds: int = 120
     retention: timedelta = timedelta(days=7)
+    # a throttled model step waits and runs again: backoff doubling from ``throttle_first``
+    # seconds up to ``throttle_cap``, jittered, for at most ``throttle_wait_seconds`` in all
+    throttle_wait_seconds: int = 900
+    throttle_first: int = 10
+    throttle_cap: int = 120
 
 
 class TurnSteps(Protocol):
@@ -74,6 +88,15 @@ class TurnSteps(Protocol):
     def begin(self, run_id: str) -> StepResult: ...
 
     def model_step(self, run_id: str, since: int | None = None) -> StepResult: ...
+
+    def throttled(
+        self, run_id: str, error: str, *, attempt: int, waited: int, since: int | None = None
+    ) -> StepResult:
+        """After a model step that failed throttled (its ``attempt``-th, ``waited`` seconds
+        waited so far): how long to wait before it runs again (``wait``, the wait shown on the
+        stream), or, past the bound (or on an engine that cannot wait: ``waited`` < 0), the
+        turn's failure written; ``aborted`` / ``end`` when the run was stopped or ended."""
+        ...
 
     def title_step(self, run_id: str) -> str | None: ...
 
