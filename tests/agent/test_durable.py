@@ -165,10 +165,12 @@ def test_the_lambda_handler_is_the_durable_handler() -> None:
 def test_a_throttled_model_step_waits_durably_then_runs_again() -> None:
     throttled = StepResult("failed", error="slow down", throttled=True)
     loop = Loop([throttled, throttled, StepResult("end")])
-    steps, waits = Steps(), []
-    wait = lambda seconds, name: waits.append((seconds, name))  # noqa: E731
-    result = run_turn({"runId": "r1"}, steps, loop, wait=wait)
-    assert result["status"] == "completed" and loop.finalized == ("end", None)
+    steps, waits = Steps(), list[tuple[int, str]]()
+    result = run_turn(
+        {"runId": "r1"}, steps, loop, wait=lambda seconds, name: waits.append((seconds, name))
+    )
+    assert result["status"] == "completed"
+    assert loop.finalized == ("end", None)
     assert waits == [(10, "wait-0-0"), (11, "wait-0-1")]
     assert steps.names == [
         "begin", "model-0", "throttled-0-0", "model-0-1", "throttled-0-1", "model-0-2",

@@ -133,3 +133,36 @@ def test_an_invocation_that_dies_mid_model_and_mid_tool_step_replays_the_complet
         "finalize",
         "follow-ups",
     ]
+
+
+class ThrottledOnce(Turn):
+    """The first model call throttled after the adapter's retries: the turn waits for capacity."""
+
+    def __init__(self) -> None:
+        super().__init__(fail_once=set())
+        self.throttles: list[tuple[int, int]] = []
+
+    def model_step(self, run_id: str, since: int | None = None) -> StepResult:
+        if not self.throttles:
+            self.attempts["throttled model-0"] += 1
+            return StepResult("failed", error="slow down", seq=0, throttled=True)
+        return super().model_step(run_id, since)
+
+    def throttled(
+        self, run_id: str, error: str, *, attempt: int, waited: int, since: int | None = None
+    ) -> StepResult:
+        self.throttles.append((attempt, waited))
+        return StepResult("tools", seq=since, wait=10)
+
+
+def test_a_throttled_model_step_is_a_durable_wait_the_invocation_ends_meanwhile() -> None:
+    turn = ThrottledOnce()
+    result = _run(turn)
+    assert result.status is InvocationStatus.SUCCEEDED
+    assert json.loads(result.result) == {"runId": "run-1", "status": "completed"}
+    assert turn.throttles == [(0, 0)]
+    assert turn.attempts["throttled model-0"] == 1  # replayed from its checkpoint
+    assert turn.invocations == 2  # the wait suspended the invocation; another took it up
+    names = [op.name for op in result.operations]
+    assert names[:5] == ["begin", "model-0", "throttled-0-0", "wait-0-0", "model-0-1"]
+    assert names[-2:] == ["finalize", "follow-ups"]
