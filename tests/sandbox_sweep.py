@@ -2,7 +2,7 @@
 
 A sandbox is not a child of the process that launched it (it outlives a restart of the server,
 decision 34), so a test that never stops its sandbox would leave it running after pytest exits.
-Only this run's are touched: a keeper whose command line names this run's temporary folder (other
+Only this run's are touched: a keeper launched for a home in this run's temporary folder (other
 runs on the same machine keep theirs), and the socket folders mounted below that folder."""
 
 from __future__ import annotations
@@ -20,15 +20,20 @@ KEEPER = b'/bin/sh\x00-c\x00"$@"; exit $?\x00keeper\x00'
 
 
 def keepers_under(folder: Path) -> list[int]:
-    """The pids of sandbox keepers whose command line names ``folder``."""
+    """The pids of sandbox keepers launched for a home below ``folder``: the command line names
+    it, or the keeper's stderr is its generation's ``sandboxd.log`` there (the binds come from
+    neutral staging paths, so the command line alone may not)."""
     marker = os.fsencode(str(folder))
+    prefix = str(folder) + "/"
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             cmdline = (entry / "cmdline").read_bytes()
-            if cmdline.startswith(KEEPER) and marker in cmdline:
+            if not cmdline.startswith(KEEPER):
+                continue
+            if marker in cmdline or os.readlink(entry / "fd" / "2").startswith(prefix):
                 found.append(int(entry.name))
     return found
 
