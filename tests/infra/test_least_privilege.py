@@ -420,7 +420,8 @@ def attach(api: LambdaApi, sid: str, data: bytes) -> dict[str, Any]:
         "POST", f"/api/sessions/{sid}/attachments", raw_body=data,
         headers={"content-type": "text/plain"},
     )  # fmt: skip
-    return _ok(reply, 201)
+    uploaded: dict[str, Any] = _ok(reply, 201)
+    return uploaded
 
 
 def drive_every_route(api: LambdaApi) -> None:
