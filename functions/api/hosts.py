@@ -58,6 +58,12 @@ class HostGuard:
     def __init__(self, app: ASGIApp, settings: Callable[[], Settings]) -> None:
         self._app = app
         self._settings = settings
+        self._served: tuple[Settings, frozenset[str]] | None = None  # per settings, built once
+
+    def _allowed(self, settings: Settings) -> frozenset[str]:
+        if self._served is None or self._served[0] is not settings:
+            self._served = (settings, served_names(settings))
+        return self._served[1]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -69,7 +75,7 @@ class HostGuard:
             return
         values = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"host"]
         names = [host_name(value) for value in values]
-        allowed = served_names(settings)
+        allowed = self._allowed(settings)
         if names and all(name in allowed for name in names):
             await self._app(scope, receive, send)
             return
