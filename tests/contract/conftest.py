@@ -34,7 +34,17 @@ from tests.conftest import dynamodb_table
 from tests.support import NoMetrics
 
 ADAPTERS = ["dynamodb", "sqlite", "memory"]
-TABLES = ("sessions", "chats", "messages", "audit", "profiles", "titles", "counters", "shares")
+TABLES = (
+    "sessions",
+    "chats",
+    "messages",
+    "message_segments",
+    "audit",
+    "profiles",
+    "titles",
+    "counters",
+    "shares",
+)
 
 
 @dataclass

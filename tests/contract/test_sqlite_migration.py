@@ -91,6 +91,6 @@ def test_a_version_4_file_keeps_its_rows_under_user_and_session(tmp_path: Path) 
         assert runs.active_run_id(session.id, chat.id) == run.id
         assert runs.latest(session.id, chat.id) == run
         version = store.db.connection().execute("PRAGMA user_version").fetchone()[0]
-        assert version == 6  # and on to the public previews (6)
+        assert version == 7  # and on to the public previews (6) and message segments (7)
     finally:
         store.db.close()

@@ -175,6 +175,10 @@ class AgentLoop:
         if status is RunStatus.ABORTED:
             chunks.append(AbortChunk(reason="stopped by the user"))
         chunks.append(FinishChunk(finish_reason=FINISH_REASONS[status]))
+        try:
+            self._io.merge(run)
+        except Exception:  # the segments stand for it as well: the run still ends
+            log.exception("merging run %s's message", run_id)
         # never refused for storage: a turn that filled the user's storage still ends
         self._runs.append(run_id, [chunk.to_json() for chunk in chunks], bounded=False)
         self._model.forget(run_id)

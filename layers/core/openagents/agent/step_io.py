@@ -5,11 +5,12 @@ the run's counts and the assistant message in one write."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from openagents.agent.chunks import StartChunk
 from openagents.agent.kept import PerRun
-from openagents.agent.models.port import CancelCheck, every
+from openagents.agent.models.port import CancelCheck, JsonValue, every
 from openagents.agent.replay import ReplayWriter
 from openagents.agent.stream import EventWriter
 from openagents.agent.turn import StepResult, TurnHost
@@ -27,15 +28,18 @@ class _Kept:
     version: tuple[int, int]  # the run's (steps, last_seq) right after that write
     others: list[UIMessageJson]
     message: AssistantMessage
+    stored: Sequence[JsonValue]  # the message's parts as that write stored them
 
 
 @dataclass
 class Working:
-    """A step's run and messages: the chat's other messages and the run's own, typed."""
+    """A step's run and messages: the chat's other messages and the run's own, typed, with
+    its parts as the store holds them (the step writes only what it changed after them)."""
 
     run: Run
     others: list[UIMessageJson]
     message: AssistantMessage
+    stored: Sequence[JsonValue] = ()
 
 
 class StepIO:
@@ -53,10 +57,16 @@ class StepIO:
 
     def message(self, run: Run) -> tuple[list[UIMessageJson], AssistantMessage]:
         """The chat's other messages and the run's assistant message, read from the chat."""
+        work = self._read(run)
+        return work.others, work.message
+
+    def _read(self, run: Run) -> Working:
         messages = self._host.messages(run)
         own = next((m for m in messages if m.get("id") == run.assistant_message_id), None)
         others = [m for m in messages if m.get("id") != run.assistant_message_id]
-        return others, AssistantMessage.load(own, run.assistant_message_id)
+        parts = own.get("parts") if own is not None else None
+        stored = parts if isinstance(parts, Sequence) and not isinstance(parts, str) else ()
+        return Working(run, others, AssistantMessage.load(own, run.assistant_message_id), stored)
 
     def working(self, run: Run) -> Working:
         """The messages a step starts from: those the run's previous step wrote in this process
@@ -65,8 +75,8 @@ class StepIO:
         changes them: a step that raises leaves nothing kept, its retry reads the chat."""
         kept = self._kept.pop(run.id)
         if kept is not None and kept.version == (run.steps, run.last_seq):
-            return Working(run, kept.others, kept.message)
-        return Working(run, *self.message(run))
+            return Working(run, kept.others, kept.message, kept.stored)
+        return self._read(run)
 
     def stream(self, work: Working, since: int | None) -> UIStream:
         """The step's stream: after a previous attempt's events (``since`` its previous step's
@@ -98,12 +108,34 @@ class StepIO:
 
     def saved(self, work: Working, stream: UIStream, result: StepResult) -> StepResult:
         """The step's end: the message upserted with its events and the run's counts (one
-        write), then kept for the run's next step."""
+        write: of the message, its parts from the first the step changed), then kept for the
+        run's next step."""
         run = work.run
         progress = Progress(run.steps, run.model_calls, run.usage)
-        seq = stream.flush(progress, self._host.stored(run, work.message))
-        self._kept.put(run.id, _Kept((run.steps, seq), work.others, work.message))
+        turn = self._host.stored(run, work.message)
+        parts = turn.message.parts.get("parts")
+        written = list(parts) if isinstance(parts, list) else []
+        kept = unchanged(work.stored, written)
+        seq = stream.flush(progress, replace(turn, kept_parts=kept))
+        self._kept.put(run.id, _Kept((run.steps, seq), work.others, work.message, written))
         return replace(result, seq=seq)
+
+    def merge(self, run: Run) -> None:
+        """The turn's end: the run's assistant message written whole once, in place of the
+        segments its steps wrote (none when the run never wrote it)."""
+        work = self._read(run)
+        if work.stored:
+            self._host.save(run, work.message)
 
     def forget(self, run_id: str) -> None:
         self._kept.pop(run_id)
+
+
+def unchanged(stored: Sequence[JsonValue], parts: Sequence[JsonValue]) -> int:
+    """How many of ``parts`` lead unchanged from ``stored`` (the parts a write may keep)."""
+    kept = 0
+    for old, new in zip(stored, parts, strict=False):
+        if old != new:
+            break
+        kept += 1
+    return kept

@@ -54,6 +54,7 @@ from openagents.store.items import (
     MessageItem,
     OutboxItem,
     ProfileItem,
+    SegmentItem,
     SessionItem,
     ShareItem,
     Table,
@@ -81,6 +82,8 @@ from openagents.store.keys import (
     messages_pk,
     profile_key,
     rate_key,
+    segment_sk,
+    segments_prefix,
     session_id_of,
     session_key,
     session_pk,
@@ -118,6 +121,7 @@ from openagents.store.port import (
 from openagents.store.previews_dynamodb import DynamoPreviews
 from openagents.store.shared import (
     MessageBodies,
+    Segment,
     chat_edit,
     chat_mark,
     deletion_target,
@@ -126,7 +130,7 @@ from openagents.store.shared import (
     page_of,
     status_change,
 )
-from openagents.store.transaction import CONFLICT_RETRIES, Transaction, guard
+from openagents.store.transaction import CONFLICT_RETRIES, Transaction, conflicted, guard
 
 __all__ = ["DynamoStore"]
 
@@ -1000,6 +1004,7 @@ class DynamoStore(DynamoPreviews):
                 raise Gone from exc
             was = old.size
             delta = size - int(was or 0)
+            replaced = [MessageItem.segments_base.set(old.segments)] if old.segments else []
             try:
                 with self._transaction() as tx:
                     storage.charge(tx, self._t, session.user_id, delta, self.storage_limit)
@@ -1013,13 +1018,9 @@ class DynamoStore(DynamoPreviews):
                             if body_ref
                             else MessageItem.body_ref.remove(),
                             MessageItem.size.set(size),
+                            *replaced,
                         ],
-                        condition=MessageItem.pk.exists()
-                        & (
-                            MessageItem.size.does_not_exist()
-                            if was is None
-                            else MessageItem.size == was
-                        ),
+                        condition=MessageItem.pk.exists() & _as_read(old),
                         name="message",
                     )
             except TransactWriteError as exc:
@@ -1031,8 +1032,76 @@ class DynamoStore(DynamoPreviews):
                 if tx.failed(exc, "message"):
                     continue  # gone, or updated meanwhile: read again
                 raise
+            if old.segments and int(old.segments) > int(old.segments_base or 0):
+                self._drop_segments(pk, sort_key, upto=int(old.segments))
             return old
         raise Gone
+
+    @guard
+    def put_segment(self, session: Session, chat: Chat, message: Message, start: int) -> bool:
+        """Lay the assistant message's parts from ``start`` on over it as its next segment
+        (the segments they replace deleted, the difference charged to the user's storage),
+        in one transaction conditional on the message as read; False (nothing written) when
+        no segment can stand for the change (see ``MessageBodies.segment``) or the message is
+        not stored yet: the caller writes the whole body. ``MessageIdTaken``: the id is
+        another chat's or a user message's."""
+        staged = self.bodies.segment(message, start)
+        if staged is None:
+            return False
+        claim = message_claim(self._t, session.user_id, message.id)
+        if claim is None:
+            return False
+        if claim.chat_id != chat.id or claim.role != Role.ASSISTANT.value:
+            raise MessageIdTaken
+        return self._lay_segment(session, chat, claim.message_sk, start, staged)
+
+    def _lay_segment(
+        self, session: Session, chat: Chat, sort_key: str, start: int, staged: tuple[str, int]
+    ) -> bool:
+        body, size = staged
+        pk = messages_pk(session.id, chat.id)
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                old = self._t[MessageItem].get(pk, sort_key, consistent_read=True)
+            except MessageItem.DoesNotExist:
+                return False
+            last = int(old.segments or 0)
+            replaced = self._replaced_segments(pk, old, start)
+            if len(replaced) > SEGMENT_DELETES:
+                return False  # more than a transaction holds: the whole body instead
+            delta = size - sum(int(item.size) for item in replaced)
+            try:
+                with self._transaction() as tx:
+                    storage.charge(tx, self._t, session.user_id, delta, self.storage_limit)
+                    tx.save(
+                        self._t[SegmentItem](
+                            pk, segment_sk(sort_key, last + 1), start=start, body=body, size=size
+                        ),
+                        condition=SegmentItem.pk.does_not_exist(),
+                        name="segment",
+                    )
+                    for item in replaced:
+                        tx.delete(item)
+                    tx.update(
+                        self._t[MessageItem](pk, sort_key),
+                        actions=[
+                            MessageItem.segments.set(last + 1),
+                            MessageItem.size.set(int(old.size or 0) + delta),
+                        ],
+                        condition=MessageItem.pk.exists() & _as_read(old),
+                        name="message",
+                    )
+            except TransactWriteError as exc:
+                full = storage.refusal(
+                    tx, exc, self._t, session.user_id, delta, self.storage_limit or 0
+                )
+                if full is not None:
+                    raise full from exc
+                if tx.failed(exc, "message") or tx.failed(exc, "segment") or conflicted(exc):
+                    continue  # a concurrent write: read again
+                raise
+            return True
+        return False
 
     def _insert_message(
         self,
@@ -1083,7 +1152,7 @@ class DynamoStore(DynamoPreviews):
             last_evaluated_key=self._base_key(pk, cursor_, MESSAGE_SK),
         )
         page = page_of(list(results), limit, lambda item: item.sk)
-        items = [self._message(item) for item in page.items]
+        items = [self._message(item, self._segments(pk, item)) for item in page.items]
         return Page[Message](items=items[::-1] if before else items, cursor=page.cursor)
 
     @guard
@@ -1098,7 +1167,9 @@ class DynamoStore(DynamoPreviews):
         deletion_target(claim.role)
         pk = messages_pk(session.id, chat.id)
         doomed = list(
-            self._t[MessageItem].query(pk, MessageItem.sk >= claim.message_sk, consistent_read=True)
+            self._t[MessageItem].query(
+                pk, MessageItem.sk.between(claim.message_sk, MESSAGES_END), consistent_read=True
+            )
         )
         if not doomed or doomed[0].sk != claim.message_sk:
             raise NoSuchMessage
@@ -1142,6 +1213,8 @@ class DynamoStore(DynamoPreviews):
             if tx.failed(exc, "chat") or tx.failed(exc, "session"):
                 raise Gone from exc
             raise
+        if target.segments:
+            self._drop_segments(pk, target.sk)
         self.bodies.drop_body(target.body_ref)
         return [item.id for item in doomed]
 
@@ -1237,10 +1310,49 @@ class DynamoStore(DynamoPreviews):
             return None
         return {"pk": {"S": pk}, "sk": {"S": cursor.decode(cursor_, pattern)}}
 
-    def _message(self, item: MessageItem) -> Message:
+    def _message(self, item: MessageItem, segments: list[Segment]) -> Message:
         return self.bodies.message(
-            item.id, item.chat_id, item.role, item.body, item.body_ref, item.created_at
+            item.id, item.chat_id, item.role, item.body, item.body_ref, item.created_at, segments
         )
+
+    def _segments(self, pk: str, item: MessageItem) -> list[Segment]:
+        """The message's live segments (after its base, up to the last written), in order:
+        one Query, only for a message that has any."""
+        last, base = int(item.segments or 0), int(item.segments_base or 0)
+        if last <= base:
+            return []
+        found = self._t[SegmentItem].query(
+            pk,
+            SegmentItem.sk.between(segment_sk(item.sk, base + 1), segment_sk(item.sk, last)),
+            consistent_read=True,
+        )
+        return [Segment(int(found_.start), found_.body) for found_ in found]
+
+    def _replaced_segments(self, pk: str, item: MessageItem, start: int) -> list[SegmentItem]:
+        """The message's live segments a segment from ``start`` replaces (theirs start at or
+        after it)."""
+        last, base = int(item.segments or 0), int(item.segments_base or 0)
+        if last <= base:
+            return []
+        live = self._t[SegmentItem].query(
+            pk,
+            SegmentItem.sk.between(segment_sk(item.sk, base + 1), segment_sk(item.sk, last)),
+            consistent_read=True,
+            attributes_to_get=["pk", "sk", "start", "bytes"],
+        )
+        return [segment for segment in live if int(segment.start) >= start]
+
+    def _drop_segments(self, pk: str, message_sk: str, upto: int | None = None) -> None:
+        """Delete the message's segments (those up to ``upto`` only: a body replaced them)."""
+        condition = (
+            SegmentItem.sk.startswith(segments_prefix(message_sk))
+            if upto is None
+            else SegmentItem.sk.between(segment_sk(message_sk, 0), segment_sk(message_sk, upto))
+        )
+        doomed = list(self._t[SegmentItem].query(pk, condition, attributes_to_get=["pk", "sk"]))
+        with self._t[SegmentItem].batch_write() as batch:
+            for item in doomed:
+                batch.delete(item)
 
     def _delete_messages(self, user_id: str, session_id: str, chat_id: str) -> None:
         pk = messages_pk(session_id, chat_id)
@@ -1255,6 +1367,8 @@ class DynamoStore(DynamoPreviews):
                 batch.delete(item)
                 batch.delete(self._t[MessageClaimItem](*message_claim_key(user_id, item.id)))
         for item in items:
+            if item.segments:
+                self._drop_segments(item.pk, item.sk)
             self.bodies.drop_body(item.body_ref)
 
     def _chat_items(self, session_id: str, chat_id: str) -> list[ChatItem]:
@@ -1263,3 +1377,19 @@ class DynamoStore(DynamoPreviews):
             return [ChatItem.get(*chat_key(session_id, chat_id))]
         except ChatItem.DoesNotExist:
             return []
+
+
+SEGMENT_DELETES = 90  # a segment's write deletes those it replaces: within one transaction
+MESSAGES_END = "M$"  # sorts after every message's sort key ("M#…") and before segments'
+
+
+def _as_read(item: MessageItem) -> Condition:
+    """The message is as ``item`` read it: its size and its last segment unchanged."""
+    size = MessageItem.size.does_not_exist() if item.size is None else MessageItem.size == item.size
+    segments = (
+        MessageItem.segments.does_not_exist()
+        if item.segments is None
+        else MessageItem.segments == item.segments
+    )
+    both: Condition = size & segments
+    return both

@@ -191,6 +191,18 @@ class MessageItem(_Base):
     body_ref = UnicodeAttribute(attr_name="bodyRef", null=True)  # artifact key otherwise
     created_at = UnicodeAttribute(attr_name="createdAt")
     size = NumberAttribute(attr_name="bytes", null=True)  # what the user's storage counted
+    # a live assistant message's segments (``SegmentItem``): the last one written, and the
+    # last one the body replaced (those up to it are left to delete, never read)
+    segments = NumberAttribute(null=True)
+    segments_base = NumberAttribute(attr_name="segmentsBase", null=True)
+
+
+class SegmentItem(_Base):
+    """One step's parts of a live assistant message (``shared.Segment``)."""
+
+    start = NumberAttribute()
+    body = UnicodeAttribute()
+    size = NumberAttribute(attr_name="bytes")
 
 
 class AuditItem(_Base):
@@ -260,7 +272,7 @@ class DeliveryItem(_Base):
 ALL_ITEMS: tuple[type[_Base], ...] = (
     SessionItem, ChatItem, MessageItem, AuditItem, ChatClaimItem, MessageClaimItem,
     ProfileItem, TitleItem, CounterItem, OutboxItem, DeliveryItem, ShareItem,
-    TombstoneItem, PreviewItem,
+    TombstoneItem, PreviewItem, SegmentItem,
 )  # fmt: skip
 TTL_ATTRIBUTE = "expiresAt"
 OUTBOX_EVENT_ATTRIBUTE = "event"  # where the enrichment reads the event's detail

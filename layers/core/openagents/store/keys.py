@@ -11,6 +11,7 @@ as well. No PynamoDB here: the SQLite adapter imports this module.
 | audit entry | ``S#<sessionId>`` | ``E#<iso time>#<id>`` |
 | outbox event | ``S#<sessionId>`` | ``O#<iso time>#<entry id>`` (TTL) |
 | message | ``C#<sessionId>#<chatId>`` | ``M#<epoch ms, 13 digits>#<messageId>`` |
+| message segment | ``C#<sessionId>#<chatId>`` | ``MS#<epoch ms>#<messageId>#<n, 6 digits>`` |
 | chat id claim | ``CID#<userId, %-escaped>#<chatId>`` | ``CID`` |
 | message id claim | ``MID#<userId, %-escaped>#<messageId>`` | ``MID`` |
 | share link | ``SH#<shareId>`` | ``SHARE`` |
@@ -51,6 +52,7 @@ CHAT_PREFIX = "C#"  # a chat under its session; a chat's tombstone
 EVENT_PREFIX = "E#"
 OUTBOX_PREFIX = "O#"  # the outbox items' sort keys (the pipe's filter matches this prefix)
 MESSAGE_PREFIX = "M#"
+SEGMENT_PREFIX = "MS#"  # never a message's: "MS#" does not start with "M#"
 TITLE_PREFIX = "T#"
 USER_PREFIX = "U#"  # a user's partition: profile, titles, rate windows
 RATE_PREFIX = "R#"
@@ -125,6 +127,16 @@ def messages_pk(session_id: str, chat_id: str) -> str:
 
 def message_sk(message: Message) -> str:
     return f"{MESSAGE_PREFIX}{int(message.created_at.timestamp() * 1000):013d}#{message.id}"
+
+
+def segment_sk(message_sk: str, n: int) -> str:
+    """The sort key of a message's ``n``-th segment (``shared.Segment``), in its partition:
+    a message's segments sort together, in the order they were written."""
+    return f"{segments_prefix(message_sk)}{n:06d}"
+
+
+def segments_prefix(message_sk: str) -> str:
+    return f"{SEGMENT_PREFIX}{message_sk.removeprefix(MESSAGE_PREFIX)}#"
 
 
 def message_key(session_id: str, chat_id: str, message: Message) -> Key:

@@ -55,12 +55,16 @@ class Started:
 
 @dataclass(frozen=True)
 class TurnMessage:
-    """The user message a run starts from, written in the run's own conditional write."""
+    """A message a run writes: the user message it starts from (in the run's own conditional
+    write), or its assistant message at a step's end (with the step's events)."""
 
     session: Session
     chat: Chat
     message: Message
     activity: Activity | None
+    # the message's first ``kept_parts`` parts are as the store holds them (the run's previous
+    # write left them so): the adapter may write only the rest, as a segment (``Segment``)
+    kept_parts: int = 0
 
 
 class MessageBodies(Protocol):
@@ -69,6 +73,7 @@ class MessageBodies(Protocol):
     def stage_body(self, message: Message) -> tuple[str | None, str | None]: ...
     def staged(self, message: Message) -> tuple[str | None, str | None, int]: ...
     def drop_body(self, body_ref: str | None) -> None: ...
+    def segment(self, message: Message, start: int) -> tuple[str, int] | None: ...
 
 
 def start_with_body(
@@ -139,9 +144,11 @@ class RunStore(Protocol):
         """Number ``chunks`` after the run's last event and store them, with ``progress`` (a
         running run only) in the same write, and upsert the run's assistant ``message`` (one
         transaction on SQLite; DynamoDB writes it just before the events' transaction, once it
-        found the run); the new last seq. ``RunNotFound`` writes neither. The chunks' bytes
-        count in the user's storage: ``StorageFull`` past its limit (nothing written), unless
-        not ``bounded`` (a run's closing chunks: a turn that filled the storage still ends)."""
+        found the run) — only its parts after ``message.kept_parts`` when the adapter can (a
+        segment, so a step writes what it changed, not the whole message); the new last seq.
+        ``RunNotFound`` writes neither. The chunks' bytes count in the user's storage:
+        ``StorageFull`` past its limit (nothing written), unless not ``bounded`` (a run's
+        closing chunks: a turn that filled the storage still ends)."""
         ...
 
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:

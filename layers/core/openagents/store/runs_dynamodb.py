@@ -122,7 +122,8 @@ class Conflicted(Exception):
 
 class DynamoUnit(Protocol):
     """What the run store shares with the store it writes a turn's items with: the message
-    body codec, and the message write a step's assistant message goes through."""
+    body codec, and the message writes a step's assistant message goes through (a segment of
+    it, or the whole)."""
 
     @property
     def bodies(self) -> MessageBodies: ...
@@ -133,6 +134,7 @@ class DynamoUnit(Protocol):
     def put_message(
         self, session: Session, chat: Chat, message: Message, *, activity: Activity | None
     ) -> UpsertResult: ...
+    def put_segment(self, session: Session, chat: Chat, message: Message, start: int) -> bool: ...
 
 
 class DynamoRunStore:
@@ -367,9 +369,7 @@ class DynamoRunStore:
             if item is None:
                 raise RunNotFound(run_id)
             if message is not None:  # the message first, as the loop wrote it before
-                self._store.put_message(
-                    message.session, message.chat, message.message, activity=message.activity
-                )
+                self._put(message)
                 message = None  # written: a retry numbers the events only
             first = int(item.last_seq or 0)
             last = first + len(chunks)
@@ -408,6 +408,13 @@ class DynamoRunStore:
                 raise
             return last
         raise Conflicted(run_id)
+
+    def _put(self, turn: TurnMessage) -> None:
+        """The step's message: its segment when one stands for the change, else whole."""
+        session, chat, message = turn.session, turn.chat, turn.message
+        if turn.kept_parts and self._store.put_segment(session, chat, message, turn.kept_parts):
+            return
+        self._store.put_message(session, chat, message, activity=turn.activity)
 
     @guard
     def events(self, run_id: str, after: int, limit: int = 1000) -> list[StreamEvent]:

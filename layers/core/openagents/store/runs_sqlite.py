@@ -35,10 +35,10 @@ from openagents.store.runs import (
     started_key,
     with_checkpoint,
 )
-from openagents.store.shared import MessageBodies
+from openagents.store.shared import MessageBodies, Segment
 from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, Database, guard
 from openagents.store.sqlite_storage import charge
-from openagents.store.sqlite_writes import mark_turn, upsert_message
+from openagents.store.sqlite_writes import mark_turn, upsert_message, write_segment
 from openagents.store.storage import chunk_bytes
 
 __all__ = ["SqliteRunStore"]
@@ -107,6 +107,32 @@ def _write(db: sqlite3.Connection, run: Run) -> None:
         "UPDATE agent_runs SET status = ?, data = ? WHERE id = ?",
         (run.status.value, json.dumps(run_to_json(run)), run.id),
     )
+
+
+def _log(
+    db: sqlite3.Connection,
+    run: Run,
+    chunks: Sequence[Chunk],
+    progress: Progress | None,
+    limit: int | None,
+) -> int:
+    """The chunks numbered after the run's last event (their bytes charged: the live run's
+    event log counts), with the run's progress; the new last seq."""
+    texts, logged = chunk_bytes(chunks)
+    charge(db, run.user_id, logged, limit)
+    seq = run.last_seq
+    for text in texts:
+        seq += 1
+        db.execute(
+            "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
+            (run.id, seq, text),
+        )
+    if progress is not None and not run.status.ended:
+        run = run.progressed(progress)
+    data = run_to_json(run)
+    data["lastSeq"] = seq
+    db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run.id))
+    return seq
 
 
 class SqliteUnit(Protocol):
@@ -257,6 +283,11 @@ class SqliteRunStore:
         *,
         bounded: bool = True,
     ) -> int:
+        segment = self._bodies.segment(message.message, message.kept_parts) if message else None
+        if message is not None and segment is not None:
+            seq = self._append_segment(run_id, chunks, progress, message, segment, bounded)
+            if seq is not None:
+                return seq
         body, body_ref, size = self._bodies.staged(message.message) if message else (None, None, 0)
         try:
             seq, replaced = self._append(
@@ -267,6 +298,28 @@ class SqliteRunStore:
             raise
         self._bodies.drop_body(replaced)
         return seq
+
+    def _append_segment(
+        self,
+        run_id: str,
+        chunks: Sequence[Chunk],
+        progress: Progress | None,
+        turn: TurnMessage,
+        segment: tuple[str, int],
+        bounded: bool,
+    ) -> int | None:
+        """``_append`` with the message's segment instead of its whole body; None (nothing
+        written) when the message is not stored yet."""
+        body, size = segment
+        limit = self._store.storage_limit if bounded else None
+        with self.db.transaction() as db:
+            run = _read(db, run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            laid = Segment(turn.kept_parts, body)
+            if not write_segment(db, turn.session, turn.chat, turn.message, laid, size, limit):
+                return None
+            return _log(db, run, chunks, progress, limit)
 
     def _append(
         self,
@@ -284,24 +337,11 @@ class SqliteRunStore:
             run = _read(db, run_id)
             if run is None:
                 raise RunNotFound(run_id)
-            texts, logged = chunk_bytes(chunks)
-            charge(db, run.user_id, logged, limit)  # the live run's event log counts
             if message is not None:
                 result, replaced = _upsert(db, message, body, body_ref, size, limit)
                 if result == "unchanged":
                     replaced = body_ref  # not written: drop the staged body
-            seq = run.last_seq
-            for text in texts:
-                seq += 1
-                db.execute(
-                    "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
-                    (run_id, seq, text),
-                )
-            if progress is not None and not run.status.ended:
-                run = run.progressed(progress)
-            data = run_to_json(run)
-            data["lastSeq"] = seq
-            db.execute("UPDATE agent_runs SET data = ? WHERE id = ?", (json.dumps(data), run_id))
+            seq = _log(db, run, chunks, progress, limit)
         return seq, replaced
 
     @guard

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -158,6 +158,20 @@ class MessageBodies:
         if body_ref:
             self._artifacts.delete(body_ref)
 
+    def segment(self, message: Message, start: int) -> tuple[str, int] | None:
+        """The message's parts from ``start`` on as a segment's body (the UI message with only
+        those parts) and its size; None when no segment can stand for the change (nothing is
+        kept before ``start``, or the segment is larger than a body kept inline: the whole
+        body is written then)."""
+        parts = message.parts.get("parts")
+        if not isinstance(parts, list) or not 0 < start <= len(parts):
+            return None
+        body = json.dumps(
+            {**message.parts, "parts": parts[start:]}, separators=(",", ":"), ensure_ascii=False
+        )
+        size = len(body.encode())
+        return None if size > self._inline else (body, size)
+
     def message(
         self,
         message_id: str,
@@ -166,16 +180,43 @@ class MessageBodies:
         body: str | None,
         body_ref: str | None,
         created_at: str,
+        segments: Sequence[Segment] = (),
     ) -> Message:
-        """A stored message back (its body read from the artifact store when not inline)."""
+        """A stored message back (its body read from the artifact store when not inline, its
+        segments laid over it)."""
         text = body if body is not None else self._artifacts.get(str(body_ref)).decode()
         return Message(
             id=message_id,
             chat_id=chat_id,
             role=Role(role),
-            parts=json.loads(text),
+            parts=assembled(json.loads(text), segments),
             created_at=datetime.fromisoformat(created_at),
         )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One step's write of a live assistant message: its parts from ``start`` on (the parts
+    before stay as the body and the earlier segments hold them), and the message's other
+    fields (metadata) as that step left them. A turn's steps write segments instead of the
+    whole message, so a step's write is the size of what the step changed; the turn's end
+    writes the whole message once, which replaces them."""
+
+    start: int
+    body: str  # JSON: the UI message with only the parts from ``start`` on
+
+
+def assembled(body: dict[str, Any], segments: Sequence[Segment]) -> dict[str, Any]:
+    """The UI message ``body`` with ``segments`` (in the order they were written) laid over
+    it: each keeps the parts before its ``start`` and puts its own after them."""
+    if not segments:
+        return body
+    message = body
+    parts = list(body.get("parts") or [])
+    for segment in segments:
+        message = json.loads(segment.body)
+        parts = parts[: segment.start] + list(message.get("parts") or [])
+    return {**message, "parts": parts}
 
 
 # --- what a write changes ------------------------------------------------------------------

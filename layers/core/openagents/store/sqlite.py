@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from openagents.store.port import (
 from openagents.store.previews_sqlite import SqlitePreviews
 from openagents.store.shared import (
     MessageBodies,
+    Segment,
     chat_edit,
     chat_mark,
     deletion_target,
@@ -82,7 +84,12 @@ from openagents.store.sqlite_rows import (
 )
 from openagents.store.sqlite_schema import BUSY_TIMEOUT_SECONDS, Database, guard
 from openagents.store.sqlite_storage import ensure_columns
-from openagents.store.sqlite_writes import insert_message_row, touch_mark, upsert_message
+from openagents.store.sqlite_writes import (
+    insert_message_row,
+    read_segments,
+    touch_mark,
+    upsert_message,
+)
 
 __all__ = ["SqliteStore"]
 RUNNING = (LifecycleState.ACTIVE, LifecycleState.HIBERNATING)
@@ -642,7 +649,10 @@ class SqliteStore(SqlitePreviews):
                 )
             )
         page = page_of(rows, limit, lambda row: str(row[0]))
-        items = [self._message(chat_id, row) for row in page.items]
+        laid = read_segments(
+            self.db.connection(), session_id, chat_id, (row[1] for row in page.items)
+        )
+        items = [self._message(chat_id, row, laid.get(row[1], ())) for row in page.items]
         return Page[Message](items=items[::-1] if before else items, cursor=page.cursor)
 
     @guard
@@ -670,6 +680,11 @@ class SqliteStore(SqlitePreviews):
             db.execute(
                 "DELETE FROM messages WHERE session_id = ? AND chat_id = ? AND sk >= ?",
                 (*key, target[0]),
+            )
+            db.executemany(
+                "DELETE FROM message_segments"
+                " WHERE session_id = ? AND chat_id = ? AND message_id = ?",
+                [(*key, row[0]) for row in doomed],
             )
             left = db.execute(
                 "SELECT COUNT(*), MAX(CASE WHEN role = ? THEN sk END) FROM messages"
@@ -788,11 +803,12 @@ class SqliteStore(SqlitePreviews):
             )
         ]
         db.execute("DELETE FROM messages WHERE session_id = ? AND chat_id = ?", key)
+        db.execute("DELETE FROM message_segments WHERE session_id = ? AND chat_id = ?", key)
         return refs
 
-    def _message(self, chat_id: str, row: Any) -> Message:
+    def _message(self, chat_id: str, row: Any, segments: Sequence[Segment]) -> Message:
         _, message_id, role, body, body_ref, created_at = row
-        return self.bodies.message(message_id, chat_id, role, body, body_ref, created_at)
+        return self.bodies.message(message_id, chat_id, role, body, body_ref, created_at, segments)
 
 
 def _counted(db: sqlite3.Connection, session_id: str, chat_id: str | None = None) -> int:

@@ -22,8 +22,9 @@ from openagents.domain.errors import Unavailable
 P = ParamSpec("P")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 6  # 2: the events outbox; 3: webhook deliveries; 4: share links;
-# 5: chat and message ids unique per user (``migrate_to_v5``); 6: public previews
+SCHEMA_VERSION = 7  # 2: the events outbox; 3: webhook deliveries; 4: share links;
+# 5: chat and message ids unique per user (``migrate_to_v5``); 6: public previews;
+# 7: message segments
 BUSY_TIMEOUT_SECONDS = 30.0
 
 # Chat and message ids are chosen by clients: unique per user (another user's same id is
@@ -48,6 +49,18 @@ MESSAGES_TABLE = """CREATE TABLE IF NOT EXISTS messages (
     created_at TEXT NOT NULL,
     PRIMARY KEY (session_id, chat_id, sk),
     UNIQUE (user_id, id)
+) WITHOUT ROWID"""
+# a live assistant message's segments (``shared.Segment``), laid over its body in ``n`` order;
+# its ``bytes`` count theirs too
+SEGMENTS_TABLE = """CREATE TABLE IF NOT EXISTS message_segments (
+    session_id TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    PRIMARY KEY (session_id, chat_id, message_id, n)
 ) WITHOUT ROWID"""
 # public share links: at most one per chat (the chat's data names it too)
 SHARES_TABLE = """CREATE TABLE IF NOT EXISTS shares (
@@ -102,6 +115,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS sessions_by_pr ON sessions (pr_key) WHERE pr_key IS NOT NULL",
     CHATS_TABLE,
     MESSAGES_TABLE,
+    SEGMENTS_TABLE,
     """CREATE TABLE IF NOT EXISTS audit (
         session_id TEXT NOT NULL,
         sk TEXT NOT NULL,

@@ -6,12 +6,13 @@ each inside its own ``BEGIN IMMEDIATE``."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from openagents.domain.models import Chat, Message, Role, Session
 from openagents.store.keys import message_sk
 from openagents.store.port import Activity, Gone, MessageIdTaken, UpsertResult
-from openagents.store.shared import iso, message_insert
+from openagents.store.shared import Segment, iso, message_insert
 from openagents.store.sqlite_rows import read_chat, read_session, update_session, write_chat
 from openagents.store.sqlite_storage import charge
 
@@ -76,6 +77,10 @@ def upsert_message(
             " WHERE session_id = ? AND chat_id = ? AND sk = ?",
             (body, body_ref, size, session.id, chat.id, claim[2]),
         )
+        db.execute(  # the whole body replaces its segments (counted in the old bytes)
+            "DELETE FROM message_segments WHERE session_id = ? AND chat_id = ? AND message_id = ?",
+            (session.id, chat.id, message.id),
+        )
         return "updated", claim[3]
     stored_chat = read_chat(db, session.id, chat.id)
     stored = read_session(db, session.id)
@@ -97,6 +102,70 @@ def upsert_message(
         }
     update_session(db, stored.model_copy(update=changes), columns)
     return "inserted", None
+
+
+def write_segment(
+    db: sqlite3.Connection,
+    session: Session,
+    chat: Chat,
+    message: Message,
+    segment: Segment,
+    size: int,
+    limit: int | None,
+) -> bool:
+    """Lay ``segment`` over the stored assistant message (the segments it replaces — those
+    from its start on — deleted, the difference charged to the user's storage); False when no
+    such message is stored (the caller writes the whole body). ``MessageIdTaken``: the id is
+    another chat's or a user message's."""
+    claim = db.execute(
+        "SELECT chat_id, role, sk FROM messages WHERE user_id = ? AND id = ?",
+        (session.user_id, message.id),
+    ).fetchone()
+    if claim is None:
+        return False
+    if claim[0] != chat.id or claim[1] != Role.ASSISTANT.value:
+        raise MessageIdTaken
+    key = (session.id, chat.id, message.id)
+    where = "session_id = ? AND chat_id = ? AND message_id = ?"
+    replaced, last = db.execute(
+        f"SELECT COALESCE(SUM(CASE WHEN start >= ? THEN bytes END), 0), COALESCE(MAX(n), 0)"  # noqa: S608
+        f" FROM message_segments WHERE {where}",
+        (segment.start, *key),
+    ).fetchone()
+    delta = size - int(replaced)
+    charge(db, session.user_id, delta, limit)
+    db.execute(f"DELETE FROM message_segments WHERE {where} AND start >= ?", (*key, segment.start))  # noqa: S608
+    db.execute(
+        "INSERT INTO message_segments (session_id, chat_id, message_id, n, start, body, bytes)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (*key, int(last) + 1, segment.start, segment.body, size),
+    )
+    db.execute(
+        "UPDATE messages SET bytes = COALESCE(bytes, 0) + ?"
+        " WHERE session_id = ? AND chat_id = ? AND sk = ?",
+        (delta, session.id, chat.id, claim[2]),
+    )
+    return True
+
+
+def read_segments(
+    db: sqlite3.Connection, session_id: str, chat_id: str, message_ids: Iterable[str]
+) -> dict[str, list[Segment]]:
+    """The segments of those of the chat's messages that have any, in their write order."""
+    ids = list(message_ids)
+    found: dict[str, list[Segment]] = {}
+    for start in range(0, len(ids), 500):  # below SQLite's bound-parameter limit
+        batch = ids[start : start + 500]
+        marks = ", ".join("?" * len(batch))
+        rows = db.execute(
+            "SELECT message_id, start, body FROM message_segments"  # noqa: S608
+            f" WHERE session_id = ? AND chat_id = ? AND message_id IN ({marks})"
+            " ORDER BY message_id, n",
+            (session_id, chat_id, *batch),
+        )
+        for message_id, first, body in rows:
+            found.setdefault(message_id, []).append(Segment(int(first), body))
+    return found
 
 
 def touch_mark(db: sqlite3.Connection, stored: Session, chat_id: str, **fields: Any) -> None:
