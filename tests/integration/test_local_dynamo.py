@@ -7,18 +7,23 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
 import pytest
 from openagents import composition
+from openagents.artifacts.folder import FolderArtifactStore
 from openagents.cli import start_moto
 from openagents.domain.identity import Identity
-from openagents.domain.models import ListFilter, Role, SessionStatus
+from openagents.domain.models import ListFilter, Message, Role, SessionStatus
 from openagents.local.dynamodb import DUMP_FILE, LocalDynamo, import_dump
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 from openagents.store import items
+from openagents.store.dynamodb import DynamoStore
+from openagents.store.keys import messages_pk
+from openagents.store.runs import JsonValue
 
 from tests.support import NoMetrics
 
@@ -235,3 +240,56 @@ def _rebind_after(settings: Settings) -> Iterator[None]:
     """LocalDynamo binds the process-wide models to its server: point them back."""
     yield
     items.bind(settings.table_name, settings.dynamodb_endpoint, settings.region)
+
+
+def test_a_live_message_s_segments_are_imported_and_replaced_ones_are_not(
+    tmp_path: Path, table: str, started: list[LocalDynamo]
+) -> None:
+    """A dump taken while a turn was live holds its assistant message as a body and the
+    segments written after it (and one the body replaced, left by a crash before its
+    clean-up): SQLite reads the same message back."""
+    home = tmp_path / "home"
+    dynamo = start(home, table, started)
+    app = services(home, table, dynamo)
+    session, chat = app.sessions.create(ALICE, NewSession(title="Live"))
+    bound = items.Table(table, dynamo.endpoint, "us-east-1")
+    store = DynamoStore(FolderArtifactStore(home / "artifacts"), 300_000, bound)
+    at = datetime.now(UTC)
+
+    def text(n: int) -> JsonValue:
+        return {"type": "text", "text": f"part {n}", "state": "done"}
+
+    def write(parts: list[JsonValue], kept: int, note: str) -> Message:
+        body: dict[str, JsonValue] = {
+            "id": "a-1",
+            "role": "assistant",
+            "parts": parts,
+            "metadata": {"note": note},
+        }
+        message = Message(id="a-1", chat_id=chat.id, role=Role.ASSISTANT, parts=body, created_at=at)
+        owner = app.sessions.get(ALICE, session.id)
+        stored = app.chats.get(ALICE, session.id, chat.id).chat
+        if kept == 0:
+            store.put_message(owner, stored, message, activity=None)
+        else:
+            assert store.put_segment(owner, stored, message, kept)
+        return message
+
+    write([text(1)], 0, "first")
+    write([text(1), text(2)], 1, "replaced")
+    write([text(1), text(2)], 0, "whole")  # the body replaces segment 1 (and deletes it)
+    last = write([text(1), text(2), text(3)], 2, "live")
+    live = [sk for item in bound[items.SegmentItem].scan() if (sk := item.sk).startswith("MS#")]
+    assert len(live) == 1
+    stale = bound[items.SegmentItem](messages_pk(session.id, chat.id), live[0][:-6] + "000001")
+    stale.start, stale.body, stale.size = 1, json.dumps({"parts": [text(9)]}), 10
+    stale.save()  # as a crash between the whole write and its clean-up leaves it
+    dynamo.stop()
+    started.remove(dynamo)
+    dumped = [row["sk"]["S"] for row in json.loads((home / DUMP_FILE).read_text())]
+    assert len([sk for sk in dumped if sk.startswith("MS#")]) == 2
+
+    assert import_dump(home, home / "openagents.db") > 0
+
+    messages = sqlite_services(home).chats.messages(ALICE, session.id, chat.id, None, None).items
+    assert [m.parts for m in messages] == [last.parts]

@@ -16,10 +16,12 @@ from openagents.store.keys import (
     MESSAGE_PREFIX,
     PROFILE_SK,
     RATE_PREFIX,
+    SEGMENT_PREFIX,
     SESSION_PREFIX,
     SESSION_SK,
     TITLE_PREFIX,
     USER_PREFIX,
+    segments_prefix,
     title_of,
 )
 from openagents.store.mapping import to_audit, to_chat, to_session
@@ -31,19 +33,34 @@ def import_rows(rows: list[dict[str, Any]], path: Path) -> int:
     """Write every item of ``rows`` into the SQLite file at ``path`` (one transaction);
     returns how many items were imported."""
     database = Database(path)
+    live = _live_segments(rows)
     try:
         with database.transaction() as db:  # parents first: a chat's row names its user
-            return sum(_import(db, row) for row in sorted(rows, key=_order))
+            return sum(_import(db, row, live) for row in sorted(rows, key=_order))
     finally:
         database.close()
 
 
+def _live_segments(rows: list[dict[str, Any]]) -> dict[tuple[str, str], range]:
+    """Each segmented message's live segments (after its base, up to its last), by the
+    segments' sort-key prefix: a replaced one left in the dump is not imported."""
+    live: dict[tuple[str, str], range] = {}
+    for row in rows:
+        pk, sk = row["pk"]["S"], row["sk"]["S"]
+        if pk.startswith(CHAT_PREFIX) and sk.startswith(MESSAGE_PREFIX) and "segments" in row:
+            last = int(row["segments"]["N"])
+            base = int(row.get("segmentsBase", {}).get("N", 0))
+            live[pk, segments_prefix(sk)] = range(base + 1, last + 1)
+    return live
+
+
 def _order(row: dict[str, Any]) -> int:
-    """Sessions, then the rest of their partitions (chats), then everything else (messages)."""
+    """Sessions, then the rest of their partitions (chats), then everything else (messages),
+    then the messages' segments."""
     pk, sk = row["pk"]["S"], row["sk"]["S"]
     if pk.startswith(SESSION_PREFIX):
         return 0 if sk == SESSION_SK else 1
-    return 2
+    return 3 if sk.startswith(SEGMENT_PREFIX) else 2
 
 
 def _string(row: dict[str, Any], name: str) -> str | None:
@@ -51,7 +68,7 @@ def _string(row: dict[str, Any], name: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
+def _import(db: sqlite3.Connection, row: dict[str, Any], live: dict[tuple[str, str], range]) -> int:
     pk, sk = row["pk"]["S"], row["sk"]["S"]
     if pk.startswith(SESSION_PREFIX) and sk == SESSION_SK:
         session = to_session(items.SessionItem.from_raw_data(row))
@@ -98,10 +115,44 @@ def _import(db: sqlite3.Connection, row: dict[str, Any]) -> int:
                 message.created_at,
             ),
         )
+    elif pk.startswith(CHAT_PREFIX) and sk.startswith(SEGMENT_PREFIX):
+        return _import_segment(db, pk, sk, row, live)
     elif pk.startswith(USER_PREFIX):
         return _import_user(db, pk.removeprefix(USER_PREFIX), sk, row)
     else:
         return 0  # id claims (CID#, MID#): implied by the chat and message tables
+    return 1
+
+
+def _import_segment(
+    db: sqlite3.Connection,
+    pk: str,
+    sk: str,
+    row: dict[str, Any],
+    live: dict[tuple[str, str], range],
+) -> int:
+    prefix, _, number = sk.rpartition("#")
+    message_sk = MESSAGE_PREFIX + prefix.removeprefix(SEGMENT_PREFIX)
+    if int(number) not in live.get((pk, f"{prefix}#"), range(0)):
+        return 0  # replaced by its message's body, or of no message
+    segment = items.SegmentItem.from_raw_data(row)
+    chat_id = pk.rpartition("#")[2]
+    parent = _message_chat(db, pk, chat_id)
+    found = (
+        parent
+        and db.execute(
+            "SELECT session_id, chat_id, id FROM messages"
+            " WHERE session_id = ? AND chat_id = ? AND sk = ?",
+            (parent[1], chat_id, message_sk),
+        ).fetchone()
+    )
+    if not found:
+        return 0
+    db.execute(
+        "INSERT OR REPLACE INTO message_segments"
+        " (session_id, chat_id, message_id, n, start, body, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (*found, int(number), int(segment.start), segment.body, int(segment.size)),
+    )
     return 1
 
 
