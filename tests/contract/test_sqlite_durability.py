@@ -113,3 +113,73 @@ def test_group_committed_sessions_survive_kill_9(tmp_path: Path) -> None:
         assert [e.type for e in store.list_events(session_id, 10, None).items] == [
             "session.created"
         ]
+
+
+SEGMENT_WRITER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime, timedelta
+    from pathlib import Path
+    from openagents.artifacts.folder import FolderArtifactStore
+    from openagents.domain.models import Message, Role
+    from openagents.store.runs import Progress, Run, RunUsage, TurnMessage
+    from openagents.store.runs_sqlite import SqliteRunStore
+    from openagents.store.sqlite import SqliteStore
+    from tests.contract.helpers import create
+
+    path = Path(sys.argv[1])
+    store = SqliteStore(path, FolderArtifactStore(path.parent / "artifacts"), 300_000)
+    runs = SqliteRunStore(store)
+    session = create(store)
+    chat_id = next(iter(session.chats))
+    run = Run(
+        id="run-1", session_id=session.id, chat_id=chat_id, user_id=session.user_id,
+        message_id="u-1", assistant_message_id="a-1", model_id="scripted/default",
+        started_at=datetime.now(UTC),
+    )
+    runs.start(run)
+    print(session.id, chat_id, flush=True)
+    at = datetime.now(UTC) + timedelta(milliseconds=1)
+    parts = []
+    step = 0
+    while True:  # each step adds a part and writes the parts from it on (a segment)
+        step += 1
+        kept = len(parts)
+        parts.append({"type": "text", "text": f"step {step}", "state": "done"})
+        body = {"id": "a-1", "role": "assistant", "parts": list(parts)}
+        message = Message(id="a-1", chat_id=chat_id, role=Role.ASSISTANT, parts=body, created_at=at)
+        chat = store.get_chat(session.id, chat_id)
+        turn = TurnMessage(session, chat, message, None, kept)
+        runs.append(run.id, [{"type": "start-step"}], Progress(step, step, RunUsage()), turn)
+        print(step, flush=True)  # returned: acknowledged
+    """
+)
+
+
+def test_acknowledged_steps_of_a_segmented_message_survive_kill_9(tmp_path: Path) -> None:
+    """A turn's steps write its assistant message as segments: after kill -9 the message reads
+    back whole with every acknowledged step (and a committed one past it at most)."""
+    path = tmp_path / "openagents.db"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", SEGMENT_WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert writer.stdout is not None
+    session_id, chat_id = writer.stdout.readline().split()
+    acknowledged = [int(writer.stdout.readline()) for _ in range(60)]
+    os.kill(writer.pid, signal.SIGKILL)  # mid-step: the next write was in flight
+    writer.wait(timeout=30)
+    assert acknowledged == list(range(1, 61))
+
+    store = SqliteStore(path, FolderArtifactStore(tmp_path / "artifacts"), 300_000)
+    (message,) = store.list_messages(session_id, chat_id, 10, None).items
+    texts = [part["text"] for part in message.parts["parts"]]
+    assert texts[:60] == [f"step {n}" for n in range(1, 61)]
+    assert texts == [f"step {n}" for n in range(1, len(texts) + 1)]  # nothing torn or doubled
+    segments = store.db.read("SELECT COUNT(*) FROM message_segments", ())
+    assert segments[0][0] >= 59  # written as segments, not whole
