@@ -4,13 +4,16 @@ it reads what the chat holds."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from openagents.agent.loop import AgentLoop
 from openagents.agent.parts import OtherPart
 from openagents.services.agent_turns import AgentHost
+from openagents.store import runs_sqlite
 from openagents.store.runs import Progress
+from openagents.store.sqlite import SqliteStore
 
 from tests.agent.conftest import AgentApi
 from tests.agent.test_stop_and_stream import wait_run
@@ -78,3 +81,36 @@ def test_a_step_reads_the_chat_when_the_run_moved_on_without_it(
     types = [p["type"] for p in assistant(agent_api, session_id, chat_id)["parts"]]
     assert types.count("data-elsewhere") == 1
     assert types.count("tool-todo_write") == 2
+
+
+def test_each_step_writes_only_what_it_changed_and_the_end_writes_it_whole(
+    agent_api: AgentApi, live_session: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first, a step writes the message's parts from the first it changed (a
+    segment, a step's size); the turn's end writes the message whole once, replacing them."""
+    session_id, chat_id = live_session
+    laid: list[tuple[int, int]] = []
+    write = runs_sqlite.write_segment
+
+    def recorded(
+        db: Any, session: Any, chat: Any, message: Any, segment: Any, size: int, limit: Any
+    ) -> bool:
+        laid.append((segment.start, size))
+        return write(db, session, chat, message, segment, size, limit)
+
+    monkeypatch.setattr(runs_sqlite, "write_segment", recorded)
+    big = {"todos": [{"id": str(n), "content": "x" * 2000, "status": "pending"} for n in range(4)]}
+    steps = [{"toolCalls": [{"name": "todo_write", "input": big}]} for _ in range(4)]
+    agent_api.script.set([*steps, {"text": "Done."}])
+    assert agent_api.turn(session_id, chat_id, "big todos").status == 202
+    assert wait_run(agent_api, session_id, "completed", "failed")["status"] == "completed"
+    parts = assistant(agent_api, session_id, chat_id)["parts"]
+    assert [p["state"] for p in parts if p["type"] == "tool-todo_write"] == ["output-available"] * 4
+    assert len(laid) >= 8  # every step after the first wrote a segment
+    assert [start for start, _ in laid] == sorted(start for start, _ in laid)  # moving on
+    whole = len(json.dumps(parts).encode())
+    assert whole > 4 * 8000  # four calls of 8 KB inputs, each echoed in its output too
+    assert max(size for _, size in laid) < whole / 2  # a step's size, not the message's
+    store = agent_api.container.chats._store
+    assert isinstance(store, SqliteStore)
+    assert store.db.read("SELECT COUNT(*) FROM message_segments", ()) == [(0,)]  # merged

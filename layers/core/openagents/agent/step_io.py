@@ -122,8 +122,9 @@ class StepIO:
 
     def merge(self, run: Run) -> None:
         """The turn's end: the run's assistant message written whole once, in place of the
-        segments its steps wrote (none when the run never wrote it)."""
-        work = self._read(run)
+        segments its steps wrote (none when the run never wrote it) — as its last step in this
+        process left it, else read from the chat."""
+        work = self.working(run)
         if work.stored:
             self._host.save(run, work.message)
 
