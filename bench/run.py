@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "checkpoint": "bench.checkpoint",
     "scale": "bench.scale",
     "previews": "bench.previews",
+    "messages": "bench.messages",
 }
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
