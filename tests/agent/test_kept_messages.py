@@ -11,7 +11,7 @@ import pytest
 from openagents.agent.loop import AgentLoop
 from openagents.agent.parts import OtherPart
 from openagents.services.agent_turns import AgentHost
-from openagents.store import runs_sqlite
+from openagents.store import runs_sqlite, sqlite_writes
 from openagents.store.runs import Progress
 from openagents.store.sqlite import SqliteStore
 
@@ -90,7 +90,7 @@ def test_each_step_writes_only_what_it_changed_and_the_end_writes_it_whole(
     segment, a step's size); the turn's end writes the message whole once, replacing them."""
     session_id, chat_id = live_session
     laid: list[tuple[int, int]] = []
-    write = runs_sqlite.write_segment
+    write = sqlite_writes.write_segment
 
     def recorded(
         db: Any, session: Any, chat: Any, message: Any, segment: Any, size: int, limit: Any

@@ -29,11 +29,12 @@ from openagents.agent.models import (
     ToolResult,
     Usage,
     build_registry,
-    estimate_tokens,
     every,
 )
+from openagents.agent.models.codec import message_from_json, message_json
 from openagents.agent.models.registry import ModelId
 from openagents.agent.models.scripted import ScriptedModel, words
+from openagents.agent.models.tokens import estimate_tokens
 from openagents.settings import Mode, Settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scripted-turn.json"
@@ -329,9 +330,9 @@ def test_messages_round_trip_through_json() -> None:
     )
     results = Message.tool_results([ToolResult("t1", "boom", is_error=True)])
     for original in (message, results, Message.user("hi")):
-        encoded = json.loads(json.dumps(original.to_json()))
-        assert Message.from_json(encoded) == original
-    assert results.to_json() == {
+        encoded = json.loads(json.dumps(message_json(original)))
+        assert message_from_json(encoded) == original
+    assert message_json(results) == {
         "role": "user",
         "content": [{"type": "toolResult", "toolCallId": "t1", "content": "boom", "isError": True}],
     }

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from openagents.agent.models.port import Message, ModelRequest, ToolResult, estimate_tokens
+from openagents.agent.models.port import Message, ModelRequest, ToolResult
+from openagents.agent.models.tokens import estimate_tokens
 
 ELIDED = "[output elided to fit the model's context window]"
 KEEP_RECENT_RESULTS = 4

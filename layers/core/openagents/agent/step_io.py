@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 from openagents.agent.chunks import StartChunk
 from openagents.agent.kept import PerRun
-from openagents.agent.models.port import CancelCheck, JsonValue, every
+from openagents.agent.models.cancel import every
+from openagents.agent.models.port import CancelCheck, JsonValue
 from openagents.agent.replay import ReplayWriter
 from openagents.agent.stream import EventWriter
 from openagents.agent.turn import StepResult, TurnHost

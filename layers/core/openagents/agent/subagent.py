@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from openagents.agent import tool_runner
+from openagents.agent.models.cancel import never
 from openagents.agent.models.port import (
     CancelCheck,
     ChatModel,
@@ -35,7 +36,6 @@ from openagents.agent.models.port import (
     ToolResult,
     ToolSpec,
     Usage,
-    never,
 )
 from openagents.agent.sandbox import Workspace
 from openagents.agent.tools.base import Cancelled, Tool, ToolContext, ToolFailure, cap

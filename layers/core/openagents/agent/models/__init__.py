@@ -3,6 +3,7 @@ adapters: Bedrock Converse (``bedrock``), OpenAI-compatible chat completions
 (``openai_compat``) and the scripted model (``scripted``). Importing this package imports no SDK:
 each adapter imports its own when the registry first builds it."""
 
+from openagents.agent.models.cancel import every, never
 from openagents.agent.models.port import (
     CancelCheck,
     ChatModel,
@@ -26,9 +27,6 @@ from openagents.agent.models.port import (
     ToolResult,
     ToolSpec,
     Usage,
-    estimate_tokens,
-    every,
-    never,
 )
 from openagents.agent.models.registry import (
     NO_MODELS,
@@ -38,6 +36,7 @@ from openagents.agent.models.registry import (
     ModelRegistry,
     build_registry,
 )
+from openagents.agent.models.tokens import estimate_tokens
 
 __all__ = [
     "NO_MODELS",

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from openagents.agent.models.cancel import never
 from openagents.agent.models.port import (
     CancelCheck,
     DocumentBlock,
@@ -34,7 +35,6 @@ from openagents.agent.models.port import (
     ToolCallComplete,
     ToolResult,
     Usage,
-    never,
 )
 from openagents.agent.models.streaming import (
     Closer,

@@ -21,17 +21,17 @@ so keep both inside one ``try``.
 from __future__ import annotations
 
 import base64
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeAlias
 
+from openagents.agent.models.cancel import CancelCheck, never
 from openagents.domain.errors import InvalidInput
 from openagents.domain.usage import Usage
 
 __all__ = [
-    "CancelCheck",
+    "CancelCheck",  # the port's own: ``ChatModel.stream`` takes one (``cancel.py``)
     "ChatModel",
     "ContentBlock",
     "DocumentBlock",
@@ -56,9 +56,6 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
-    "estimate_tokens",
-    "every",
-    "never",
 ]
 
 JsonValue: TypeAlias = (
@@ -103,7 +100,6 @@ class ToolResult:
 
 
 ImageType: TypeAlias = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
-IMAGE_TOKENS = 1600  # what estimate_tokens counts for an image (a ~1.15 MP image, Anthropic's)
 
 
 @dataclass(frozen=True)
@@ -163,64 +159,6 @@ class Message:
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(block for block in self.content if isinstance(block, ToolCall))
 
-    def to_json(self) -> dict[str, JsonValue]:
-        """A JSON form, to keep the model-visible history between steps (``from_json`` reads
-        it back): ``{"role", "content": [{"type": "text" | "reasoning" | "toolCall" |
-        "toolResult" | "image" | "document", ...}]}`` (an image's bytes in base64)."""
-        return {"role": self.role, "content": [_block_json(block) for block in self.content]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Message:
-        role = data["role"]
-        if role not in ("user", "assistant"):
-            raise ValueError(f"unknown role {role!r}")
-        return cls(role, tuple(_block_from_json(block) for block in data["content"]))
-
-
-_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
-
-
-def _block_json(block: ContentBlock) -> dict[str, JsonValue]:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ReasoningBlock):
-        return {"type": "reasoning", "text": block.text, "signature": block.signature}
-    if isinstance(block, ToolCall):
-        return {"type": "toolCall", "id": block.id, "name": block.name, "input": block.input}
-    if isinstance(block, ImageBlock):
-        data = base64.b64encode(block.data).decode()
-        return {"type": "image", "mediaType": block.media_type, "data": data}
-    if isinstance(block, DocumentBlock):
-        return {
-            "type": "document",
-            "name": block.name,
-            "mediaType": block.media_type,
-            "text": block.text,
-        }
-    return {
-        "type": "toolResult",
-        "toolCallId": block.tool_call_id,
-        "content": block.content,
-        "isError": block.is_error,
-    }
-
-
-def _block_from_json(data: Mapping[str, Any]) -> ContentBlock:
-    kind = data["type"]
-    if kind == "text":
-        return TextBlock(str(data["text"]))
-    if kind == "reasoning":
-        return ReasoningBlock(str(data["text"]), data.get("signature"))
-    if kind == "toolCall":
-        return ToolCall(str(data["id"]), str(data["name"]), dict(data["input"]))
-    if kind == "toolResult":
-        return ToolResult(str(data["toolCallId"]), str(data["content"]), bool(data["isError"]))
-    if kind == "image" and data["mediaType"] in _IMAGE_TYPES:
-        return ImageBlock(data["mediaType"], base64.b64decode(str(data["data"])))
-    if kind == "document":
-        return DocumentBlock(str(data["name"]), str(data["mediaType"]), str(data["text"]))
-    raise ValueError(f"unknown content block type {kind!r}")
-
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -242,28 +180,6 @@ class ModelRequest:
     max_tokens: int = 8192
     step: int = 0
     purpose: Literal["turn", "title", "commit_message", "pull_request"] = "turn"
-
-
-def estimate_tokens(request: ModelRequest) -> int:
-    """A rough size of ``request`` in tokens (about four characters each), for deciding when to
-    elide old tool outputs before the context window is reached; providers count exactly."""
-    size = len(request.system) + sum(
-        len(tool.name) + len(tool.description) + len(str(tool.input_schema))
-        for tool in request.tools
-    )
-    for message in request.messages:
-        for block in message.content:
-            if isinstance(block, ToolCall):
-                size += len(block.name) + len(str(block.input))
-            elif isinstance(block, ToolResult):
-                size += len(block.content)
-            elif isinstance(block, ImageBlock):
-                size += IMAGE_TOKENS * 4
-            elif isinstance(block, DocumentBlock):
-                size += len(block.inline)
-            else:
-                size += len(block.text)
-    return size // 4 + 1
 
 
 # --- the streamed answer -------------------------------------------------------------------
@@ -327,39 +243,6 @@ class Finish:
 
 
 ModelEvent: TypeAlias = ReasoningDelta | TextDelta | ToolCallComplete | Finish
-
-
-# --- cancellation --------------------------------------------------------------------------
-
-CancelCheck: TypeAlias = Callable[[], bool]
-"""True once stop was requested. Called often (every 100 ms while waiting, and between
-chunks): keep it cheap, e.g. wrap a store read in ``every(0.5, read)``."""
-
-
-def never() -> bool:
-    return False
-
-
-def every(
-    seconds: float, check: CancelCheck, *, clock: Callable[[], float] = time.monotonic
-) -> CancelCheck:
-    """``check`` called at most once per ``seconds``; once true, true for good."""
-    return _Every(seconds, check, clock)
-
-
-class _Every:
-    def __init__(self, seconds: float, check: CancelCheck, clock: Callable[[], float]) -> None:
-        self._seconds, self._check, self._clock = seconds, check, clock
-        self._at: float | None = None
-        self._value = False
-
-    def __call__(self) -> bool:
-        if not self._value:
-            now = self._clock()
-            if self._at is None or now - self._at >= self._seconds:
-                self._at = now
-                self._value = bool(self._check())
-        return self._value
 
 
 # --- errors --------------------------------------------------------------------------------

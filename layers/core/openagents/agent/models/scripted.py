@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from openagents.agent.models.cancel import never
+from openagents.agent.models.codec import message_json
 from openagents.agent.models.port import (
     CancelCheck,
     Finish,
@@ -49,7 +51,6 @@ from openagents.agent.models.port import (
     ToolCall,
     ToolCallComplete,
     Usage,
-    never,
 )
 from openagents.agent.models.streaming import MessageBuilder, sleep_unless_cancelled
 
@@ -95,7 +96,7 @@ class ScriptedModel:
             return
         messages: list[JsonValue] = []
         for message in request.messages:
-            entry = message.to_json()
+            entry = message_json(message)
             shown = cast("list[JsonValue]", entry["content"])
             entry["content"] = [
                 _image_summary(block) if isinstance(block, ImageBlock) else json_block

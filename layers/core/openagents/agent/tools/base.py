@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeAlias
 
-from openagents.agent.models.port import CancelCheck, JsonObject, JsonValue, never
+from openagents.agent.models.cancel import never
+from openagents.agent.models.port import CancelCheck, JsonObject, JsonValue
 from openagents.agent.sandbox import Workspace
 
 MAX_OUTPUT_CHARS = 50_000
