@@ -164,3 +164,17 @@ class FixStartedOut(Out):
     status: RunStatus
     chat_id: str
     checks: list[FixedCheckOut]
+
+
+class NewRepositoryIn(Body):
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    private: StrictBool = True
+
+
+class AttachRepositoryIn(Body):
+    """`repoUrl` (an existing repository) or `create` (a new GitHub repository), one of them;
+    `branch`: the branch the session pushes there (default: its own, else one named for it)."""
+
+    repo_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    branch: BranchName | None = None
+    create: NewRepositoryIn | None = None

@@ -111,6 +111,9 @@ def body_for(method: str, path: str, alice: Alice) -> Any:
         },
         ("POST", "/api/chat/{chat_id}/respond"): {"toolCallId": "call-1", "approved": True},
         ("POST", "/api/repositories"): {"name": "mallory-repo"},
+        ("POST", "/api/sessions/{session_id}/repository"): {
+            "repoUrl": "https://github.com/mallory/app"
+        },
         ("POST", "/api/sessions/{session_id}/ports/{port}/preview"): {"visibility": "public"},
     }
     if (method, path) in bodies:

@@ -163,6 +163,23 @@ ENTRIES: dict[str, list[dict[str, Any]]] = {
     "session.settings_changed": [{"askBeforeBash": True}, {"askBeforeBash": False}],
     "session.pr_merged": [{"prNumber": 7, "prStatus": "merged", "method": "squash"}],
     "session.pr_closed": [{"prNumber": 7, "prStatus": "closed"}],
+    "session.repository_attached": [
+        {
+            "repoUrl": "https://github.com/acme/app.git",
+            "repoOwner": "acme",
+            "repoName": "app",
+            "branch": "as/0123abcd",
+            "commit": "a" * 40,
+            "created": True,
+        },
+        {
+            "repoUrl": "file:///srv/repos/app.git",
+            "repoName": "app",
+            "branch": "as/0123abcd",
+            "commit": "b" * 40,
+            "created": False,
+        },
+    ],
     "git.committed": [
         {"commit": "a" * 40, "subject": "feat: x", "branch": "agent/x", "generated": True}
     ],

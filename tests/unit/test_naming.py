@@ -134,6 +134,14 @@ def test_branch_name_suffix_is_random_hex() -> None:
     assert all(BRANCH.fullmatch(name) for name in names)
 
 
+def test_a_keyed_branch_name_is_the_same_for_the_same_key() -> None:
+    first = branch_name("alice", "Alice Smith", key="session-1")
+    assert first == branch_name("alice", "Alice Smith", key="session-1")  # a retry's branch
+    assert first != branch_name("alice", "Alice Smith", key="session-2")
+    assert BRANCH.fullmatch(first)
+    assert initials(first) == "as"
+
+
 # -------------------------------------------------------------- chat titles
 
 

@@ -1,10 +1,13 @@
-"""Shipping the work from the app: commit, discard, push, pull request, merge readiness and fix
-failing checks (``services/git_actions.py``, ``services/merge_readiness.py``)."""
+"""Shipping the work from the app: commit, discard, push, pull request, merge readiness, fix
+failing checks and a repository for a session without one (``services/git_actions.py``,
+``services/merge_readiness.py``, ``services/session_repository.py``)."""
 
 from fastapi import APIRouter, Depends
+from openagents.services.session_repository import NewRepository
 
 from functions.api.deps import App, Caller, CheckedCaller
 from functions.api.git_schemas import (
+    AttachRepositoryIn,
     CheckpointRef,
     CommitIn,
     CommitOut,
@@ -19,7 +22,7 @@ from functions.api.git_schemas import (
     PushOut,
     ReadinessOut,
 )
-from functions.api.schemas import error_responses
+from functions.api.schemas import SessionOneOut, SessionOut, error_responses
 from functions.api.strict_query import known_query
 
 router = APIRouter(
@@ -94,3 +97,17 @@ def fix_checks(
         chat_id=done.chat_id,
         checks=[FixedCheckOut.of(check) for check in done.checks],
     )
+
+
+@router.post("/repository", responses=error_responses(409, 502))
+def attach_repository(
+    session_id: str, app: App, caller: Caller, body: AttachRepositoryIn
+) -> SessionOneOut:
+    """Give a session started without a repository one: an existing repository (`repoUrl`) or
+    a new GitHub repository (`create`); its work is pushed to the session's own branch there
+    first. 409 `repository_already_set`."""
+    create = NewRepository(body.create.name, body.create.private) if body.create else None
+    session = app.session_repository.attach(
+        caller, session_id, repo_url=body.repo_url, branch=body.branch, create=create
+    )
+    return SessionOneOut(session=SessionOut.of(session))

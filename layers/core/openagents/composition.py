@@ -21,6 +21,7 @@ from openagents.domain.models import Session
 from openagents.events import EventBus
 from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
 from openagents.git.catalog import RepositoryCatalog
+from openagents.git.roots import local_repo_roots
 from openagents.sandbox.port import (
     Sandboxd,
     SandboxdClients,
@@ -46,6 +47,7 @@ from openagents.services.provisioning import ProvisioningService
 from openagents.services.pull_requests import PullRequestService
 from openagents.services.repositories import RepositoryService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
+from openagents.services.session_repository import RepositorySettings, SessionRepositories
 from openagents.services.sessions import SessionService
 from openagents.services.shares import ShareService
 from openagents.services.skills import SkillsService
@@ -95,6 +97,7 @@ class Container:
     code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
     git_actions: GitActions  # commit, discard, push, open the PR, fix failing checks
     repositories: RepositoryService  # the new-session dialog's repository and branch pickers
+    session_repository: SessionRepositories  # a session without a repository gains one
     skills: SkillsService  # the repository's skills in the session's sandbox
     usage: UsageService  # the caller's runs' tokens and cost per day and model
     merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
@@ -514,6 +517,20 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         metrics,
         host_setting=GITHUB_SETTING,
     )
+    session_repository = SessionRepositories(
+        store,
+        sandboxd,
+        git_host,
+        auto_commit,
+        cards,
+        local_repo_roots(settings.local_repo_roots, settings.home),
+        RepositorySettings(
+            settings.allowed_repo_hosts, settings.local_repos_allowed, GITHUB_SETTING
+        ),
+        utc_now,
+        new_id,
+        metrics,
+    )
     local = settings.mode is Mode.LOCAL
     kick = provisioning.kick if settings.provision_on_create else None
     return Container(
@@ -550,6 +567,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         code_editor=code_editor,
         git_actions=git_actions,
         repositories=RepositoryService(_catalog(settings, git_host), GITHUB_SETTING),
+        session_repository=session_repository,
         skills=SkillsService(store, sandboxd),
         usage=UsageService(runs, utc_now),
         merge_readiness=merge_readiness,

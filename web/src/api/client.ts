@@ -30,6 +30,7 @@ export type PushAnswer = S["PushOut"];
 export type PullRequest = S["PullRequestOut"];
 export type PullRequestBody = RequestBody<"/api/sessions/{session_id}/pr", "post">;
 export type MergeReadiness = S["ReadinessOut"];
+export type AttachRepositoryBody = RequestBody<"/api/sessions/{session_id}/repository", "post">;
 export type MergeMethod = MergeReadiness["allowedMethods"][number];
 
 export type Repository = S["RepositoryOut"];
@@ -230,6 +231,8 @@ export function createApi(call: Call) {
         body: paths ? { paths } : {},
       }),
     push: (id: string) => call("post", "/api/sessions/{session_id}/push", { params: session(id) }),
+    attachRepository: (id: string, body: AttachRepositoryBody) =>
+      call("post", "/api/sessions/{session_id}/repository", { params: session(id), body }),
     openPullRequest: (id: string, body: Partial<PullRequestBody> = {}) =>
       call("post", "/api/sessions/{session_id}/pr", {
         params: session(id),

@@ -4,7 +4,7 @@ import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { ApiError } from "../api/http";
 import { useLoader } from "../hooks/useLoader";
-import { MergePanel, ShipActions } from "./GitPanel";
+import { MergePanel, PublishRepository, ShipActions } from "./GitPanel";
 import { UnifiedDiff } from "./UnifiedDiff";
 
 function GitSummary({ status }: { status: GitStatus }) {
@@ -102,23 +102,30 @@ function Cached({ sessionId }: { sessionId: string }) {
 
 const nothing = () => undefined;
 
-/** Git status, the live diff and the ship buttons while the sandbox runs; the cached diff when
- * paused or archived; the pull request's merge readiness whenever the session has one. */
+/** Git status, the live diff and the ship buttons while the sandbox runs (and Publish to a
+ * repository when the session has none); the cached diff when paused or archived; the pull
+ * request's merge readiness whenever the session has one. */
 export function Changes({
   sessionId,
   diff,
   hasPr = false,
+  hasRepository = true,
   onShipped = nothing,
 }: {
   sessionId: string;
   diff: "live" | "cached" | "none";
   hasPr?: boolean;
+  /** False for a session started without a repository: the panel offers to publish it. */
+  hasRepository?: boolean;
   /** A commit, discard, push, pull request, merge or fix started: what shows it reloads. */
   onShipped?: () => void;
 }) {
   return (
     <>
       {hasPr && <MergePanel sessionId={sessionId} onShipped={onShipped} />}
+      {!hasRepository && diff === "live" && (
+        <PublishRepository sessionId={sessionId} onPublished={onShipped} />
+      )}
       {diff === "live" && <Live sessionId={sessionId} onShipped={onShipped} />}
       {diff === "cached" && <Cached sessionId={sessionId} />}
       {diff === "none" && <p className="muted">No changes to show until the sandbox is running.</p>}

@@ -1,11 +1,13 @@
 // Shipping the work from the app (issue 25): commit, discard, push and open a pull request; the
-// pull request's merge readiness before Merge, and Fix checks when some failed.
+// pull request's merge readiness before Merge, and Fix checks when some failed; Publish to a
+// repository for a session started without one.
 import { useCallback, useId, useState, type FormEvent } from "react";
 import type { MergeMethod, MergeReadiness } from "../api/client";
 import { useApi } from "../api/context";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
 import { ConfirmDialog } from "./ConfirmDialog";
+import { RepositoryPicker } from "./RepositoryPicker";
 
 type Outcome = { text: string; alert: boolean; url?: string } | null;
 
@@ -252,6 +254,121 @@ export function MergePanel({ sessionId, onShipped }: PullProps) {
           )}
         </div>
       )}
+      <Said outcome={outcome} />
+    </section>
+  );
+}
+
+interface PublishProps {
+  sessionId: string;
+  /** After the repository is recorded: the session (and this panel's place) reloads. */
+  onPublished: () => void;
+}
+
+/** A session started without a repository: publish its committed work to an existing
+ * repository (picked or pasted) or to a new GitHub repository (where the API allows it). */
+export function PublishRepository({ sessionId, onPublished }: PublishProps) {
+  const api = useApi();
+  const id = useId();
+  const [kind, setKind] = useState<"existing" | "new">("existing");
+  const [repoUrl, setRepoUrl] = useState("");
+  const [name, setName] = useState("");
+  const [isPrivate, setIsPrivate] = useState(true);
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState<Outcome>(null);
+  const publish = async (event: FormEvent) => {
+    event.preventDefault();
+    const target = kind === "existing" ? repoUrl.trim() : name.trim();
+    if (!target) {
+      const what =
+        kind === "existing" ? "Pick or paste a repository first." : "Name the new repository first.";
+      setOutcome({ text: what, alert: true });
+      return;
+    }
+    setBusy(true);
+    setOutcome(null);
+    try {
+      const body =
+        kind === "existing" ? { repoUrl: target } : { create: { name: target, private: isPrivate } };
+      const { session } = await api.attachRepository(sessionId, body);
+      const where = session.repoOwner
+        ? `${session.repoOwner}/${session.repoName}`
+        : (session.repoName ?? target);
+      setOutcome({ text: `Published to ${where} on ${session.branch ?? "its branch"}.`, alert: false });
+      onPublished();
+    } catch (failure) {
+      setOutcome({ text: `Publish failed: ${errorMessage(failure)}`, alert: true });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section aria-labelledby={`${id}-heading`} className="publish">
+      <h3 id={`${id}-heading`}>Publish to a repository</h3>
+      <p className="hint">
+        This session has no repository yet. Its committed work is pushed to a branch of its own there (commit
+        first to include uncommitted changes).
+      </p>
+      <form className="form" onSubmit={(event) => void publish(event)} noValidate>
+        <fieldset>
+          <legend>Where</legend>
+          <label className="inline">
+            <input
+              type="radio"
+              name={`${id}-kind`}
+              checked={kind === "existing"}
+              onChange={() => setKind("existing")}
+            />
+            An existing repository
+          </label>
+          <label className="inline">
+            <input
+              type="radio"
+              name={`${id}-kind`}
+              checked={kind === "new"}
+              onChange={() => setKind("new")}
+            />
+            A new GitHub repository
+          </label>
+        </fieldset>
+        {kind === "existing" ? (
+          <>
+            <RepositoryPicker idPrefix={`${id}-repo`} value={repoUrl} onPick={setRepoUrl} />
+            <label htmlFor={`${id}-url`}>Repository</label>
+            <input
+              id={`${id}-url`}
+              value={repoUrl}
+              onChange={(event) => setRepoUrl(event.target.value)}
+              placeholder="https://github.com/owner/repo"
+              autoComplete="off"
+            />
+          </>
+        ) : (
+          <>
+            <label htmlFor={`${id}-name`}>New repository name</label>
+            <input
+              id={`${id}-name`}
+              value={name}
+              onChange={(event) => setName(event.target.value)}
+              maxLength={100}
+              autoComplete="off"
+            />
+            <label className="inline">
+              <input
+                type="checkbox"
+                checked={isPrivate}
+                onChange={(event) => setIsPrivate(event.target.checked)}
+              />
+              Private
+            </label>
+          </>
+        )}
+        <div className="toolbar">
+          <button type="submit" className="primary" disabled={busy}>
+            {busy ? "Publishing…" : "Publish"}
+          </button>
+        </div>
+      </form>
       <Said outcome={outcome} />
     </section>
   );

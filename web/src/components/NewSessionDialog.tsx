@@ -1,9 +1,10 @@
 import { useEffect, useState, type FormEvent } from "react";
-import type { Branch, CreateSessionBody, Repository } from "../api/client";
+import type { Branch, CreateSessionBody } from "../api/client";
 import { useApi } from "../api/context";
 import { ApiError } from "../api/http";
 import { errorMessage } from "../api/errors";
 import { Modal } from "./Modal";
+import { RepositoryPicker } from "./RepositoryPicker";
 
 type Field = "repository" | "branch" | "title" | "autoCommitPush" | "autoCreatePr" | "form";
 type Errors = Partial<Record<Field, string>>;
@@ -69,22 +70,7 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
   const [autoCreatePr, setAutoCreatePr] = useState(false);
   const [errors, setErrors] = useState<Errors>({});
   const [submitting, setSubmitting] = useState(false);
-  // the picker: the repositories the platform reaches (GET /api/repositories), searchable;
-  // hidden when the API lists none or cannot (the field takes a pasted URL either way)
-  const [search, setSearch] = useState("");
-  const [found, setFound] = useState<Repository[] | null>(null);
   const [branches, setBranches] = useState<Branch[] | null>(null);
-
-  useEffect(() => {
-    let live = true;
-    api.repositories(search.trim()).then(
-      (page) => live && setFound(page.repositories),
-      () => live && setFound(null),
-    );
-    return () => {
-      live = false;
-    };
-  }, [api, search]);
 
   const pick = (repoUrl: string) => {
     setRepository(repoUrl);
@@ -159,33 +145,7 @@ export function NewSessionDialog({ local, onClose, onCreated }: Props) {
   return (
     <Modal title="New session" onClose={onClose}>
       <form onSubmit={submit} noValidate className="form">
-        {(found !== null || search) && (
-          <fieldset className="repo-picker">
-            <legend>Pick a repository</legend>
-            <label htmlFor="new-repo-search">Search repositories</label>
-            <input
-              id="new-repo-search"
-              type="search"
-              value={search}
-              onChange={(event) => setSearch(event.target.value)}
-              autoComplete="off"
-            />
-            <label htmlFor="new-repo-pick">Repositories</label>
-            <select
-              id="new-repo-pick"
-              value={found?.some((r) => r.repoUrl === repository) ? repository : ""}
-              onChange={(event) => pick(event.target.value)}
-            >
-              <option value="">{found && found.length === 0 ? "None found" : "Choose one…"}</option>
-              {found?.map((repo) => (
-                <option key={repo.repoUrl} value={repo.repoUrl}>
-                  {repo.owner ? `${repo.owner}/${repo.name}` : repo.name}
-                  {repo.private ? " (private)" : ""}
-                </option>
-              ))}
-            </select>
-          </fieldset>
-        )}
+        <RepositoryPicker idPrefix="new-repo" value={repository} onPick={pick} />
         <label htmlFor="new-repository">Repository</label>
         <input
           id="new-repository"

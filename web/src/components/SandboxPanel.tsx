@@ -22,6 +22,7 @@ export function SandboxPanel({
   version = 0,
   filesVersion = 0,
   hasPr = false,
+  hasRepository = true,
   onShipped,
 }: {
   sessionId: string;
@@ -32,6 +33,8 @@ export function SandboxPanel({
   filesVersion?: number;
   /** The session has a pull request: Changes shows its merge readiness. */
   hasPr?: boolean;
+  /** False for a session started without a repository: Changes offers to publish it. */
+  hasRepository?: boolean;
   /** Something was shipped from the Changes tab (commit, push, PR, merge, fix). */
   onShipped?: () => void;
 }) {
@@ -57,7 +60,13 @@ export function SandboxPanel({
       >
         {view === "files" && <FileBrowser sessionId={sessionId} chip={chip} version={filesVersion} />}
         {view === "changes" && (
-          <Changes sessionId={sessionId} diff={diff} hasPr={hasPr} onShipped={onShipped} />
+          <Changes
+            sessionId={sessionId}
+            diff={diff}
+            hasPr={hasPr}
+            hasRepository={hasRepository}
+            onShipped={onShipped}
+          />
         )}
         {view === "preview" && <Preview sessionId={sessionId} running={running} />}
         {view === "activity" && (

@@ -201,6 +201,7 @@ export function SessionView({ sessionId, chatId, onSessionsChanged, onWorking }:
           version={turns}
           filesVersion={files}
           hasPr={data.prNumber !== null && data.prNumber !== undefined}
+          hasRepository={Boolean(data.cloneUrl || data.repoName)}
           onShipped={shipped}
         />
       </div>

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterator, Set
 
@@ -65,14 +66,17 @@ def city_candidates(used: Set[str]) -> Iterator[str]:
         suffix += 1
 
 
-def branch_name(username: str | None, display_name: str | None) -> str:
-    """``<initials>/<8 hex>``: initials from the display name, else the username, else "nb"."""
+def branch_name(username: str | None, display_name: str | None, key: str | None = None) -> str:
+    """``<initials>/<8 hex>``: initials from the display name, else the username, else "nb";
+    the hex random, or (``key``) the first of its SHA-256, so the same key names the same
+    branch again (a retried call)."""
     initials = "nb"
     if display_name:
         initials = "".join(part[:1].lower() for part in display_name.split(" "))[:2] or "nb"
     elif username:
         initials = username[:2].lower()
-    return f"{initials}/{secrets.token_hex(4)}"
+    suffix = hashlib.sha256(key.encode()).hexdigest()[:8] if key else secrets.token_hex(4)
+    return f"{initials}/{suffix}"
 
 
 GENERATED_TITLE_WORDS = 5

@@ -38,6 +38,7 @@ from openagents.events.session_events import (
     SessionPrClosed,
     SessionPrMerged,
     SessionRenamed,
+    SessionRepositoryAttached,
     SessionSettingsChanged,
     SessionUnarchived,
 )
@@ -54,6 +55,7 @@ EventDetail = Annotated[
     | SessionUnarchived
     | SessionPrMerged
     | SessionPrClosed
+    | SessionRepositoryAttached
     | SandboxStarting
     | SandboxProvisioned
     | SandboxFailed

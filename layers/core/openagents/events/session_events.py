@@ -138,6 +138,22 @@ class SessionPrClosed(Envelope):
     pr_status: PrStatus = Field(description="Its status after the call.")
 
 
+class SessionRepositoryAttached(Envelope):
+    """A session started without a repository gained one (`POST
+    /api/sessions/{id}/repository`): its work was pushed to the session's own branch there."""
+
+    type: Literal["session.repository_attached"]
+    name: Literal["Session Repository Attached"]
+    repo_url: str = Field(description="The repository's clone URL (no credentials).")
+    repo_owner: str | MISSING = Field(
+        default=MISSING, description="Its owner (GitHub); absent for a local repository."
+    )
+    repo_name: str | MISSING = Field(default=MISSING, description="Its name.")
+    branch: str = Field(description="The session's own branch, named by the control plane.")
+    commit: str = Field(description="The commit pushed to that branch.")
+    created: bool = Field(description="True when the repository was created for the session.")
+
+
 SESSION_EVENTS = (
     SessionCreated,
     SessionRenamed,
@@ -148,4 +164,5 @@ SESSION_EVENTS = (
     SessionUnarchived,
     SessionPrMerged,
     SessionPrClosed,
+    SessionRepositoryAttached,
 )

@@ -35,6 +35,7 @@ from openagents.domain.models import (
     Message,
     Page,
     Preferences,
+    Repo,
     Role,
     Session,
     SessionStatus,
@@ -111,6 +112,7 @@ from openagents.store.port import (
     MessageIdTaken,
     NoSuchMessage,
     RateWindow,
+    RepositoryAlreadySet,
     StaleState,
     TitleTaken,
     TooManyChats,
@@ -410,6 +412,52 @@ class DynamoStore(DynamoPreviews):
         except TransactWriteError as exc:
             if tx.failed(exc, "session"):
                 raise Gone from exc
+            raise
+        updated = self.get_session(session.id)
+        if updated is None:
+            raise Gone
+        return updated
+
+    @guard
+    def set_repository(
+        self, session: Session, repo: Repo, branch: str, is_new_branch: bool, entry: AuditEntry
+    ) -> Session:
+        fields = (
+            (SessionItem.repo_owner, repo.owner),
+            (SessionItem.repo_name, repo.name),
+            (SessionItem.clone_url, repo.clone_url),
+        )
+        actions: list[Action] = [
+            attribute.set(value) if value is not None else attribute.remove()
+            for attribute, value in fields
+        ]
+        actions += [
+            SessionItem.own_branch.set(branch),
+            SessionItem.branch.set(branch),
+            SessionItem.is_new_branch.set(is_new_branch),
+            SessionItem.updated_at.set(iso(entry.at)),
+        ]
+        unset = (
+            SessionItem.pk.exists()
+            & SessionItem.clone_url.does_not_exist()
+            & SessionItem.repo_owner.does_not_exist()
+            & SessionItem.repo_name.does_not_exist()
+        )
+        try:
+            with self._transaction() as tx:
+                tx.update(
+                    self._t[SessionItem](*session_key(session.id)),
+                    actions=actions,
+                    condition=unset,
+                    name="session",
+                )
+                tx.save(audit_item(entry, self._t[AuditItem]))
+                tx.save(outbox_item(entry, session.user_id, self._t[OutboxItem]))
+        except TransactWriteError as exc:
+            if tx.failed(exc, "session"):
+                if self.get_session(session.id) is None:
+                    raise Gone from exc
+                raise RepositoryAlreadySet from exc
             raise
         updated = self.get_session(session.id)
         if updated is None:

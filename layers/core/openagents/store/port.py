@@ -15,6 +15,7 @@ from openagents.domain.models import (
     Message,
     Page,
     Preferences,
+    Repo,
     Session,
     SessionStatus,
 )
@@ -68,6 +69,10 @@ class NotUserMessage(Exception):
 
 class StaleState(Exception):
     """A conditional lifecycle write lost: the session is not in the expected state."""
+
+
+class RepositoryAlreadySet(Exception):
+    """The session has a repository already (``SessionStore.set_repository``)."""
 
 
 LIFECYCLE_FIELDS = frozenset(
@@ -207,6 +212,17 @@ class SessionStore(Protocol):
     def set_ask_before_bash(self, session: Session, ask: bool, entry: AuditEntry) -> Session:
         """The session's "ask before running" setting, with its audit entry (and event) in
         the same write. ``Gone``."""
+        ...
+
+    def set_repository(
+        self, session: Session, repo: Repo, branch: str, is_new_branch: bool, entry: AuditEntry
+    ) -> Session:
+        """The repository of a session started without one (``POST
+        /api/sessions/{id}/repository``): owner, name, clone URL and the branch the session
+        pushes (``own_branch`` and ``branch``; ``is_new_branch``: the session made it), with its
+        audit entry (and event) in the same write, only while the session has no repository
+        (no clone URL, owner or name): ``RepositoryAlreadySet`` otherwise, writing nothing.
+        ``Gone``."""
         ...
 
     def title_session(self, session: Session, title: str, entry: AuditEntry) -> bool:

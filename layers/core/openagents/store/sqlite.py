@@ -25,6 +25,7 @@ from openagents.domain.models import (
     Message,
     Page,
     Preferences,
+    Repo,
     Role,
     Session,
     SessionStatus,
@@ -46,6 +47,7 @@ from openagents.store.port import (
     Gone,
     LastChat,
     RateWindow,
+    RepositoryAlreadySet,
     StaleState,
     TitleTaken,
     TooManyChats,
@@ -276,6 +278,32 @@ class SqliteStore(SqlitePreviews):
             if stored is None:
                 raise Gone
             updated = stored.model_copy(update={"ask_before_bash": ask, "updated_at": entry.at})
+            update_session(db, updated)
+            insert_entry(db, entry, session.user_id)
+        self._drain()
+        return updated
+
+    @guard
+    def set_repository(
+        self, session: Session, repo: Repo, branch: str, is_new_branch: bool, entry: AuditEntry
+    ) -> Session:
+        with self.db.transaction() as db:
+            stored = read_session(db, session.id)
+            if stored is None:
+                raise Gone
+            if stored.clone_url or stored.repo_owner or stored.repo_name:
+                raise RepositoryAlreadySet
+            updated = stored.model_copy(
+                update={
+                    "repo_owner": repo.owner,
+                    "repo_name": repo.name,
+                    "clone_url": repo.clone_url,
+                    "own_branch": branch,
+                    "branch": branch,
+                    "is_new_branch": is_new_branch,
+                    "updated_at": entry.at,
+                }
+            )
             update_session(db, updated)
             insert_entry(db, entry, session.user_id)
         self._drain()
