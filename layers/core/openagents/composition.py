@@ -19,15 +19,14 @@ from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tok
 from openagents.clients import LazyClient
 from openagents.domain.models import Session
 from openagents.events import EventBus
-from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
+from openagents.git import GitHost
 from openagents.git.catalog import RepositoryCatalog
 from openagents.git.roots import local_repo_roots
+from openagents.lazy import Lazy, Once
+from openagents.sandbox.clients import KeptClients
 from openagents.sandbox.port import (
-    Sandboxd,
     SandboxdClients,
     SandboxDriver,
-    SandboxError,
-    SandboxHandle,
 )
 from openagents.services import Metrics, new_id, utc_now
 from openagents.services.archive import ArchiveService
@@ -43,7 +42,7 @@ from openagents.services.handoffs import Handoffs, Services
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
-from openagents.services.provisioning import ProvisioningService
+from openagents.services.provisioning import ProvisioningService, private_clone
 from openagents.services.pull_requests import PullRequestService
 from openagents.services.repositories import RepositoryService
 from openagents.services.sandbox_tools import ExecPool, SandboxTools
@@ -60,7 +59,7 @@ from openagents.workflows.stepfunctions import StepFunctionsWorkflows
 
 if TYPE_CHECKING:
     from openagents.agent.loop import AgentLoop
-    from openagents.services.agent_turns import AgentTurns
+    from openagents.services.agent_turns import AgentTurns, TurnEngine
     from openagents.services.checkpoints import Checkpoints
     from openagents.store.runs import RunStore
 
@@ -69,7 +68,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 GITHUB_SETTING = "OPENAGENTS_GITHUB_TOKEN_SECRET_ARN"  # named when no git host is configured
-SANDBOXD_CLIENTS_KEPT = 256  # sandboxes whose client one container keeps (a new token: a new one)
 
 
 @dataclass(frozen=True)
@@ -238,28 +236,6 @@ def _secret(settings: Settings, arn: str | None) -> str | None:
     return str(value["SecretString"]).strip() or None
 
 
-def _clone(git_host: GitHost | None, session: Session) -> ClonedRepository | None:
-    """A private repository fetched by the git host with its token, as a bundle for the
-    sandbox (the token never enters it); None when the host has no token for it (public or
-    local repositories: the sandbox clones them anonymously)."""
-    if not isinstance(git_host, ServesClones) or not session.repo_owner or not session.repo_name:
-        return None
-    repo = session.repo
-    try:
-        token = git_host.clone_token(repo)
-    except GitHostError as exc:  # a public repository still clones without one
-        log.warning("no clone token for %s/%s: %s", repo.owner, repo.name, exc)
-        return None
-    if token is None:
-        return None
-    try:
-        return git_host.clone(
-            repo, branch=session.checkout_branch, is_new_branch=session.is_new_branch
-        )
-    except GitHostError as exc:  # the token was there: the clone failed, and says why
-        raise SandboxError(f"clone failed: {exc.message}") from None
-
-
 def _git_host(settings: Settings) -> GitHost | None:
     """Local bare repositories on one machine; on AWS, GitHub with a GitHub App's
     installation tokens when its id and private key are set, else a token from Secrets Manager
@@ -372,22 +348,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     # The store's outbox publishes the events: SQLite drains it to the local bus; on AWS the
     # table's stream and an EventBridge pipe put its items on the bus, and on moto
     # (OPENAGENTS_STORE=dynamodb openagents dev) the CLI drains that stream the same way.
-    driver = LazyDriver(lambda: _driver(settings, _token_key(settings)))
+    driver = Lazy(lambda: _driver(settings, _token_key(settings)))
 
-    clients: dict[tuple[str, str], Sandboxd] = {}  # building one costs ~1.4 ms (urllib's opener)
-    clients_lock = threading.Lock()
-
-    def sandboxd(handle: SandboxHandle) -> Sandboxd:  # the one way to a sandbox's client
-        from openagents.sandbox.client import SandboxClient
-
-        key = (driver.endpoint(handle), driver.token(handle))
-        with clients_lock:
-            client = clients.get(key)
-            if client is None:
-                if len(clients) >= SANDBOXD_CLIENTS_KEPT:
-                    clients.pop(next(iter(clients)))
-                client = clients[key] = SandboxClient(*key)
-            return client
+    sandboxd = KeptClients(driver)  # the one way to a sandbox's client
 
     git_host = _git_host(settings)
     # lifecycle, provisioning and archive call one another through these
@@ -442,7 +405,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         metrics,
         on_active=sandbox_active,
         from_bundle=handoffs.restore_workspace,
-        clone=partial(_clone, git_host),
+        clone=partial(private_clone, git_host),
     )
     archive = ArchiveService(
         store,
@@ -554,7 +517,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         lifecycle=lifecycle,
         after_turn=after_turn,
         sandbox_tools=sandbox_tools,
-        driver=driver,  # a LazyDriver: builds the real driver on first use
+        driver=driver,  # a Lazy: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
         origin_guard=_origin_guard(settings),
         local_tokens=local_tokens(settings) if local else None,
@@ -596,7 +559,7 @@ def _agent(
     from datetime import timedelta
 
     from openagents.agent.loop import AgentLoop, LoopConfig
-    from openagents.services.agent_turns import AgentHost, AgentTurns, TurnEngine
+    from openagents.services.agent_turns import AgentHost, AgentTurns
     from openagents.services.checkpoints import Checkpoints
 
     retention = timedelta(days=settings.agent_events_retention_days)
@@ -619,37 +582,7 @@ def _agent(
         attachments=attachment_files,
     )
     loop = AgentLoop(runs, host, registry, utc_now, config, count=metrics.count)
-    engines: list[TurnEngine] = []
-    lock = threading.Lock()
-
-    def engine() -> TurnEngine:
-        with lock:
-            if not engines:
-                if settings.mode is Mode.LOCAL:
-                    from openagents.local.agent_runtime import LocalAgentRuntime
-
-                    engines.append(
-                        LocalAgentRuntime(
-                            settings.home,
-                            runs,
-                            lambda: loop,
-                            execution_timeout_seconds=settings.agent_turn_timeout_seconds,
-                        )
-                    )
-                else:
-                    from openagents.agent.engine_lambda import LambdaTurnEngine
-
-                    if not settings.agent_function_arn:
-                        raise ValueError("OPENAGENTS_AGENT_FUNCTION_ARN is required in aws mode")
-                    engines.append(
-                        LambdaTurnEngine(
-                            lambda: _client("lambda", settings),
-                            settings.agent_function_arn,
-                            runs,
-                            lambda: loop,
-                        )
-                    )
-            return engines[0]
+    engine = Once(lambda: _engine(settings, runs, loop))  # built on the first turn
 
     turns = AgentTurns(
         store,
@@ -676,19 +609,25 @@ def _agent(
     return turns, loop, checkpoints
 
 
-class LazyDriver:
-    """Builds the sandbox driver on first use: API calls that never touch a sandbox pay nothing."""
+def _engine(settings: Settings, runs: RunStore, loop: AgentLoop) -> TurnEngine:
+    """The turns' engine: the durable SDK's local runtime on one machine, the durable Lambda
+    on AWS."""
+    if settings.mode is Mode.LOCAL:
+        from openagents.local.agent_runtime import LocalAgentRuntime
 
-    def __init__(self, factory: Callable[[], SandboxDriver]) -> None:
-        self._factory = factory
-        self._driver: SandboxDriver | None = None
-        self._lock = threading.Lock()
+        return LocalAgentRuntime(
+            settings.home,
+            runs,
+            lambda: loop,
+            execution_timeout_seconds=settings.agent_turn_timeout_seconds,
+        )
+    from openagents.agent.engine_lambda import LambdaTurnEngine
 
-    def __getattr__(self, name: str) -> Any:
-        with self._lock:
-            if self._driver is None:
-                self._driver = self._factory()
-        return getattr(self._driver, name)
+    if not settings.agent_function_arn:
+        raise ValueError("OPENAGENTS_AGENT_FUNCTION_ARN is required in aws mode")
+    return LambdaTurnEngine(
+        lambda: _client("lambda", settings), settings.agent_function_arn, runs, lambda: loop
+    )
 
 
 class LazyContainer:

@@ -17,7 +17,7 @@ from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import Failure
 from openagents.domain.models import LifecycleState, Session, SessionStatus
-from openagents.git import ClonedRepository
+from openagents.git import ClonedRepository, GitHost, GitHostError, ServesClones
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots, local_repo_roots
 from openagents.sandbox.errors import CAPACITY
 from openagents.sandbox.git_answers import GitPlace, GitRemote
@@ -416,3 +416,25 @@ def _local_repo_paths(session: Session, roots: LocalRepoRoots) -> tuple[str, ...
     if str(real) != saved:
         raise SandboxError(f"local repository refused: {saved} now resolves to {real}")
     return (str(real),)
+
+
+def private_clone(git_host: GitHost | None, session: Session) -> ClonedRepository | None:
+    """A private repository fetched by the git host with its token, as a bundle for the
+    sandbox (the token never enters it); None when the host has no token for it (public or
+    local repositories: the sandbox clones them anonymously)."""
+    if not isinstance(git_host, ServesClones) or not session.repo_owner or not session.repo_name:
+        return None
+    repo = session.repo
+    try:
+        token = git_host.clone_token(repo)
+    except GitHostError as exc:  # a public repository still clones without one
+        log.warning("no clone token for %s/%s: %s", repo.owner, repo.name, exc)
+        return None
+    if token is None:
+        return None
+    try:
+        return git_host.clone(
+            repo, branch=session.checkout_branch, is_new_branch=session.is_new_branch
+        )
+    except GitHostError as exc:  # the token was there: the clone failed, and says why
+        raise SandboxError(f"clone failed: {exc.message}") from None
