@@ -12,7 +12,7 @@ from openagents.domain.errors import InvalidInput
 KNOWN = "openagents_query_names"  # the route's query parameter names, computed once
 
 
-def known_query(request: Request) -> None:
+async def known_query(request: Request) -> None:
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or not request.query_params:
         return

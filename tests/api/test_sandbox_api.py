@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +11,8 @@ from typing import Any
 
 import pytest
 from openagents.domain.lifecycle import FAILURE_TEXT, Failure
+from openagents.services.lifecycle import LifecycleService
+from openagents.services.lifecycle_api import StatusView
 from openagents.settings import Settings
 
 from tests.support import HttpApi, git, local_server, make_origin, provisioning_runtime
@@ -154,3 +158,35 @@ def test_ensure_sandbox_retries_a_failed_provisioning(live_api: HttpApi, tmp_pat
     again = live_api.post("/api/sandbox", {"sessionId": session_id})
     assert again.body["provisioningStarted"] is False
     assert live_api.post("/api/sandbox", {}).status == 422
+
+
+def test_an_overdue_status_poll_kicks_its_run_off_the_event_loop(
+    http_api: HttpApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The status route reads on the event loop; an overdue session's kick (a workflow start)
+    runs on a thread, once per poll that finds it overdue, and a poll that does not kicks
+    nothing."""
+    overdue: set[str] = set()
+    kicked: list[tuple[str, bool]] = []
+    status = LifecycleService.status
+
+    def seen(self: LifecycleService, identity: Any, session_id: str) -> StatusView:
+        view = status(self, identity, session_id)
+        return dataclasses.replace(view, overdue=session_id in overdue)
+
+    def kick(self: LifecycleService, session: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        kicked.append((session.id, on_loop))
+
+    monkeypatch.setattr(LifecycleService, "status", seen)
+    monkeypatch.setattr(LifecycleService, "kick_overdue", kick)
+    session_id = http_api.post("/api/sessions", {"title": "due"}).body["session"]["id"]
+    assert http_api.get("/api/sandbox/status", query={"sessionId": session_id}).status == 200
+    assert kicked == []
+    overdue.add(session_id)
+    assert http_api.get("/api/sandbox/status", query={"sessionId": session_id}).status == 200
+    assert kicked == [(session_id, False)]

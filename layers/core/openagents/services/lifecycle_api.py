@@ -32,6 +32,7 @@ class StatusView:
     session: Session
     status: ChipStatus
     server_time: datetime
+    overdue: bool = False  # due, and no lifecycle run holds it: ``kick_overdue`` starts one
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,22 @@ class LifecycleApi(LifecycleBase):
     """The API's lifecycle operations: status, activity, extend, pause, resume."""
 
     def status(self, identity: Identity, session_id: str) -> StatusView:
-        """One GetItem; a write only when the session is overdue and needs a run."""
+        """One GetItem, no write (a read cheap enough for the event loop); ``overdue`` when
+        the session is due and no lifecycle run holds it."""
         session = owned(self._store.get_session(session_id), identity)
         now = self._clock()
         due = due_at(session)
-        overdue = due is not None and now >= due
-        if overdue and (session.lifecycle_run_id is None or lease_is_stale(session, now)):
-            with contextlib.suppress(Exception):  # a poll never fails because of a kick
-                self.kick(session, "status-check-overdue")
-        return StatusView(session=session, status=chip_status(session), server_time=now)
+        overdue = (
+            due is not None
+            and now >= due
+            and (session.lifecycle_run_id is None or lease_is_stale(session, now))
+        )
+        return StatusView(session, chip_status(session), now, overdue)
+
+    def kick_overdue(self, session: Session) -> None:
+        """The run an overdue session's status poll asks for (a poll never fails for it)."""
+        with contextlib.suppress(Exception):
+            self.kick(session, "status-check-overdue")
 
     def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity:
         """Activity moves ``hibernateAfter``; ``turn`` "start" holds hibernation off for a
