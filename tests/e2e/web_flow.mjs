@@ -197,6 +197,7 @@ async function run(page) {
   await accessible(page, "session-with-answer");
   await screenshot(page, "active-with-message");
   await composerInView(page, "after the first turn");
+  await fitsScreen(page, "after the first turn");
 
   // Share, then a reload: the chat still says it is shared, with its link and Stop sharing
   await page.getByRole("button", { name: "Share", exact: true }).click();
@@ -335,6 +336,7 @@ async function run(page) {
     await page.getByRole("tablist", { name: "Chats" }).getByRole("tab").nth(i + 1).waitFor();
   }
   await composerInView(page, "with eight chat tabs");
+  await fitsScreen(page, "with eight chat tabs");
   await oneRowOfTabs(page);
   await accessible(page, "many-chats");
   await screenshot(page, "many-chats");
@@ -480,10 +482,26 @@ async function oneRowOfTabs(page) {
   return sideways;
 }
 
-async function fitsPhone(page) {
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  if (overflow > 0) throw new Error(`the page is ${overflow}px wider than the ${page.viewportSize().width}px screen`);
+/** Nothing is wider than the screen (the widest elements past its edge are named when one is). */
+async function fitsScreen(page, when = "") {
+  const found = await page.evaluate(() => {
+    const overflow = document.documentElement.scrollWidth - window.innerWidth;
+    if (overflow <= 0) return null;
+    const wide = [...document.querySelectorAll("body *")]
+      .map((el) => ({ el, right: el.getBoundingClientRect().right }))
+      .filter(({ right }) => right > window.innerWidth + 1)
+      .sort((a, b) => b.right - a.right)
+      .slice(0, 5)
+      .map(({ el, right }) => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} → ${Math.round(right)}px`);
+    return { overflow, wide };
+  });
+  if (found)
+    throw new Error(
+      `the page is ${found.overflow}px wider than the ${page.viewportSize().width}px screen ${when}: ${found.wide.join("; ")}`,
+    );
 }
+
+const fitsPhone = fitsScreen;
 
 /** A phone's layout: the header in one row, the composer at the bottom of the viewport. */
 async function phoneLayout(page) {

@@ -154,4 +154,18 @@ describe("data parts", () => {
     expect(screen.getByRole("article", { name: "Pull request" })).toHaveTextContent("PR #9");
     expect(screen.getByText("other")).toHaveClass("badge");
   });
+
+  it("shows a model-capacity wait as waiting while its retry is ahead, and as waited after", () => {
+    const data = { reason: "model capacity", retryAt: "2026-12-04T12:00:30Z", error: "Throttled" };
+    const at = Date.parse("2026-12-04T12:00:30Z");
+    const { unmount } = render(<DataPartCard type="data-waiting" data={data} now={at - 10_000} />);
+    const card = screen.getByRole("status", { name: "Waiting" });
+    expect(within(card).getByText("Waiting for model capacity")).toBeTruthy();
+    expect(within(card).getByText(/^Retrying at /)).toBeTruthy();
+    expect(within(card).queryByText(/\{/)).toBeNull(); // not the raw JSON of a generic part
+    unmount();
+    render(<DataPartCard type="data-waiting" data={data} now={at + 1} />);
+    expect(screen.getByText("Waited for model capacity")).toBeTruthy();
+    expect(screen.getByText(/^Retried at /)).toBeTruthy();
+  });
 });

@@ -1,3 +1,4 @@
+import { useState } from "react";
 // The auto-commit and auto-PR outcomes of a turn (`data-commit`, `data-pr` parts) as inline cards.
 // Their data follows services/auto_commit.py's outcome (branch, committed, commit, pushed,
 // skipped; prNumber, prUrl, or pr: "skipped: …") and the reference's data-pr (status, skipReason).
@@ -135,9 +136,33 @@ function PushCard({ data }: { data: unknown }) {
 
 const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
-/** A data part: commit and PR outcomes as cards, any other as a labelled line. */
-export function DataPartCard({ type, data }: { type: string; data: unknown }) {
+/** The turn waiting for the model's capacity (agent/throttle.py: `{reason, retryAt, error}`), one
+ * part per message updated by each wait: waiting while `retryAt` is ahead, waited after. */
+function WaitingCard({ data, now }: { data: unknown; now?: number }) {
+  const [shown] = useState(() => Date.now()); // when it was first shown (a render stays pure)
+  const d = asRecord(data);
+  const at = text(d.retryAt) ? new Date(String(d.retryAt)) : null;
+  const when = at && !Number.isNaN(at.getTime()) ? at : null;
+  const ahead = when !== null && when.getTime() > (now ?? shown);
+  const reason = text(d.reason) ?? "model capacity";
+  const time = when?.toLocaleTimeString();
+  return (
+    <article className="data-card data-card-skipped" aria-label="Waiting" role="status">
+      <header className="tool-head">
+        <span className="tool-name">{ahead ? `Waiting for ${reason}` : `Waited for ${reason}`}</span>
+      </header>
+      {time && (
+        <p className="data-card-line muted">{ahead ? `Retrying at ${time}.` : `Retried at ${time}.`}</p>
+      )}
+      {text(d.error) && <p className="data-card-line muted">{text(d.error)}</p>}
+    </article>
+  );
+}
+
+/** A data part: commit, push, PR and waiting as cards, any other as a labelled line. */
+export function DataPartCard({ type, data, now }: { type: string; data: unknown; now?: number }) {
   if (type === "data-commit") return <CommitCard data={data} />;
+  if (type === "data-waiting") return <WaitingCard data={data} now={now} />;
   if (type === "data-pr") return <PrCard data={data} />;
   if (type === "data-push") return <PushCard data={data} />;
   return (
