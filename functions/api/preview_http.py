@@ -1,16 +1,25 @@
 """One HTTP/1.1 exchange carried over a sandbox tunnel with h11: the ASGI request's head and body
 out (streamed, chunked when its length is unknown), the dev server's answer back (streamed:
-each piece is sent on as it arrives, and the server's own flow control holds the rest)."""
+each piece is sent on as it arrives, and the server's own flow control holds the rest).
+
+The tunnel may have carried an exchange before (``preview_pool.py``): it is handed back for the
+next only when this one ended whole on both sides with keep-alive (a request body the client
+abandoned, a response without a length or cut short, ``Connection: close``, an HTTP/1.0 server,
+any byte past the answer: closed). The client leaving mid-way closes the tunnel at once, so a
+dev server that never answers holds nothing of ours past its client."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import Iterable
+import enum
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import h11
 from starlette.types import Receive, Scope, Send
+
+from functions.api.preview_pool import Tunnel, bodiless, replayable
 
 READ_BYTES = 64 << 10
 MAX_HEAD_BYTES = 64 << 10
@@ -53,15 +62,28 @@ def request_headers(
         out.append((b"cookie", cookie))
     if chunked and not sized:
         out.append((b"transfer-encoding", b"chunked"))
-    out.append((b"connection", b"close"))  # one tunnel per request
-    return out
+    return out  # HTTP/1.1 keep-alive: the tunnel may carry the next request (preview_pool.py)
+
+
+class Ended(enum.Enum):
+    WHOLE = "whole"  # the whole response, its end known from its framing
+    UNANSWERED = "unanswered"  # the tunnel ended before the first byte: nothing sent on
+    CUT = "cut"  # anything else: a 502, a body cut short, a body read to the end of the stream
 
 
 async def forward(
-    scope: Scope, receive: Receive, send: Send, sock: socket.socket, host: bytes, cookie: bytes
-) -> None:
-    reader, writer = await asyncio.open_connection(sock=sock)
-    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tunnel: Tunnel,
+    host: bytes,
+    cookie: bytes,
+    reopen: Callable[[], Awaitable[Tunnel]],
+) -> Tunnel | None:
+    """Carry the request over ``tunnel`` and its answer back; the tunnel when it is fit to
+    carry another (the whole request sent, the whole response read, keep-alive on both sides,
+    nothing more from the sandbox), else None (it is closed). A reused tunnel the dev server
+    closed before answering a bodiless safe request is replaced once by ``reopen``."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
@@ -70,68 +92,132 @@ async def forward(
         target=target,
         headers=request_headers(scope["headers"], host, cookie),
     )
-    writer.write(conn.send(request))
-    upload = asyncio.create_task(_upload(conn, receive, writer))
+    empty = bodiless(scope["headers"])
+    again = replayable(scope)
+    while True:
+        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        try:
+            tunnel.write(conn.send(request))
+            if empty:
+                tunnel.write(conn.send(h11.EndOfMessage()))
+        except OSError:
+            pass  # the answer (none) tells
+        ended, disconnected = await _exchange(conn, tunnel, receive, send, empty)
+        if ended is Ended.UNANSWERED and again and tunnel.reused and not disconnected:
+            tunnel.close()
+            try:
+                tunnel = await reopen()
+            except Exception:  # the port stopped listening, the sandbox went away
+                await _bad_gateway(send)
+                return None
+            continue
+        if ended is Ended.UNANSWERED and not disconnected:
+            await _bad_gateway(send)
+        fit = (
+            ended is Ended.WHOLE
+            and not disconnected
+            and conn.our_state is h11.DONE
+            and conn.their_state is h11.DONE
+            and conn.trailing_data == (b"", False)  # no bytes past the answer, no end of file
+            and tunnel.clean
+        )
+        if fit:
+            return tunnel
+        tunnel.close()
+        return None
+
+
+async def _exchange(
+    conn: h11.Connection, tunnel: Tunnel, receive: Receive, send: Send, empty: bool
+) -> tuple[Ended, bool]:
+    """The answer relayed while the body goes up; (how it ended, whether the client left
+    first: then the tunnel is abandoned mid-way)."""
+    upload = asyncio.create_task(_upload(conn, receive, tunnel, not empty))
+    download = asyncio.create_task(_download(conn, tunnel, send))
     try:
-        await _download(conn, reader, send)
+        while True:
+            waiting: set[asyncio.Task[Any]] = {download}
+            if not upload.done():
+                waiting.add(upload)
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if download in done:
+                return download.result(), False
+            if not upload.cancelled() and upload.exception() is None:  # the client left
+                return Ended.CUT, True
     finally:
-        upload.cancel()
-        with contextlib.suppress(BaseException):
-            await upload
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+        for task in (upload, download):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
 
-async def _upload(conn: h11.Connection, receive: Receive, writer: asyncio.StreamWriter) -> None:
-    more = True
-    while more:
+async def _upload(conn: h11.Connection, receive: Receive, tunnel: Tunnel, body: bool) -> None:
+    """Send the request's body (when it has one), then watch for the client leaving: returns
+    then (an error writing to the tunnel ends it with that error instead)."""
+    more = body
+    while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
-        body = message.get("body", b"")
+        if not more:
+            continue
+        data = message.get("body", b"")
         more = message.get("more_body", False)
-        if body and conn.our_state is h11.SEND_BODY:
-            writer.write(conn.send(h11.Data(data=body)))
-            await writer.drain()  # the tunnel's pace, not the client's, bounds what we hold
-    if conn.our_state is h11.SEND_BODY:
-        writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        if data and conn.our_state is h11.SEND_BODY:
+            tunnel.write(conn.send(h11.Data(data=data)))
+            await tunnel.drain()  # the tunnel's pace, not the client's, bounds what we hold
+        if not more and conn.our_state is h11.SEND_BODY:
+            tunnel.write(conn.send(h11.EndOfMessage()))
+            await tunnel.drain()
 
 
-async def _next(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
-    while True:
-        event = conn.next_event()
-        if event is not h11.NEED_DATA:
-            return event
-        conn.receive_data(await reader.read(READ_BYTES))
+class _Reader:
+    def __init__(self, conn: h11.Connection, tunnel: Tunnel) -> None:
+        self.conn, self.tunnel, self.received = conn, tunnel, 0
+
+    async def next(self) -> object:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.tunnel.read(READ_BYTES)
+            self.received += len(data)
+            self.conn.receive_data(data)
 
 
-async def _download(conn: h11.Connection, reader: asyncio.StreamReader, send: Send) -> None:
+async def _download(conn: h11.Connection, tunnel: Tunnel, send: Send) -> Ended:
+    reader = _Reader(conn, tunnel)
     try:
-        event = await _next(conn, reader)
+        event = await reader.next()
         while isinstance(event, h11.InformationalResponse):  # 100 Continue: ours to swallow
-            event = await _next(conn, reader)
+            event = await reader.next()
     except h11.RemoteProtocolError:
+        if reader.received == 0:
+            return Ended.UNANSWERED
         await _bad_gateway(send)
-        return
+        return Ended.CUT
     if not isinstance(event, h11.Response):
         await _bad_gateway(send)
-        return
+        return Ended.CUT
     headers = [(n.lower(), v) for n, v in event.headers if n.lower() not in DROPPED_RESPONSE]
     await send({"type": "http.response.start", "status": event.status_code, "headers": headers})
+    ended = Ended.CUT
     try:
         while True:
-            event = await _next(conn, reader)
+            event = await reader.next()
             if isinstance(event, h11.Data):
                 await send(
                     {"type": "http.response.body", "body": bytes(event.data), "more_body": True}
                 )
             else:
+                # a body that ran to the end of the stream (no length) closed the tunnel too
+                if isinstance(event, h11.EndOfMessage) and conn.their_state is h11.DONE:
+                    ended = Ended.WHOLE
                 break
     except h11.RemoteProtocolError:
         pass  # cut short by the sandbox: the client sees the body end early
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return ended
 
 
 async def _bad_gateway(send: Send) -> None:
