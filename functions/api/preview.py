@@ -219,11 +219,19 @@ class PreviewProxy:
     ) -> None:
         from functions.api.preview_http import forward  # h11: imported at the first preview
 
-        kept = await forward(
-            scope, receive, send, tunnel, host.encode(), COOKIE.encode(), lambda: _opened(reach)
+        pool, key = self._pool, Key(*reach.key)
+        await forward(
+            scope,
+            receive,
+            send,
+            tunnel,
+            host.encode(),
+            COOKIE.encode(),
+            lambda: _opened(reach),
+            (lambda kept: pool.give(key, kept))
+            if pool is not None
+            else (lambda kept: kept.close()),
         )
-        if kept is not None and self._pool is not None:
-            self._pool.give(Key(*reach.key), kept)
 
     async def _refused(
         self,

@@ -79,11 +79,14 @@ async def forward(
     host: bytes,
     cookie: bytes,
     reopen: Callable[[], Awaitable[Tunnel]],
-) -> Tunnel | None:
-    """Carry the request over ``tunnel`` and its answer back; the tunnel when it is fit to
-    carry another (the whole request sent, the whole response read, keep-alive on both sides,
-    nothing more from the sandbox), else None (it is closed). A reused tunnel the dev server
-    closed before answering a bodiless safe request is replaced once by ``reopen``."""
+    keep: Callable[[Tunnel], None],
+) -> bool:
+    """Carry the request over ``tunnel`` and its answer back. A tunnel fit to carry another
+    exchange (the whole request sent, the whole response read, keep-alive on both sides,
+    nothing more from the sandbox) goes to ``keep`` the moment its answer's last byte is read,
+    before that byte is sent on (so the client's next request finds it); any other is closed.
+    A reused tunnel the dev server closed before answering a bodiless safe request is replaced
+    once by ``reopen``. Whether it was kept."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
@@ -92,48 +95,74 @@ async def forward(
         target=target,
         headers=request_headers(scope["headers"], host, cookie),
     )
-    empty = bodiless(scope["headers"])
-    again = replayable(scope)
+    empty, again = bodiless(scope["headers"]), replayable(scope)
     while True:
-        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
-        try:
-            tunnel.write(conn.send(request))
-            if empty:
-                tunnel.write(conn.send(h11.EndOfMessage()))
-        except OSError:
-            pass  # the answer (none) tells
-        ended, disconnected = await _exchange(conn, tunnel, receive, send, empty)
-        if ended is Ended.UNANSWERED and again and tunnel.reused and not disconnected:
-            tunnel.close()
-            try:
-                tunnel = await reopen()
-            except Exception:  # the port stopped listening, the sandbox went away
-                await _bad_gateway(send)
-                return None
-            continue
-        if ended is Ended.UNANSWERED and not disconnected:
-            await _bad_gateway(send)
-        fit = (
-            ended is Ended.WHOLE
-            and not disconnected
-            and conn.our_state is h11.DONE
-            and conn.their_state is h11.DONE
-            and conn.trailing_data == (b"", False)  # no bytes past the answer, no end of file
-            and tunnel.clean
-        )
-        if fit:
-            return tunnel
+        kept, ended, disconnected = await _attempt(request, tunnel, receive, send, empty, keep)
+        if kept:
+            return True
         tunnel.close()
-        return None
+        if ended is not Ended.UNANSWERED or disconnected:
+            return False
+        if not (again and tunnel.reused):
+            await _bad_gateway(send)
+            return False
+        try:
+            tunnel = await reopen()
+        except Exception:  # the port stopped listening, the sandbox went away
+            await _bad_gateway(send)
+            return False
+
+
+def _fit(conn: h11.Connection, tunnel: Tunnel) -> bool:
+    """Both messages whole, keep-alive on both sides, no byte past the answer, no end of file."""
+    return (
+        conn.our_state is h11.DONE
+        and conn.their_state is h11.DONE
+        and conn.trailing_data == (b"", False)
+        and tunnel.clean
+    )
+
+
+async def _attempt(
+    request: h11.Request,
+    tunnel: Tunnel,
+    receive: Receive,
+    send: Send,
+    empty: bool,
+    keep: Callable[[Tunnel], None],
+) -> tuple[bool, Ended, bool]:
+    """One exchange on ``tunnel``: (kept, how it ended, whether the client left first)."""
+    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+    try:
+        tunnel.write(conn.send(request))
+        if empty:
+            tunnel.write(conn.send(h11.EndOfMessage()))
+    except OSError:
+        pass  # the answer (none) tells
+    kept = False
+
+    def whole() -> None:
+        nonlocal kept
+        if _fit(conn, tunnel):
+            kept = True
+            keep(tunnel)
+
+    ended, disconnected = await _exchange(conn, tunnel, receive, send, empty, whole)
+    return kept, ended, disconnected
 
 
 async def _exchange(
-    conn: h11.Connection, tunnel: Tunnel, receive: Receive, send: Send, empty: bool
+    conn: h11.Connection,
+    tunnel: Tunnel,
+    receive: Receive,
+    send: Send,
+    empty: bool,
+    whole: Callable[[], None],
 ) -> tuple[Ended, bool]:
     """The answer relayed while the body goes up; (how it ended, whether the client left
     first: then the tunnel is abandoned mid-way)."""
     upload = asyncio.create_task(_upload(conn, receive, tunnel, not empty))
-    download = asyncio.create_task(_download(conn, tunnel, send))
+    download = asyncio.create_task(_download(conn, tunnel, send, whole))
     try:
         while True:
             waiting: set[asyncio.Task[Any]] = {download}
@@ -185,7 +214,9 @@ class _Reader:
             self.conn.receive_data(data)
 
 
-async def _download(conn: h11.Connection, tunnel: Tunnel, send: Send) -> Ended:
+async def _download(
+    conn: h11.Connection, tunnel: Tunnel, send: Send, whole: Callable[[], None]
+) -> Ended:
     reader = _Reader(conn, tunnel)
     try:
         event = await reader.next()
@@ -213,6 +244,7 @@ async def _download(conn: h11.Connection, tunnel: Tunnel, send: Send) -> Ended:
                 # a body that ran to the end of the stream (no length) closed the tunnel too
                 if isinstance(event, h11.EndOfMessage) and conn.their_state is h11.DONE:
                     ended = Ended.WHOLE
+                    whole()
                 break
     except h11.RemoteProtocolError:
         pass  # cut short by the sandbox: the client sees the body end early

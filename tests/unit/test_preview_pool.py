@@ -9,7 +9,7 @@ No timer runs: the pool's clock is the test's, and every wait is on a condition.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,8 +116,8 @@ class Client:
         await self.left.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
-        self.sent.append(message)
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        self.sent.append(dict(message))
 
     @property
     def status(self) -> int:
@@ -134,13 +134,13 @@ async def _tunnel(stub: Stub) -> Tunnel:
     return tunnel
 
 
-async def _exchange(stub: Stub, pool: TunnelPool, client: Client, key: Key = KEY) -> Tunnel | None:
+async def _exchange(stub: Stub, pool: TunnelPool, client: Client, key: Key = KEY) -> bool:
     """What the proxy does: a kept tunnel for a replayable request, else a new one; forward;
-    keep what comes back."""
+    whether it was kept."""
     tunnel = pool.take(key) if replayable(client.scope) else None
     if tunnel is None:
         tunnel = await _tunnel(stub)
-    kept = await forward(
+    return await forward(
         client.scope,
         client.receive,
         client.send,
@@ -148,10 +148,8 @@ async def _exchange(stub: Stub, pool: TunnelPool, client: Client, key: Key = KEY
         b"localhost:3000",
         b"openagents_preview",
         lambda: _tunnel(stub),
+        lambda kept: pool.give(key, kept),
     )
-    if kept is not None:
-        pool.give(key, kept)
-    return kept
 
 
 def run(answer: Answer, body: Callable[[Stub, TunnelPool], Awaitable[None]]) -> None:
@@ -180,7 +178,7 @@ def test_a_whole_keep_alive_exchange_keeps_its_tunnel_for_the_next_request() -> 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         for n in (1, 2, 3):
             client = Client()
-            assert await _exchange(stub, pool, client) is not None
+            assert await _exchange(stub, pool, client)
             assert (client.status, client.body) == (200, b"answer %d" % n)
         assert stub.connections == 1
         assert pool.idle("s1") == 1
@@ -241,7 +239,7 @@ def test_bytes_past_an_answer_never_reach_the_next_request() -> None:
 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         first = Client()
-        assert await _exchange(stub, pool, first) is None  # not kept
+        assert await _exchange(stub, pool, first) is False  # not kept
         assert first.body == b"first"
         second = Client()
         await _exchange(stub, pool, second)
@@ -266,7 +264,7 @@ def test_an_answer_without_a_length_is_read_to_its_end_and_its_tunnel_closed() -
 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         client = Client()
-        assert await _exchange(stub, pool, client) is None
+        assert await _exchange(stub, pool, client) is False
         assert (client.status, client.body) == (200, b"no length#close")
         assert pool.idle() == 0
 
@@ -281,9 +279,9 @@ def test_garbage_or_an_http_1_0_answer_is_never_kept() -> None:
 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         garbage, old = Client(path="/garbage"), Client(path="/old")
-        assert await _exchange(stub, pool, garbage) is None
+        assert await _exchange(stub, pool, garbage) is False
         assert garbage.status == 502
-        assert await _exchange(stub, pool, old) is None
+        assert await _exchange(stub, pool, old) is False
         assert (old.status, old.body) == (200, b"ok")
         assert pool.idle() == 0
         await stub.until(lambda: stub.closed_by_peer == 2)
@@ -297,12 +295,12 @@ def test_a_body_the_client_abandons_closes_the_tunnel() -> None:
 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         client = Client(method="POST", body=[b"a" * 10], leave=True)  # 110 announced, 10 sent
-        assert await _exchange(stub, pool, client) is None
+        assert await _exchange(stub, pool, client) is False
         assert pool.idle() == 0
         await stub.until(lambda: stub.closed_by_peer == 1)  # the server saw the body cut
         # a new request has its own tunnel and its own answer
         client = Client()
-        assert await _exchange(stub, pool, client) is not None
+        assert await _exchange(stub, pool, client)
         assert client.body == b"served"
         assert stub.connections == 2
 
@@ -318,7 +316,7 @@ def test_a_server_that_never_answers_is_let_go_when_its_client_leaves() -> None:
         pending = asyncio.create_task(_exchange(stub, pool, client))
         await stub.until(lambda: len(stub.heads) == 1)
         client.left.set()
-        assert await pending is None
+        assert await pending is False
         await stub.until(lambda: stub.closed_by_peer == 1)  # the proxy let go of it
         assert client.sent == []
         assert pool.idle() == 0
@@ -335,7 +333,7 @@ def test_a_kept_tunnel_closed_before_answering_is_replaced_for_a_safe_request() 
     async def body(stub: Stub, pool: TunnelPool) -> None:
         await _exchange(stub, pool, Client())
         client = Client()
-        assert await _exchange(stub, pool, client) is not None
+        assert await _exchange(stub, pool, client)
         assert (client.status, client.body) == (200, b"served")
         assert stub.connections == 2
 
