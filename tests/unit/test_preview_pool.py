@@ -18,6 +18,7 @@ from functions.api.preview_pool import Key, Tunnel, TunnelPool, replayable
 
 KEY = Key("s1", 1, 3000, False)
 CLOSE = b"close without a word"
+HALF = b"#then half-close"
 Answer = Callable[[bytes, int], Awaitable[bytes | None]]  # (request head, nth on its connection)
 
 
@@ -57,8 +58,11 @@ class Stub:
                 if out == CLOSE:
                     writer.close()
                     return
-                writer.write(out)
+                half = out.endswith(HALF)
+                writer.write(out.removesuffix(HALF))
                 await writer.drain()
+                if half:  # its side ends, and it goes on reading: half-open
+                    writer.write_eof()
                 if out.endswith(b"#close"):
                     writer.close()
                     return
@@ -254,6 +258,24 @@ def test_bytes_past_an_answer_never_reach_the_next_request() -> None:
         await _exchange(stub, pool, third)
         assert third.body == b"fresh 1"
         assert b"EVIL" not in first.body + second.body + third.body
+
+    run(answer, body)
+
+
+def test_a_tunnel_the_server_half_closes_after_its_answer_is_let_go() -> None:
+    async def answer(head: bytes, nth: int) -> bytes:
+        return ok(b"then silence") + HALF
+
+    async def body(stub: Stub, pool: TunnelPool) -> None:
+        client = Client()
+        await _exchange(stub, pool, client)
+        assert client.body == b"then silence"
+        await stub.until(lambda: stub.closed_by_peer == 1)  # we closed our side too
+        assert pool.idle() == 0
+        again = Client()
+        await _exchange(stub, pool, again)
+        assert again.body == b"then silence"
+        assert stub.connections == 2
 
     run(answer, body)
 
