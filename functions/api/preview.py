@@ -148,17 +148,11 @@ class PreviewProxy:
         container: Callable[[], Any],
         domain: str = SUFFIX,
         pool: TunnelPool | None = None,
-        pooling: bool = True,
     ) -> None:
         self._app = app
         self._container = container
         self._domain = domain
         self._pool = pool  # idle tunnels kept for the next request (``preview_pool.py``)
-        self._pooling = pooling
-
-    @property
-    def pool(self) -> TunnelPool | None:
-        return self._pool
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = (
@@ -202,10 +196,7 @@ class PreviewProxy:
         one meanwhile (bodiless, safe: ``preview_http.py``); any other gets a new tunnel."""
         if scope["type"] == "websocket":
             return await run_in_threadpool(reach.open)
-        pool = self._tunnels()
-        kept = None
-        if pool is not None and replayable(scope):
-            kept = pool.take(Key(*reach.key))
+        kept = self._tunnels().take(Key(*reach.key)) if replayable(scope) else None
         return kept if kept is not None else await _opened(reach)
 
     async def _forward(
@@ -219,7 +210,7 @@ class PreviewProxy:
     ) -> None:
         from functions.api.preview_http import forward  # h11: imported at the first preview
 
-        pool, key = self._pool, Key(*reach.key)
+        pool, key = self._tunnels(), Key(*reach.key)
         await forward(
             scope,
             receive,
@@ -228,9 +219,7 @@ class PreviewProxy:
             host.encode(),
             COOKIE.encode(),
             lambda: _opened(reach),
-            (lambda kept: pool.give(key, kept))
-            if pool is not None
-            else (lambda kept: kept.close()),
+            lambda kept: pool.give(key, kept),
         )
 
     async def _refused(
@@ -251,9 +240,9 @@ class PreviewProxy:
             return
         await _plain(send, _status(error), f"{error.code}: {error.message}", [])
 
-    def _tunnels(self) -> TunnelPool | None:
-        """The idle tunnels (made at the first preview request: on the server's loop)."""
-        if self._pool is None and self._pooling:
+    def _tunnels(self) -> TunnelPool:
+        """The idle tunnels (given, or made at the first preview request)."""
+        if self._pool is None:
             self._pool = TunnelPool()
         return self._pool
 
