@@ -23,6 +23,7 @@ from functions.api.limits import BodyLimit
 from functions.api.longpoll import long_polls
 from functions.api.observe import Observe
 from functions.api.preview import PreviewProxy
+from functions.api.preview_pool import TunnelPool
 from functions.api.routes import (
     attachments,
     chat,
@@ -117,7 +118,9 @@ def create_app(
     # outermost: a foreign Host (DNS rebinding) is refused before anything reads the request
     app.add_middleware(HostGuard, settings=app.state.settings)
     # outside it: a preview host (`<port>-<session>.localhost`) is the previews', not the API's
-    app.add_middleware(PreviewProxy, container=app.state.container)
+    # (its idle tunnels on app.state: made now, used on the server's loop from the first preview)
+    app.state.preview_tunnels = TunnelPool()
+    app.add_middleware(PreviewProxy, container=app.state.container, pool=app.state.preview_tunnels)
 
     @app.get("/api/health", tags=["ops"])
     def health() -> dict[str, str]:

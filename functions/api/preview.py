@@ -7,7 +7,9 @@ A public preview's link (``token=pub.<secret>``) sets a cookie holding that secr
 checked against its record on every request (``services/previews.py``): revoked, it is 401.
 Any other request needs that cookie, else 401 before the sandbox is contacted; then it is
 carried as HTTP/1.1 over a tunnel through sandboxd (``preview_http.py``), our cookie removed and
-nothing of ours added; WebSockets likewise (``preview_ws.py``). A request another site's page
+nothing of ours added, on a tunnel kept from an earlier request to the same port of the same
+sandbox generation when one waits (``preview_pool.py``); WebSockets likewise, each on a new
+tunnel (``preview_ws.py``). A request another site's page
 makes (an ``Origin`` not the preview's own; ``Sec-Fetch-Site`` same-site or cross-site, but for
 a navigation) is refused (403): another preview is same-site with this one and gets its cookie.
 Placed outside HostGuard: these names are the previews', not the API's."""
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import html
 import logging
+import socket
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from typing import Any
@@ -28,12 +31,13 @@ from openagents.domain.errors import (
     SandboxNotRunning,
     Unauthenticated,
 )
-from openagents.services.previews import Previews
+from openagents.services.previews import Previews, PreviewTarget
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from functions.api.errors import STATUS
 from functions.api.hosts import host_name
+from functions.api.preview_pool import Key, Tunnel, TunnelPool, replayable, wrap
 
 COOKIE = "openagents_preview"
 AUTH_PATH = "/__preview/auth"
@@ -119,6 +123,17 @@ async def _resume_page(send: Send, url: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _admit(
+    previews: Previews, session_id: str, port: int, cookie: str | None
+) -> tuple[Grant, PreviewTarget]:
+    grant = previews.admit(session_id, port, cookie)
+    return grant, previews.reach(grant)
+
+
+async def _opened(target: PreviewTarget) -> Tunnel:
+    return await wrap(await run_in_threadpool(target.open))
+
+
 def _status(error: DomainError) -> int:
     return next(STATUS[cls] for cls in type(error).__mro__ if cls in STATUS)
 
@@ -127,20 +142,27 @@ class PreviewProxy:
     """``domain``: what preview hosts end with (``.localhost``; the preview gateway on AWS:
     ``.<previewDomain>``), read without building the container (the API's cold start)."""
 
-    def __init__(self, app: ASGIApp, container: Callable[[], Any], domain: str = SUFFIX) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        container: Callable[[], Any],
+        domain: str = SUFFIX,
+        pool: TunnelPool | None = None,
+    ) -> None:
         self._app = app
         self._container = container
         self._domain = domain
+        self._pool = pool  # idle tunnels kept for the next request (``preview_pool.py``)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        target = (
+        found = (
             preview_target(scope, self._domain) if scope["type"] in ("http", "websocket") else None
         )
-        if target is None:
+        if found is None:
             await self._app(scope, receive, send)
             return
         previews: Previews = self._container().previews
-        session_id, port = target
+        session_id, port = found
         websocket = scope["type"] == "websocket"
         grant: Grant | None = None
         try:
@@ -149,29 +171,80 @@ class PreviewProxy:
                 return
             if foreign(scope, previews.site.scheme):
                 raise AccessDenied("A preview answers its own pages only")
-            grant = await run_in_threadpool(previews.admit, session_id, port, _cookie(scope))
-            sock = await run_in_threadpool(previews.tunnel, grant)
+            cookie = _cookie(scope)
+            # one hop to a thread for both: the cookie, then the session read
+            grant, reach = await run_in_threadpool(_admit, previews, session_id, port, cookie)
+            opened = await self._open(reach, scope)
         except DomainError as error:
-            if websocket:  # refused before the accept: the browser sees a 403
-                await send({"type": "websocket.close", "code": 1008})
-                return
-            owners = grant is None or grant.kind is not Kind.PUBLIC  # Resume is the owner's
-            if isinstance(error, SandboxNotRunning) and _wants_html(scope) and owners:
-                await _resume_page(send, previews.site.session_page(session_id))
-                return
-            await _plain(send, _status(error), f"{error.code}: {error.message}", [])
+            if isinstance(error, SandboxNotRunning) and self._pool is not None:
+                self._pool.drop(session_id)  # stopped or hibernated: its tunnels are of no use
+            await self._refused(scope, send, previews, session_id, grant, error)
             return
         host = f"localhost:{port}"
+        if isinstance(opened, Tunnel):
+            await self._forward(scope, receive, send, reach, opened, host)
+            return
         # imported at the first preview (one machine only): wsproto is in the local extra, and
         # the API's cold start on Lambda neither needs nor has it
-        if websocket:
-            from functions.api.preview_ws import relay
+        from functions.api.preview_ws import relay
 
-            await relay(scope, receive, send, sock, host, COOKIE.encode())
+        await relay(scope, receive, send, opened, host, COOKIE.encode())
+
+    async def _open(self, reach: PreviewTarget, scope: Scope) -> socket.socket | Tunnel:
+        """A new tunnel for a WebSocket; for HTTP, one kept for this very target if any, for a
+        request that may be sent again on a new one should the dev server have closed the kept
+        one meanwhile (bodiless, safe: ``preview_http.py``); any other gets a new tunnel."""
+        if scope["type"] == "websocket":
+            return await run_in_threadpool(reach.open)
+        kept = self._tunnels().take(Key(*reach.key)) if replayable(scope) else None
+        return kept if kept is not None else await _opened(reach)
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        reach: PreviewTarget,
+        tunnel: Tunnel,
+        host: str,
+    ) -> None:
+        from functions.api.preview_http import forward  # h11: imported at the first preview
+
+        pool, key = self._tunnels(), Key(*reach.key)
+        await forward(
+            scope,
+            receive,
+            send,
+            tunnel,
+            host.encode(),
+            COOKIE.encode(),
+            lambda: _opened(reach),
+            lambda kept: pool.give(key, kept),
+        )
+
+    async def _refused(
+        self,
+        scope: Scope,
+        send: Send,
+        previews: Previews,
+        session_id: str,
+        grant: Grant | None,
+        error: DomainError,
+    ) -> None:
+        if scope["type"] == "websocket":  # refused before the accept: the browser sees a 403
+            await send({"type": "websocket.close", "code": 1008})
             return
-        from functions.api.preview_http import forward
+        owners = grant is None or grant.kind is not Kind.PUBLIC  # Resume is the owner's
+        if isinstance(error, SandboxNotRunning) and _wants_html(scope) and owners:
+            await _resume_page(send, previews.site.session_page(session_id))
+            return
+        await _plain(send, _status(error), f"{error.code}: {error.message}", [])
 
-        await forward(scope, receive, send, sock, host.encode(), COOKIE.encode())
+    def _tunnels(self) -> TunnelPool:
+        """The idle tunnels (given, or made at the first preview request)."""
+        if self._pool is None:
+            self._pool = TunnelPool()
+        return self._pool
 
     async def _redeem(
         self, scope: Scope, send: Send, previews: Previews, session_id: str, port: int

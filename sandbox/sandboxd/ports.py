@@ -156,6 +156,7 @@ def _connect(port: int) -> socket.socket:
             sock.close()
             continue
         sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request's head goes now
         return sock
     raise ApiError(404, "port_not_listening", f"nothing listens on port {port}")
 
@@ -166,14 +167,31 @@ def splice(
     """Copy both ways until both sides have ended; a side's end is passed on as a half-close.
     What the client sent ahead of our 101 sits in the handler's buffered reader: read from it."""
     client.settimeout(None)
+    if client.family in (socket.AF_INET, socket.AF_INET6):  # Fargate: the gateway's connection
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def to_client() -> None:
-        _pump(upstream.recv, client)
+        _pump(_acking(upstream), client)
 
     thread = threading.Thread(target=to_client, name="tunnel", daemon=True)
     thread.start()
     _pump(read_client, upstream)
     thread.join()
+
+
+def _acking(sock: socket.socket) -> Callable[[int], bytes]:
+    """``sock.recv`` acknowledging at once (Linux's TCP_QUICKACK, which lasts one read): a dev
+    server that writes its answer's head and body apart without TCP_NODELAY (Python's
+    http.server with keep-alive) would otherwise wait on a delayed ACK (~40 ms) for the body."""
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+
+    def read(size: int) -> bytes:
+        if quickack is not None:
+            with suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+        return sock.recv(size)
+
+    return read
 
 
 def _pump(read: Callable[[int], bytes], target: socket.socket) -> None:

@@ -46,8 +46,11 @@ SERVE = (
 
 
 class Live:
-    def __init__(self, base: str, api: HttpApi, container: Container, session_id: str) -> None:
+    def __init__(
+        self, base: str, api: HttpApi, container: Container, session_id: str, app: Any = None
+    ) -> None:
         self.base, self.api, self.container, self.session_id = base, api, container, session_id
+        self.app = app
         self.client = httpx.Client(base_url=base, timeout=60)
 
     def run(self, command: str) -> dict[str, Any]:
@@ -130,7 +133,7 @@ def _live(
         origin = str(make_origin(tmp_path))
         session, _ = container.sessions.create(ALICE, NewSession(repo_url=origin))
         wait_active(container, ALICE, session.id)
-        yield Live(base, HttpApi(running, base), container, session.id)
+        yield Live(base, HttpApi(running, base), container, session.id, app)
 
 
 def test_a_sandbox_server_is_previewed_only_with_its_owners_cookie(live: Live) -> None:
@@ -561,3 +564,116 @@ def test_a_vite_project_is_installed_launched_and_hot_reloads_through_the_previe
         message = _vite_message(sock, ws)
         assert message["type"] in ("update", "full-reload"), message
     assert "two" in live.preview("/main.js", cookie, port=5173).text
+
+
+# a hostile dev server (stdlib asyncio): each connection numbered, every request and every end of
+# a connection logged; what it answers depends on the path
+HOSTILE = """
+import asyncio
+LOG = open("/tmp/hostile.log", "a", buffering=1)
+seen = 0
+def ok(body): return b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(body), body)
+EVIL = b"HTTP/1.1 200 OK\\r\\nContent-Length: 4\\r\\n\\r\\nEVIL"
+async def serve(reader, writer):
+    global seen
+    seen += 1
+    n = seen
+    try:
+        while True:
+            head = await reader.readuntil(b"\\r\\n\\r\\n")
+            path = head.split(b" ")[1].decode()
+            LOG.write(f"request {n} {path}\\n")
+            if path == "/keep":
+                writer.write(ok(b"connection %d" % n))
+            elif path == "/smuggle":
+                writer.write(ok(b"first") + EVIL)
+            elif path == "/nolength":
+                writer.write(b"HTTP/1.1 200 OK\\r\\n\\r\\nread to the end"); await writer.drain()
+                writer.close(); return
+            elif path == "/garbage":
+                writer.write(b"garbage\\r\\n\\r\\n")
+            elif path == "/hang":
+                await reader.read(1)  # keeps the connection half-open, never answers
+                return
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        LOG.write(f"closed {n}\\n")
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 8768)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def wait_idle(pool: Any, session_id: str, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while pool.idle(session_id) != count:
+        assert time.monotonic() < deadline, f"{pool.idle(session_id)} kept, not {count}"
+        time.sleep(0.01)
+
+
+def wait_logged(live: Live, ending: str) -> str:
+    """The connection number of the first log line ending with ``ending``, once logged."""
+    deadline = time.monotonic() + 60
+    while True:
+        for line in live.run("cat /tmp/hostile.log")["stdout"].splitlines():
+            if line.endswith(ending):
+                return str(line.split()[1])
+        assert time.monotonic() < deadline, f"never logged: {ending}"
+        time.sleep(0.05)
+
+
+def test_a_hostile_dev_server_never_wedges_the_proxy_nor_leaks_into_another_answer(
+    live: Live,
+) -> None:
+    """Tunnels are kept between requests (one connection for many), and whatever the dev
+    server does — bytes past its answer, an answer without a length, garbage, a request held
+    without an answer — ends that tunnel only: the next request gets its own answer, and a
+    stopped sandbox's kept tunnels are closed."""
+    pool = live.app.state.preview_tunnels
+    live.run(
+        f"cat > /tmp/hostile.py <<'EOF'\n{HOSTILE}\nEOF\n"
+        "setsid nohup python3 /tmp/hostile.py >/tmp/hostile.err 2>&1 < /dev/null &"
+    )
+    wait_listed(live, 8768)
+    cookie = live.cookie(port=8768)
+
+    def get(path: str) -> httpx.Response:
+        return live.preview(path, cookie, port=8768)
+
+    kept = {get("/keep").text for _ in range(5)}
+    assert len(kept) == 1, kept  # one tunnel, one connection to the dev server, five requests
+    wait_idle(pool, live.session_id, 1)  # handed back on the server's loop
+
+    first = get("/smuggle")
+    assert first.content == b"first"
+    after = get("/keep")
+    assert after.text.startswith("connection ")
+    assert after.text not in kept  # a new tunnel
+    assert b"EVIL" not in after.content
+
+    nolength = get("/nolength")
+    assert (nolength.status_code, nolength.content) == (200, b"read to the end")
+    assert get("/garbage").status_code == 502
+    assert get("/keep").text.startswith("connection ")
+
+    # a request the server holds without answering: the proxy lets go when its client leaves
+    base = urlsplit(live.base)
+    held = socket.create_connection((base.hostname or "", base.port or 80))
+    held.sendall(
+        f"GET /hang HTTP/1.1\r\nHost: {live.host(8768)}\r\n"
+        f"Cookie: {COOKIE}={cookie}\r\n\r\n".encode()
+    )
+    hung = wait_logged(live, "/hang")
+    assert get("/keep").status_code == 200  # meanwhile: not wedged
+    held.close()
+    wait_logged(live, f"closed {hung}")  # the tunnel it held was closed
+    assert get("/keep").status_code == 200
+
+    # the sandbox stops: its kept tunnels end with it
+    wait_idle(pool, live.session_id, 1)
+    assert live.api.post("/api/sandbox/snapshot", {"sessionId": live.session_id}).status < 300
+    wait_state(live, LifecycleState.HIBERNATED)
+    wait_idle(pool, live.session_id, 0)

@@ -109,7 +109,8 @@ def test_our_cookie_never_reaches_the_sandbox() -> None:
         b"localhost:3000",
         b"openagents_preview",
     )
-    assert headers == [(b"host", b"localhost:3000"), (b"connection", b"close")]
+    # nothing hop-by-hop of the browser's: HTTP/1.1 keep-alive to the dev server (preview_pool)
+    assert headers == [(b"host", b"localhost:3000")]
     assert check_path(None) == "/"
 
 

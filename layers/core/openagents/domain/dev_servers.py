@@ -98,7 +98,9 @@ def python_plan(names: Collection[str], requirements: str, port: int | None) -> 
         command = f"python3 -m flask run --host 127.0.0.1 --port {chosen} --debug"
         return DevServerPlan(command, chosen, "flask")
     if "index.html" in names:
-        return DevServerPlan(f"python3 -m http.server {chosen} --bind 127.0.0.1", chosen, "static")
+        # HTTP/1.1: keep-alive, so the preview proxy's tunnel carries the next request too
+        command = f"python3 -m http.server {chosen} --bind 127.0.0.1 --protocol HTTP/1.1"
+        return DevServerPlan(command, chosen, "static")
     raise NoDevServer("no package.json, manage.py, Python app or index.html here")
 
 

@@ -74,6 +74,15 @@ class PreviewLink:
 
 
 @dataclass(frozen=True)
+class PreviewTarget:
+    """A port of one sandbox generation: ``key`` (session, generation, port, public) and
+    ``open``, which opens a new tunnel to it (``PortNotListening``, ``SandboxNotRunning``)."""
+
+    key: tuple[str, int, int, bool]
+    open: Callable[[], socket.socket]
+
+
+@dataclass(frozen=True)
 class PreviewCookie:
     value: str
     max_age: int
@@ -314,6 +323,12 @@ class Previews:
 
     def tunnel(self, grant: Grant) -> socket.socket:
         """A connection to the granted port (the session checked again: owner, running)."""
+        return self.reach(grant).open()
+
+    def reach(self, grant: Grant) -> PreviewTarget:
+        """The granted port of the session's running sandbox (checked again: owner, running),
+        and how to open a tunnel to it; the key names that sandbox's generation, so no tunnel
+        kept for one (``functions/api/preview_pool.py``) ever serves another."""
         if grant.kind is Kind.PUBLIC:  # archived or deleted since its record was read: over
             found = self._store.get_session(grant.session_id)
             if found is None or found.status is SessionStatus.ARCHIVED:
@@ -322,9 +337,15 @@ class Previews:
         session, client = self.running(grant.user_id, grant.session_id)
         if grant.kind is not Kind.PUBLIC:  # strangers' visits do not keep the sandbox awake
             self._touch(grant)
-        try:
-            return client.open_tunnel(grant.port)
-        except SandboxError as exc:
-            if exc.status == 404:
-                raise PortNotListening(f"Nothing listens on port {grant.port}") from exc
-            raise self.unavailable(session, exc) from exc
+        generation = session.sandbox.generation if session.sandbox is not None else 0
+
+        def open_tunnel() -> socket.socket:
+            try:
+                return client.open_tunnel(grant.port)
+            except SandboxError as exc:
+                if exc.status == 404:
+                    raise PortNotListening(f"Nothing listens on port {grant.port}") from exc
+                raise self.unavailable(session, exc) from exc
+
+        key = (session.id, generation, grant.port, grant.kind is Kind.PUBLIC)
+        return PreviewTarget(key, open_tunnel)
