@@ -321,10 +321,6 @@ class Previews:
         except Exception as exc:  # a preview answers even when the store is slow to
             log.warning("preview activity of %s not recorded: %s", grant.session_id, exc)
 
-    def tunnel(self, grant: Grant) -> socket.socket:
-        """A connection to the granted port (the session checked again: owner, running)."""
-        return self.reach(grant).open()
-
     def reach(self, grant: Grant) -> PreviewTarget:
         """The granted port of the session's running sandbox (checked again: owner, running),
         and how to open a tunnel to it; the key names that sandbox's generation, so no tunnel
