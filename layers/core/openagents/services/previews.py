@@ -32,7 +32,7 @@ from openagents.domain.models import Session, SessionStatus
 from openagents.domain.previews import PublicPreview
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError, SandboxHandle
 from openagents.services import Clock
-from openagents.services.sandbox_tools import running_sandbox
+from openagents.services.sandbox_tools import running_sandbox, sandbox_of
 from openagents.services.sessions import owned
 from openagents.store.port import Store
 
@@ -325,12 +325,11 @@ class Previews:
         """The granted port of the session's running sandbox (checked again: owner, running),
         and how to open a tunnel to it; the key names that sandbox's generation, so no tunnel
         kept for one (``functions/api/preview_pool.py``) ever serves another."""
-        if grant.kind is Kind.PUBLIC:  # archived or deleted since its record was read: over
-            found = self._store.get_session(grant.session_id)
-            if found is None or found.status is SessionStatus.ARCHIVED:
-                self._forget(grant.session_id, grant.port)
-                raise Unauthenticated("This public preview was revoked, or never was")
-        session, client = self.running(grant.user_id, grant.session_id)
+        found = self._store.get_session(grant.session_id)  # one read, whoever visits
+        if grant.kind is Kind.PUBLIC and (found is None or found.status is SessionStatus.ARCHIVED):
+            self._forget(grant.session_id, grant.port)  # archived or deleted since: over
+            raise Unauthenticated("This public preview was revoked, or never was")
+        session, client = sandbox_of(owned(found, Identity(user_id=grant.user_id)), self._clients)
         if grant.kind is not Kind.PUBLIC:  # strangers' visits do not keep the sandbox awake
             self._touch(grant)
         generation = session.sandbox.generation if session.sandbox is not None else 0

@@ -45,7 +45,11 @@ def running_sandbox(
 ) -> tuple[Session, Sandboxd]:
     """The caller's session and its running sandbox's client (404 for another user's, 409
     ``sandbox_not_running`` unless it is active with an endpoint)."""
-    session = owned(store.get_session(session_id), identity)
+    return sandbox_of(owned(store.get_session(session_id), identity), clients)
+
+
+def sandbox_of(session: Session, clients: SandboxdClients) -> tuple[Session, Sandboxd]:
+    """``running_sandbox`` of a session already read and owned."""
     handle = session.sandbox
     if session.lifecycle_state is not LifecycleState.ACTIVE or not handle or not handle.endpoint:
         raise SandboxNotRunning(NOT_RUNNING)
