@@ -3,15 +3,14 @@ first request, from settings, and reused after (one per Lambda execution environ
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable
-from typing import Generic, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools import Metrics as PowertoolsMetrics
 from fastapi import APIRouter, Depends, FastAPI
 from openagents import composition
+from openagents.lazy import Once
 from openagents.observability import NAMESPACE, PowertoolsMetricsSink
 from openagents.services.caps import Caps
 from openagents.settings import Settings
@@ -43,27 +42,6 @@ from functions.api.strict_query import known_query
 
 SERVICE = "openagents-api"
 REQUEST_OVERHEAD_BYTES = 64 * 1024
-T = TypeVar("T")
-
-
-class _Lazy(Generic[T]):
-    """``factory()`` once, on first call, then the same value; ``ready()`` says whether the
-    first call has happened (the request dependencies build the container off the event loop)."""
-
-    def __init__(self, factory: Callable[[], T]) -> None:
-        self._factory = factory
-        self._lock = threading.Lock()
-        self._built: list[T] = []
-
-    def ready(self) -> bool:
-        return bool(self._built)
-
-    def __call__(self) -> T:
-        if not self._built:
-            with self._lock:
-                if not self._built:
-                    self._built.append(self._factory())
-        return self._built[0]
 
 
 def _add_routes(app: FastAPI, router: APIRouter) -> None:
@@ -98,8 +76,8 @@ def create_app(
     )
     # Settings alone answer the middleware (and /api/health); the container, with the store
     # adapter (PynamoDB and botocore on AWS), is built by the first request that needs it.
-    app.state.settings = _Lazy(settings)
-    app.state.container = _Lazy(
+    app.state.settings = Once(settings)
+    app.state.container = Once(
         lambda: composition.build(app.state.settings(), PowertoolsMetricsSink(metrics))
     )
     app.state.long_polls = long_polls(lambda: _poll_caps(app.state.settings()))

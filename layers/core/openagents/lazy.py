@@ -11,12 +11,17 @@ T = TypeVar("T")
 
 
 class Once(Generic[T]):
-    """``factory()`` called once, on the first call, its result returned ever after."""
+    """``factory()`` called once, on the first call, its result returned ever after;
+    ``ready()`` says whether that call happened (the API's dependencies build the container
+    off the event loop until it has)."""
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
         self._built: list[T] = []
         self._lock = threading.Lock()
+
+    def ready(self) -> bool:
+        return bool(self._built)
 
     def __call__(self) -> T:
         if not self._built:
