@@ -69,8 +69,8 @@ def run(args: Any) -> dict[str, Any]:
                 done = container.sandbox_tools.exec(
                     identity, session.id, command=command, timeout_seconds=120
                 )
-                assert done["exitCode"] == 0, done
-                return str(done["stdout"])
+                assert done.exit_code == 0, done
+                return str(done.stdout)
 
             run_in(
                 "mkdir -p site && printf '<p>hello</p>' > site/index.html && printf x > site/x.txt"

@@ -17,7 +17,7 @@ from openagents.composition import Container, build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState
 from openagents.local.dynamodb import free_port
-from openagents.sandbox.port import SandboxError, SandboxHandle
+from openagents.sandbox.port import ExecResult, SandboxError, SandboxHandle
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -27,14 +27,6 @@ from tests.support import USER_AGENT, NoMetrics
 
 BLOCK = "block"  # the command that waits for FakeSandbox.release
 FAIL = "fail"  # the command sandboxd refuses (400)
-DONE = {
-    "exitCode": 0,
-    "stdout": "",
-    "stderr": "",
-    "truncated": False,
-    "timedOut": False,
-    "durationMs": 1,
-}
 
 
 class FakeSandbox(SandboxdFake):
@@ -45,7 +37,7 @@ class FakeSandbox(SandboxdFake):
         self._changed = threading.Condition()
         self.inside = 0
 
-    def exec(self, command: str | None = None, **_: Any) -> dict[str, Any]:
+    def exec(self, command: str | None = None, **_: Any) -> ExecResult:
         if command == FAIL:
             raise SandboxError("refused", status=400, code="bad_request")
         with self._changed:
@@ -54,7 +46,7 @@ class FakeSandbox(SandboxdFake):
         try:
             if command == BLOCK and not self._released.wait(timeout=60):
                 raise AssertionError("never released")
-            return dict(DONE, stdout=f"{command}\n")
+            return ExecResult(0, f"{command}\n", "", duration_ms=1)
         finally:
             with self._changed:
                 self.inside -= 1

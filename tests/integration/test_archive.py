@@ -69,9 +69,9 @@ def start_session(container: Container, tmp_path: Path) -> Session:
 
 
 def run(container: Container, session_id: str, command: str) -> str:
-    result: dict[str, Any] = container.sandbox_tools.exec(ALICE, session_id, command=command)
-    assert result["exitCode"] == 0, result
-    return str(result["stdout"])
+    result = container.sandbox_tools.exec(ALICE, session_id, command=command)
+    assert result.exit_code == 0, result
+    return result.stdout
 
 
 def finalized(session: Session) -> bool:

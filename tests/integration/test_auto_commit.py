@@ -197,7 +197,7 @@ def test_a_session_pushes_only_its_own_branch_whatever_the_sandbox_checks_out(
             f"echo injected > injected.txt && git add -A && git commit -qm injected"
         )
         ran = container.sandbox_tools.exec(ALICE, session.id, command=attack)
-        assert ran["exitCode"] == 0, ran
+        assert ran.exit_code == 0, ran
         container.sandbox_tools.exec(ALICE, session.id, command="echo more > more.txt")
         refreshed = container.pull_requests.refresh(session.id)
         assert refreshed is not None
@@ -217,7 +217,7 @@ def test_a_session_pushes_only_its_own_branch_whatever_the_sandbox_checks_out(
     assert git(origin, "branch", "--list", own) == ""  # the own branch was never pushed either
     # back on its own branch, the session's work is pushed there, and its own PR opened
     ran = container.sandbox_tools.exec(ALICE, session.id, command=f"git checkout -q {own}")
-    assert ran["exitCode"] == 0, ran
+    assert ran.exit_code == 0, ran
     container.sandbox_tools.exec(ALICE, session.id, command="echo mine > mine.txt")
     pushed = turn_end(container, session.id)
     assert (pushed["pushed"], pushed["branch"]) == (True, own)

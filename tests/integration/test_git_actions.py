@@ -129,7 +129,7 @@ def test_commit_push_pr_readiness_and_fix_checks(
     assert committed.subject == "feat: add the greeting"
     assert committed.body == "Says hello from agent.txt."
     log = container.sandbox_tools.exec(ALICE, session.id, command="git log -1 --format=%H%n%B")
-    assert log["stdout"].split("\n")[:3] == [committed.commit, "feat: add the greeting", ""]
+    assert log.stdout.split("\n")[:3] == [committed.commit, "feat: add the greeting", ""]
 
     pushed = actions.push(ALICE, session.id)
     assert (pushed.branch, pushed.commit, pushed.base) == (branch, committed.commit, "main")
@@ -213,14 +213,14 @@ def test_discard_restores_tracked_removes_untracked_after_a_checkpoint(
     )
     done = container.git_actions.discard(ALICE, session.id, ["README.md", "new.txt", "d"])
     assert (sorted(done.restored), sorted(done.removed)) == (["README.md"], ["d/e.txt", "new.txt"])
-    assert tools.exec(ALICE, session.id, command="cat README.md")["stdout"] == "# demo\n"
-    listing = tools.exec(ALICE, session.id, command="git status --porcelain")["stdout"]
+    assert tools.exec(ALICE, session.id, command="cat README.md").stdout == "# demo\n"
+    listing = tools.exec(ALICE, session.id, command="git status --porcelain").stdout
     assert listing == "?? keep.txt\n"  # outside the paths: untouched
     # the checkpoint holds what was discarded: the revert path puts it back
     saved = done.saved
     assert saved.ref.startswith("refs/openagents/checkpoints/discard-")
     shown = tools.exec(ALICE, session.id, command=f"git show {saved.commit}:new.txt")
-    assert shown["stdout"] == "new\n"
+    assert shown.stdout == "new\n"
     everything = container.git_actions.discard(ALICE, session.id, None)
     assert everything.removed == ["keep.txt"]
     with pytest.raises(NothingToDiscard):

@@ -57,9 +57,9 @@ def test_a_timed_out_command_leaves_no_escaped_descendant(
     # the command waits until its four escapes run, then outlives its timeout
     script = ESCAPES + f'until [ "$(pgrep -cx sleep)" -ge 4 ]; do sleep 0.01; done; sleep {MARK}'
     result = run(driver, handle, script, timeout=2)
-    assert result["timedOut"] is True, result
+    assert result.timed_out is True, result
     wait_for(lambda: escapes(machine, name) == [], "an escaped descendant outlived the timeout")
-    assert run(driver, handle, "echo alive")["stdout"] == "alive\n"
+    assert run(driver, handle, "echo alive").stdout == "alive\n"
 
 
 def test_a_command_that_ends_in_time_keeps_what_it_started_in_the_background(
@@ -69,11 +69,11 @@ def test_a_command_that_ends_in_time_keeps_what_it_started_in_the_background(
     name = f"{handle.session_id}-{handle.generation}"
     script = ESCAPES + 'until [ "$(pgrep -cx sleep)" -ge 4 ]; do sleep 0.01; done; echo launched'
     result = run(driver, handle, script, timeout=30)
-    assert (result["exitCode"], result["stdout"]) == (0, "launched\n"), result
+    assert (result.exit_code, result.stdout) == (0, "launched\n"), result
     kept = escapes(machine, name)
     try:
         assert len(kept) == 4, kept
-        assert run(driver, handle, "pgrep -cx sleep")["stdout"] == "4\n"  # still running
+        assert run(driver, handle, "pgrep -cx sleep").stdout == "4\n"  # still running
     finally:
         for pid in kept:
             with contextlib.suppress(ProcessLookupError):

@@ -25,8 +25,8 @@ def test_the_mount_table_and_environment_name_nothing_of_the_host(
         "cat /proc/self/mountinfo; tr '\\0' '\\n' < /proc/1/environ; "
         "tr '\\0' '\\n' < /proc/2/environ; tr '\\0' ' ' < /proc/2/cmdline",
     )
-    assert seen["exitCode"] == 0, seen
-    text = seen["stdout"]
+    assert seen.exit_code == 0, seen
+    text = seen.stdout
     checkout = str(SANDBOXD.parents[1])
     for host_path in (str(tmp_path), checkout, "/root", "/home"):
         assert host_path not in text, f"{host_path} is visible inside the sandbox:\n{text}"
@@ -37,4 +37,4 @@ def test_the_mount_table_and_environment_name_nothing_of_the_host(
             sources[fields[4]] = fields[3]  # mount point -> its source within its file system
     assert sources["/etc"] == "/"
     assert sources["/opt/sandboxd/sandboxd"] == "/"
-    assert run(driver, handle, "cat /etc/passwd")["stdout"].startswith("root:")  # still there
+    assert run(driver, handle, "cat /etc/passwd").stdout.startswith("root:")  # still there

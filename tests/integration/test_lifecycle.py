@@ -16,7 +16,7 @@ from openagents.composition import Container, build
 from openagents.domain.errors import NotFound, SandboxNotRunning
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
-from openagents.sandbox.port import SandboxHandle, SandboxState
+from openagents.sandbox.port import ExecResult, SandboxHandle, SandboxState
 from openagents.services.lifecycle import Activity, Resumed
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
@@ -66,9 +66,9 @@ def start_session(container: Container, tmp_path: Path) -> Session:
     return active
 
 
-def run(container: Container, session_id: str, command: str) -> dict[str, Any]:
-    result: dict[str, Any] = container.sandbox_tools.exec(ALICE, session_id, command=command)
-    assert result["exitCode"] == 0, result
+def run(container: Container, session_id: str, command: str) -> ExecResult:
+    result = container.sandbox_tools.exec(ALICE, session_id, command=command)
+    assert result.exit_code == 0, result
     return result
 
 
@@ -85,7 +85,7 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     )
     run(container, session.id, "git commit -qm local && echo dirty >> README.md && echo u > u.txt")
     run(container, session.id, "head -c 200000 /dev/urandom > blob.bin")
-    before = run(container, session.id, FINGERPRINT)["stdout"]
+    before = run(container, session.id, FINGERPRINT).stdout
     status_before = container.sandbox_tools.git_status(ALICE, session.id)
     # When it stays idle
     hibernated = wait_for(container, session.id, LifecycleState.HIBERNATED)
@@ -107,7 +107,7 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     # Then a new generation runs with every byte and the git state restored
     assert resumed.lifecycle_state is LifecycleState.ACTIVE, resumed.lifecycle_error
     assert resumed.sandbox_generation == session.sandbox_generation + 1
-    assert run(container, session.id, FINGERPRINT)["stdout"] == before
+    assert run(container, session.id, FINGERPRINT).stdout == before
     assert container.sandbox_tools.git_status(ALICE, session.id) == status_before
     assert "sandbox.resumed" in events(container, session.id)
     # And every transition was published as an event
@@ -351,4 +351,4 @@ def test_a_crash_between_snapshot_and_stop_keeps_the_newest_snapshot(
     container.lifecycle.resume(ALICE, session.id)
     resumed = wait_for(container, session.id, LifecycleState.ACTIVE, LifecycleState.HIBERNATED)
     assert resumed.lifecycle_state is LifecycleState.ACTIVE, resumed.lifecycle_error
-    assert run(container, session.id, "cat latest.txt")["stdout"] == "newest\n"
+    assert run(container, session.id, "cat latest.txt").stdout == "newest\n"

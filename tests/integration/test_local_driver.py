@@ -72,7 +72,7 @@ def test_a_launch_that_never_got_ready_is_tried_again(
     assert len(calls) == 2
     assert calls[0] != calls[1]  # the first process was killed, a second one launched
     assert driver.probe(handle).state is SandboxState.RUNNING
-    assert client(driver, handle).exec("echo ok")["stdout"] == "ok\n"
+    assert client(driver, handle).exec("echo ok").stdout == "ok\n"
 
     def never(process: Any, root: Path) -> None:
         calls.append(process.pid)
@@ -102,11 +102,11 @@ def test_bubblewrap_confines_the_sandbox(driver: LocalDriver, tmp_path: Path) ->
     outside.write_text("secret")
     sandbox = client(driver, handle)
     looked = sandbox.exec(command=f"cat {outside}; id -u; cat /proc/self/status | grep CapEff")
-    assert "secret" not in looked["stdout"]  # the host's files are not there
-    assert "CapEff:\t0000000000000000" in looked["stdout"]  # no capabilities at all
+    assert "secret" not in looked.stdout  # the host's files are not there
+    assert "CapEff:\t0000000000000000" in looked.stdout  # no capabilities at all
     wrote = sandbox.exec(command="touch /usr/evil")
-    assert wrote["exitCode"] != 0  # the system is read-only
-    assert sandbox.exec(command="echo ok > inside.txt")["exitCode"] == 0
+    assert wrote.exit_code != 0  # the system is read-only
+    assert sandbox.exec(command="echo ok > inside.txt").exit_code == 0
     workspace = sandbox_workspace(handle.ref)
     assert (workspace / "inside.txt").read_text() == "ok\n"
 
@@ -120,7 +120,7 @@ def test_file_size_limit_applies(tmp_path: Path) -> None:
     try:
         handle = small.start("s4", 1)
         result = client(small, handle).exec(command="head -c 2000000 /dev/zero > big.bin")
-        assert result["exitCode"] != 0
+        assert result.exit_code != 0
     finally:
         small.close()
 
@@ -244,7 +244,7 @@ def test_a_launch_no_server_finished_is_stopped_and_a_dead_one_reboots_on_its_vo
     assert rebooted is not None
     assert rebooted.generation == 2
     answer = client(driver, rebooted).exec("git log -1 --format=%s; cat g")
-    assert answer["stdout"] == "one\ndirty\n"
+    assert answer.stdout == "one\ndirty\n"
     assert driver.reboot(handle, 2) == rebooted  # idempotent: the running one
     driver.stop(rebooted)
     assert not driver.has_volume(handle)
@@ -293,7 +293,7 @@ def test_sandboxes_of_two_homes_never_share_a_host_uid_or_the_server_environment
             for home in ("home", "other")
         }
         assert len(uids) == 2
-        environ = client(driver, mine).exec("tr '\\0' '\\n' < /proc/1/environ")["stdout"]
+        environ = client(driver, mine).exec("tr '\\0' '\\n' < /proc/1/environ").stdout
         assert sorted(environ.split()) == sorted(f"{k}={v}" for k, v in local.BWRAP_ENV.items())
         other.stop(theirs)
     finally:

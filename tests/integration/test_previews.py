@@ -19,6 +19,7 @@ import pytest
 from openagents.composition import Container
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState
+from openagents.sandbox.port import ExecResult
 from openagents.services import dev_servers
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
@@ -53,11 +54,11 @@ class Live:
         self.app = app
         self.client = httpx.Client(base_url=base, timeout=60)
 
-    def run(self, command: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.container.sandbox_tools.exec(
+    def run(self, command: str) -> ExecResult:
+        result = self.container.sandbox_tools.exec(
             ALICE, self.session_id, command=command, timeout_seconds=60
         )
-        assert result["exitCode"] == 0, result
+        assert result.exit_code == 0, result
         return result
 
     def host(self, port: int = PORT) -> str:
@@ -89,7 +90,7 @@ class Live:
         return set_cookie.split(";", 1)[0].split("=", 1)[1]
 
     def access_log(self) -> str:
-        return str(self.run("cat /tmp/h.log")["stdout"])
+        return str(self.run("cat /tmp/h.log").stdout)
 
 
 def wait_listed(live: Live, port: int) -> dict[str, Any]:
@@ -199,7 +200,7 @@ def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) 
         "sha256sum /tmp/site/big.bin > /tmp/site/big.sum && " + SERVE
     )
     wait_listed(live, PORT)
-    expected = live.run("cut -d' ' -f1 /tmp/site/big.sum")["stdout"].strip()
+    expected = live.run("cut -d' ' -f1 /tmp/site/big.sum").stdout.strip()
     cookie = live.cookie()
     headers = {"host": live.host(), "cookie": f"{COOKIE}={cookie}"}
     digest, received = hashlib.sha256(), 0
@@ -241,7 +242,7 @@ def test_a_large_download_streams_without_growing_the_proxys_memory(live: Live) 
         "    t.append(time.perf_counter() - s)\n"
         "print(statistics.median(t))\n"
         "EOF"
-    )["stdout"]
+    ).stdout
     print(
         f"p50 through the preview {statistics.median(times) * 1000:.2f} ms, "
         f"inside the sandbox {float(inside) * 1000:.2f} ms"

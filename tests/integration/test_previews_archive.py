@@ -60,9 +60,9 @@ def test_a_dev_server_answers_on_its_preview_url_after_archive_and_unarchive(liv
     assert live.client.get("/", headers={"host": host, "cookie": public_cookie}).status_code == 401
     assert live.api.get(f"{base}/previews").body == {"previews": []}
 
-    kept = live.run("git for-each-ref --format='%(refname)' refs/openagents/services")["stdout"]
+    kept = live.run("git for-each-ref --format='%(refname)' refs/openagents/services").stdout
     assert kept.split() == ["refs/openagents/services/dev-server"]  # what brought it back
     # stopped, the record is gone from the ref too: nothing comes back the next time
     assert live.api.delete(f"{base}/dev-server").status == 200
-    refs = live.run("git for-each-ref refs/openagents/services")["stdout"]
+    refs = live.run("git for-each-ref refs/openagents/services").stdout
     assert refs == ""

@@ -70,7 +70,7 @@ class WatchedHost(GitHubHost):
         client = sandbox_client(self.watch, waiting=True)
         client.exec(f"setsid nohup sh -c {quote(SCANNER)} >/dev/null 2>&1 &", timeout_seconds=10)
         deadline = time.monotonic() + 10
-        while client.exec("test -s /tmp/scan")["exitCode"] != 0:
+        while client.exec("test -s /tmp/scan").exit_code != 0:
             assert time.monotonic() < deadline, "the scanner never ran"
             time.sleep(0.05)
         self.watch.clones.append(cloned)
@@ -164,14 +164,12 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert len(watch.clones) == 1  # the control plane cloned it, with the token
     client = sandbox_client(watch)
     # the sandbox holds a clone as git would leave it, its origin without credentials
-    assert (
-        client.exec("git remote get-url origin")["stdout"] == "https://github.com/acme/origin.git\n"
-    )
+    assert client.exec("git remote get-url origin").stdout == "https://github.com/acme/origin.git\n"
     remote = client.git_remote()
     assert (remote.default_branch, remote.upstream) == ("main", None)
     assert client.git_branch()["branch"] == session.branch
     assert client.git_branch()["head"] == git(bare, "rev-parse", "main")
-    assert client.exec("cat README.md")["stdout"] == "# demo\n"
+    assert client.exec("cat README.md").stdout == "# demo\n"
     # a retried prepare step finds its restore done and answers the same
     assert session.sandbox is not None
     again = container.provisioning.prepare(session.id, session.sandbox.generation)
@@ -197,12 +195,12 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert client.git_status().ahead == 0  # the push is recorded in the sandbox
     assert client.git_remote().upstream == f"origin/{session.branch}"
     # and the token never entered: the sandbox itself never pushed or asked for credentials
-    assert client.exec("test -e /tmp/pre-push-ran")["exitCode"] == 1
-    assert client.exec("test -e /tmp/credential-ran")["exitCode"] == 1
-    fsmonitor = client.exec("cat /tmp/fsmonitor-ran 2>/dev/null")["stdout"]
+    assert client.exec("test -e /tmp/pre-push-ran").exit_code == 1
+    assert client.exec("test -e /tmp/credential-ran").exit_code == 1
+    fsmonitor = client.exec("cat /tmp/fsmonitor-ran 2>/dev/null").stdout
     assert TOKEN not in fsmonitor
     scanned = client.exec("sort -u /tmp/scan | base64 -w0", max_output_bytes=16 << 20)
-    seen = base64.b64decode(scanned["stdout"]).decode("utf-8", "replace")
+    seen = base64.b64decode(scanned.stdout).decode("utf-8", "replace")
     assert "sandboxd" in seen  # the scanner read the other processes' command lines
     assert TOKEN not in seen
     assert token_seen_in_the_sandbox(container.sessions.get(ALICE, session.id)) == []
@@ -229,5 +227,5 @@ def test_an_existing_branch_of_a_private_repository_is_checked_out_tracking_orig
         0,
         False,
     )
-    assert client.exec("cat feature.txt")["stdout"] == "feature\n"
+    assert client.exec("cat feature.txt").stdout == "feature\n"
     assert token_seen_in_the_sandbox(container.sessions.get(ALICE, session.id)) == []

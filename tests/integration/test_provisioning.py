@@ -76,7 +76,7 @@ def test_existing_branch_is_cloned_and_session_becomes_active(
     files = container.sandbox_tools.files(ALICE, session.id, ".", 1)
     assert {"README.md", "app.py", "feature.txt"} <= {e.path for e in files.entries}
     ran = container.sandbox_tools.exec(ALICE, session.id, argv=["git", "log", "--format=%s"])
-    assert ran["stdout"].split() == ["feature", "app", "initial"]
+    assert ran.stdout.split() == ["feature", "app", "initial"]
     events = container.sessions.events(ALICE, session.id, None, None).items
     assert [e.type for e in events][-2:] == ["sandbox.starting", "sandbox.active"]
 
@@ -93,7 +93,7 @@ def test_new_branch_is_created_from_the_default_branch(runtime: Container, tmp_p
     assert status.branch == session.branch
     assert (session.branch or "").startswith("as/")
     head = container.sandbox_tools.exec(ALICE, session.id, argv=["git", "log", "-1", "--format=%s"])
-    assert head["stdout"].strip() == "app"  # main's tip, not feature's
+    assert head.stdout.strip() == "app"  # main's tip, not feature's
     # And the diff is cached with its line counts on the session
     container.sandbox_tools.exec(ALICE, session.id, command="printf 'a\\nb\\n' > new.txt")
     diff = container.sandbox_tools.diff(ALICE, session.id)

@@ -142,8 +142,8 @@ class Server:
 
     def run(self, session_id: str, command: str) -> str:
         answer = self.sandbox(session_id)[1].exec(command)
-        assert answer["exitCode"] == 0, answer
-        return str(answer["stdout"])
+        assert answer.exit_code == 0, answer
+        return str(answer.stdout)
 
 
 def processes_of(home: Path) -> list[int]:

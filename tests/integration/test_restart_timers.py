@@ -105,4 +105,4 @@ def test_a_sandbox_that_dies_under_its_loop_starts_again_on_its_volume(
     assert rebooted.sandbox_generation == session.sandbox_generation + 1
     assert rebooted.lifecycle_run_id == session.lifecycle_run_id
     kept = container.sandbox_tools.exec(ALICE, session.id, command="cat kept.txt")
-    assert kept["stdout"] == "kept\n"
+    assert kept.stdout == "kept\n"

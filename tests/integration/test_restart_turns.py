@@ -71,22 +71,22 @@ def test_a_turn_stopped_mid_bash_step_carries_on_and_commits_once(
         sid, chat = created.body["session"]["id"], created.body["chat"]["id"]
         server.settled(sid, "active")
         client = server.sandbox(sid)[1]
-        assert client.exec("mkfifo gate")["exitCode"] == 0
+        assert client.exec("mkfifo gate").exit_code == 0
         message = {"id": "m-1", "role": "user", "parts": [{"type": "text", "text": "commit"}]}
         started = server.api.post(
             "/api/chat", {"sessionId": sid, "chatId": chat, "message": message}
         )
         assert started.status == 202, started.body
         run_id = started.body["runId"]
-        until(lambda: client.exec("test -e started")["exitCode"] == 0, 60, "the command runs")
+        until(lambda: client.exec("test -e started").exit_code == 0, 60, "the command runs")
 
         server.stop(how)  # Ctrl-C, a stop, or a crash, mid bash step
         server.start()
         assert "1 turn(s) the restart interrupted carry on" in server.log.read_text()
 
         # the command the dead server started is still waiting in the surviving sandbox
-        assert client.exec("test -e started && test ! -e work.txt")["exitCode"] == 0
-        assert client.exec("echo go > gate")["exitCode"] == 0
+        assert client.exec("test -e started && test ! -e work.txt").exit_code == 0
+        assert client.exec("echo go > gate").exit_code == 0
 
         def ended() -> dict[str, Any] | None:
             runs = server.api.get(f"/api/sessions/{sid}/runs").body["runs"]
@@ -95,7 +95,7 @@ def test_a_turn_stopped_mid_bash_step_carries_on_and_commits_once(
 
         run = until(ended, 120, "the run ends")
         assert (run["status"], run["error"]) == ("completed", None), run
-        log = client.exec("git log --format=%s")["stdout"].split()
+        log = client.exec("git log --format=%s").stdout.split()
         assert log.count("agent-commit") == 1, log
         events = stream(server, chat)
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
@@ -210,11 +210,11 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
         branch = created.body["session"]["branch"]  # its own, generated at create
         server.settled(sid, "active")
         client = server.sandbox(sid)[1]
-        root = client.exec("pwd")["stdout"].strip()
+        root = client.exec("pwd").stdout.strip()
         hook = f"#!/bin/sh\\ntouch {root}/.git/hooked\\ncat {root}/.git/gate >/dev/null\\nexit 1\\n"
         armed = client.exec(f"printf '{hook}' > .git/gate-hook && chmod +x .git/gate-hook")
-        assert armed["exitCode"] == 0, armed
-        assert client.exec("mkfifo .git/gate")["exitCode"] == 0
+        assert armed.exit_code == 0, armed
+        assert client.exec("mkfifo .git/gate").exit_code == 0
         arm = f"echo work > work.txt && git config core.fsmonitor {root}/.git/gate-hook"
         script.write_text(
             json.dumps(
@@ -232,7 +232,7 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
         )
         assert started.status == 202, started.body
         run_id = started.body["runId"]
-        until(lambda: client.exec("test -e .git/hooked")["exitCode"] == 0, 60, "the hook holds")
+        until(lambda: client.exec("test -e .git/hooked").exit_code == 0, 60, "the hook holds")
         runs = server.api.get(f"/api/sessions/{sid}/runs").body["runs"]
         assert next(r for r in runs if r["runId"] == run_id)["status"] == "completed"
         assert len(_finished(server, sid, run_id)) == 1  # the first follow-up, the audit entry
@@ -240,9 +240,9 @@ def test_a_server_stopped_between_the_runs_end_and_its_follow_ups_runs_them_once
 
         server.stop(how)  # in the run's follow-ups, after its recorded end
         disarmed = client.exec("git config --unset core.fsmonitor")
-        assert disarmed["exitCode"] == 0, disarmed
+        assert disarmed.exit_code == 0, disarmed
         released = client.exec("exec 3<>.git/gate; echo go >&3")  # never blocks
-        assert released["exitCode"] == 0, released
+        assert released.exit_code == 0, released
         server.start()
         assert "1 turn(s) the restart interrupted carry on" in server.log.read_text()
 

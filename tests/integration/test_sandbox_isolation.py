@@ -26,7 +26,13 @@ import pytest
 from openagents.sandbox.client import SandboxClient
 from openagents.sandbox.confine import Cgroup, Limits, Machine
 from openagents.sandbox.local import LocalDriver
-from openagents.sandbox.port import SandboxError, SandboxHandle, SandboxState, SnapshotRef
+from openagents.sandbox.port import (
+    ExecResult,
+    SandboxError,
+    SandboxHandle,
+    SandboxState,
+    SnapshotRef,
+)
 
 from tests.support import sandbox_workspace
 
@@ -96,7 +102,9 @@ def host_services() -> Iterator[dict[str, int]]:
         server.server_close()
 
 
-def run(driver: LocalDriver, handle: SandboxHandle, command: str, timeout: float = 60) -> dict:  # type: ignore[type-arg]
+def run(
+    driver: LocalDriver, handle: SandboxHandle, command: str, timeout: float = 60
+) -> ExecResult:
     client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=timeout + 30)
     return client.exec(command, timeout_seconds=timeout)
 
@@ -162,7 +170,7 @@ def test_the_host_and_private_ranges_are_unreachable(
         ("192.168.1.1", 80),
     ]
     result = run(driver, handle, CONNECT % json.dumps(targets))
-    answers = json.loads(result["stdout"])
+    answers = json.loads(result.stdout)
     reached = {target: answer for target, answer in answers.items() if "host service" in answer}
     assert not reached, reached
     assert len(answers) == len({f"{h}:{p}" for h, p in targets})
@@ -170,7 +178,7 @@ def test_the_host_and_private_ranges_are_unreachable(
 
 def test_the_outbound_stack_is_configured_and_dns_points_at_it(driver: LocalDriver) -> None:
     handle = driver.start("dns", 1)
-    routes = run(driver, handle, "ip -4 route; cat /etc/resolv.conf")["stdout"]
+    routes = run(driver, handle, "ip -4 route; cat /etc/resolv.conf").stdout
     assert "default via 10.0.2.2 dev tap0" in routes
     assert "nameserver 10.0.2.3" in routes
 
@@ -178,7 +186,7 @@ def test_the_outbound_stack_is_configured_and_dns_points_at_it(driver: LocalDriv
 def test_the_firewall_cannot_be_changed_from_inside(driver: LocalDriver) -> None:
     handle = driver.start("nft", 1)
     flushed = run(driver, handle, "nft flush ruleset; echo $?; unshare -Urn true; echo $?")
-    codes = flushed["stdout"].split()
+    codes = flushed.stdout.split()
     assert codes[0] != "0"  # no CAP_NET_ADMIN over its namespace
     assert codes[1] != "0"  # no new user namespace to gain one
 
@@ -194,7 +202,7 @@ def test_another_sandbox_and_its_socket_are_out_of_sight(driver: LocalDriver) ->
         f"ls {victim_root.replace('%2F', '/')} 2>&1; find / -name mine.txt 2>/dev/null; "
         "echo SOCKETS; find / -name sandboxd.sock 2>/dev/null; ps -eo comm | sort -u",
     )
-    out = looked["stdout"]
+    out = looked.stdout
     assert "mine.txt" not in out
     sockets = [line for line in out.split("SOCKETS", 1)[1].splitlines() if "sandboxd.sock" in line]
     assert sockets == ["/run/sandboxd/sandboxd.sock"]  # its own only
@@ -212,7 +220,7 @@ def test_no_host_accounts_secrets_or_token_inside(driver: LocalDriver, tmp_path:
         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n';"
         f" cat {tmp_path}/home/jwt-secret 2>&1; ls /root 2>&1; ls /work 2>&1",
     )
-    out = looked["stdout"]
+    out = looked.stdout
     assert out.splitlines()[0] == "1000"  # an unprivileged user
     assert "No such file" in out  # no /etc/shadow at all
     assert "state-folder-secret" not in out
@@ -232,7 +240,7 @@ def test_nothing_outside_the_workspace_is_writable(driver: LocalDriver, tmp_path
         "; ".join(f"(echo x > {path}) 2>/dev/null && echo WROTE {path}" for path in attempts)
         + "; echo ok > inside.txt",
     )
-    assert "WROTE" not in wrote["stdout"], wrote
+    assert "WROTE" not in wrote.stdout, wrote
     assert (sandbox_workspace(handle.ref) / "inside.txt").read_text() == "ok\n"
 
 
@@ -312,9 +320,9 @@ for pid in children:
     os.kill(pid, signal.SIGKILL)
 EOF""",
     )
-    started = int(counted["stdout"].strip())
+    started = int(counted.stdout.strip())
     assert 0 < started < SMALL.pids
-    assert run(driver, handle, "echo alive")["stdout"] == "alive\n"  # the sandbox survives
+    assert run(driver, handle, "echo alive").stdout == "alive\n"  # the sandbox survives
 
 
 def test_memory_is_capped_across_processes(driver: LocalDriver) -> None:
@@ -325,19 +333,19 @@ def test_memory_is_capped_across_processes(driver: LocalDriver) -> None:
         'b[::4096] = b"x" * len(b[::4096]); time.sleep(4); print("done")\''
     )
     result = run(driver, handle, f"({hog}) & ({hog}) & ({hog}) & wait", timeout=60)
-    assert result["stdout"].count("done") < 3, result
-    assert run(driver, handle, hog)["stdout"] == "done\n"  # one alone is fine
+    assert result.stdout.count("done") < 3, result
+    assert run(driver, handle, hog).stdout == "done\n"  # one alone is fine
 
 
 def test_the_workspace_and_tmp_are_size_capped(driver: LocalDriver) -> None:
     handle = driver.start("disk", 1)
     workspace = run(driver, handle, "head -c 100M /dev/zero > big.bin; echo $?; df -k .")
-    assert workspace["stdout"].splitlines()[0] != "0"
-    assert "No space left" in workspace["stderr"]
+    assert workspace.stdout.splitlines()[0] != "0"
+    assert "No space left" in workspace.stderr
     tmp = run(driver, handle, "head -c 32M /dev/zero > /tmp/big.bin; echo $?")
-    assert tmp["stdout"].strip() != "0"
-    assert "No space left" in tmp["stderr"]
-    assert run(driver, handle, "rm big.bin /tmp/big.bin; echo fine > f")["exitCode"] == 0
+    assert tmp.stdout.strip() != "0"
+    assert "No space left" in tmp.stderr
+    assert run(driver, handle, "rm big.bin /tmp/big.bin; echo fine > f").exit_code == 0
 
 
 def test_a_stopped_sandbox_leaves_no_process(driver: LocalDriver, tmp_path: Path) -> None:
@@ -382,7 +390,7 @@ time.sleep(60)
         assert adopter.probe(handle).state is SandboxState.RUNNING
         assert adopter.running() == [handle]
         client = SandboxClient(adopter.endpoint(handle), adopter.token(handle))
-        assert client.exec("pgrep -x sleep")["stdout"].strip()  # its processes kept running
+        assert client.exec("pgrep -x sleep").stdout.strip()  # its processes kept running
         adopter.stop(handle)
     finally:
         adopter.close()
@@ -399,7 +407,7 @@ time.sleep(60)
 
 def test_sandboxd_listens_on_no_tcp_port(driver: LocalDriver) -> None:
     handle = driver.start("tcp", 1)
-    listening = run(driver, handle, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")["stdout"]
+    listening = run(driver, handle, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null").stdout
     states = [
         line.split()[3] for line in listening.splitlines()[1:] if line.strip() and "sl" not in line
     ]
@@ -447,7 +455,7 @@ def test_an_impostor_sandboxd_cannot_exhaust_the_control_plane(
     driver: LocalDriver, mode: str, said: str
 ) -> None:
     handle = driver.start(f"impostor-{mode}", 1)
-    assert run(driver, handle, IMPOSTOR % mode)["exitCode"] == 0
+    assert run(driver, handle, IMPOSTOR % mode).exit_code == 0
     client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=3)
     failures: list[BaseException] = []
 
@@ -471,7 +479,7 @@ def test_an_impostor_snapshot_cannot_fill_the_host_disk(
     driver: LocalDriver, tmp_path: Path
 ) -> None:
     handle = driver.start("impostor-snapshot", 1)
-    assert run(driver, handle, IMPOSTOR % "flood")["exitCode"] == 0
+    assert run(driver, handle, IMPOSTOR % "flood").exit_code == 0
     with pytest.raises(SandboxError, match="snapshot refused: the sandbox sent more than"):
         driver.snapshot(handle)  # an endless "archive": refused past what the workspace holds
     snapshots = tmp_path / "home" / "snapshots"
@@ -500,7 +508,7 @@ def test_a_link_planted_in_place_of_the_socket_is_refused(
         f"cd /run/sandboxd && mv sandboxd.sock real.sock && ln -s {tmp_path}/host.sock "
         "sandboxd.sock && ls -l",
     )
-    assert planted["exitCode"] == 0, planted
+    assert planted.exit_code == 0, planted
     client = SandboxClient(driver.endpoint(handle), driver.token(handle), timeout=5)
     try:
         with pytest.raises(SandboxError, match="is a symbolic link, not sandboxd's socket"):
@@ -533,13 +541,13 @@ def test_the_socket_folder_cannot_fill_the_host_disk(driver: LocalDriver, tmp_pa
         "dd if=/dev/zero of=/run/sandboxd/fill bs=1M count=200; echo rc=$?; "
         "for i in $(seq 100); do : > /run/sandboxd/f$i || break; done; echo files=$i",
     )
-    assert "No space left on device" in filled["stderr"], filled
-    assert "rc=0" not in filled["stdout"], filled
+    assert "No space left on device" in filled.stderr, filled
+    assert "rc=0" not in filled.stdout, filled
     held = sum(f.stat().st_size for f in run_folder.iterdir() if f.is_file())
     assert held <= 1 << 20, held  # the host holds at most the cap, in memory
-    assert int(filled["stdout"].split("files=")[1]) < 100  # and a few inodes
+    assert int(filled.stdout.split("files=")[1]) < 100  # and a few inodes
     # the control plane still reaches its socket there (owned by the sandbox, no link)
-    assert run(driver, handle, "echo alive")["stdout"] == "alive\n"
+    assert run(driver, handle, "echo alive").stdout == "alive\n"
     driver.stop(handle)
     assert mounted_under(run_folder) == []
     assert list(run_folder.iterdir()) == []  # nothing of it on the host's disk
@@ -631,19 +639,19 @@ def test_kill_commands_brings_a_fork_bombed_sandbox_back(
     namespace's init and sandboxd killed, thawed) brings it back with its workspace: exec
     works, and a snapshot verifies."""
     handle = driver.start("bomb", 1)
-    assert run(driver, handle, "echo keep me > kept.txt")["exitCode"] == 0
+    assert run(driver, handle, "echo keep me > kept.txt").exit_code == 0
     machinery = set(Cgroup.named(machine, "bomb-1").procs())  # keeper, bwrap, init, sandboxd
     folder = set_off_a_bomb(driver, machine, handle)
     try:
-        wedged = run(driver, handle, "echo alive", timeout=5)
+        said = run(driver, handle, "echo alive", timeout=5).stdout
     except SandboxError as exc:  # no thread, no fork: it cannot even answer
-        wedged = {"error": str(exc)}
-    assert wedged.get("stdout") != "alive\n", wedged
+        said = str(exc)
+    assert said != "alive\n", said
     killed = driver.kill_commands(handle)
     assert killed >= SMALL.pids // 2, killed
     assert bombs_on_host() == []
     assert machinery <= set(Cgroup.named(machine, "bomb-1").procs())  # the machinery kept
-    assert run(driver, handle, "cat kept.txt")["stdout"] == "keep me\n"
+    assert run(driver, handle, "cat kept.txt").stdout == "keep me\n"
     assert int((folder / "pids.current").read_text()) < SMALL.pids // 2
     snapshot = driver.snapshot(handle)  # verified against sandboxd's manifest
     assert snapshot.sha256

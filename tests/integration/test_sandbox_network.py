@@ -80,7 +80,7 @@ def test_a_neighbour_on_the_hosts_own_subnet_is_refused(
     assert reached.stdout == "neighbour service"  # the host reaches it: so could slirp
     handle = driver.start("subnet", 1)  # started after the subnet exists: its firewall knows it
     result = run(driver, handle, CONNECT % json.dumps([[NEIGHBOUR, neighbour]]))
-    answers = json.loads(result["stdout"])
+    answers = json.loads(result.stdout)
     assert answers[f"{NEIGHBOUR}:{neighbour}"].startswith("refused"), answers
 
 
@@ -89,7 +89,7 @@ def test_tcp_to_the_dns_address_is_no_relay_to_the_hosts_resolver(driver: LocalD
     UDP only."""
     handle = driver.start("dns-tcp", 1)
     result = run(driver, handle, CONNECT % json.dumps([["10.0.2.3", 53]]))
-    assert json.loads(result["stdout"]) == {"10.0.2.3:53": "refused: ConnectionRefusedError"}
+    assert json.loads(result.stdout) == {"10.0.2.3:53": "refused: ConnectionRefusedError"}
 
 
 ROUTE = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT

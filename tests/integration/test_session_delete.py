@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.errors import NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
+from openagents.sandbox.port import ExecResult
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
 
@@ -44,9 +44,9 @@ def wait_for(container: Container, session_id: str, state: LifecycleState) -> Se
     raise AssertionError(f"session never became {state}")
 
 
-def run(container: Container, session_id: str, command: str) -> dict[str, Any]:
-    result: dict[str, Any] = container.sandbox_tools.exec(ALICE, session_id, command=command)
-    assert result["exitCode"] == 0, result
+def run(container: Container, session_id: str, command: str) -> ExecResult:
+    result = container.sandbox_tools.exec(ALICE, session_id, command=command)
+    assert result.exit_code == 0, result
     return result
 
 

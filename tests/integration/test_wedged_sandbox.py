@@ -9,7 +9,6 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openagents.composition import Container, build
@@ -84,7 +83,7 @@ def bombed(container: Container, tmp_path: Path) -> Session:
     )
     active = wait_active(container, ALICE, session.id)
     done = container.sandbox_tools.exec(ALICE, session.id, command="echo work > work.txt")
-    assert done["exitCode"] == 0, done
+    assert done.exit_code == 0, done
     with contextlib.suppress(Exception):  # its answer may itself be starved of a thread
         container.sandbox_tools.exec(ALICE, session.id, command=BOMB)
     handle = active.sandbox
@@ -108,12 +107,12 @@ def pids_folder(handle: SandboxHandle) -> Path:
 
 def wedged(container: Container, session_id: str) -> bool:
     try:
-        answer: dict[str, Any] = container.sandbox_tools.exec(
+        answer = container.sandbox_tools.exec(
             ALICE, session_id, command="echo alive", timeout_seconds=5
         )
     except Exception:
         return True
-    return answer.get("stdout") != "alive\n"
+    return answer.stdout != "alive\n"
 
 
 def test_a_fork_bombed_session_still_hibernates_and_resumes(
@@ -132,7 +131,7 @@ def test_a_fork_bombed_session_still_hibernates_and_resumes(
     container.lifecycle.resume(ALICE, session.id)
     wait_active(container, ALICE, session.id)
     back = container.sandbox_tools.exec(ALICE, session.id, command="cat work.txt")
-    assert back["stdout"] == "work\n", back
+    assert back.stdout == "work\n", back
 
 
 def test_a_fork_bombed_session_still_archives(busy_runtime: Container, tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ def files(sandbox: RunningSandbox) -> dict[str, str]:
 
 def git(client: SandboxClient, command: str) -> str:
     result = client.exec(command)
-    assert result["exitCode"] == 0, result["stderr"]
-    return str(result["stdout"])
+    assert result.exit_code == 0, result.stderr
+    return str(result.stdout)
 
 
 def messy_workspace(client: SandboxClient, origin: Origin) -> None:

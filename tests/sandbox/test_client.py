@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from openagents.sandbox.answers import SnapshotManifest
+from openagents.sandbox.answers import ExecResult, SnapshotManifest
 from openagents.sandbox.client import (
     CHUNK_BYTES,
     SandboxClient,
@@ -147,6 +147,23 @@ def test_a_bundle_must_be_a_git_bundle() -> None:
         pytest.raises(SandboxError, match="sandboxd answered no git bundle"),
     ):
         client.git_bundle(max_bytes=1 << 20)
+
+
+def test_an_exec_answer_is_typed_once_and_a_wrong_field_reads_as_absent() -> None:
+    said = {"exitCode": 3, "stdout": "out", "stderr": "err", "truncated": True, "durationMs": 9}
+    with hostile(200, said) as client:
+        assert client.exec("true") == ExecResult(3, "out", "err", truncated=True, duration_ms=9)
+    odd = {
+        "exitCode": True,  # a bool is no exit code
+        "stdout": 5,
+        "stderr": None,
+        "truncated": "yes",
+        "timedOut": 1,
+        "durationMs": "9",
+        "interrupted": [True],
+    }
+    with hostile(200, odd) as client:
+        assert client.exec("true") == ExecResult(None, "", "")
 
 
 def test_an_error_is_read_as_words_not_as_objects() -> None:

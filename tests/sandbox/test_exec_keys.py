@@ -9,10 +9,9 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from openagents.sandbox.client import SandboxClient
-from openagents.sandbox.port import SandboxError
+from openagents.sandbox.port import ExecResult, SandboxError
 
 from tests.sandbox.conftest import RunningSandbox, StartSandbox
 
@@ -29,17 +28,17 @@ def _wait_for(path: Path) -> None:
 def _gated(sandbox: RunningSandbox) -> None:
     """A git workspace (records on disk) and the fifo the gated command waits on."""
     result = sandbox.client.exec("git init -q . && mkfifo gate")
-    assert result["exitCode"] == 0, result
+    assert result.exit_code == 0, result
 
 
-def _in_thread(client: SandboxClient, key: str) -> tuple[threading.Thread, list[dict[str, Any]]]:
-    answers: list[dict[str, Any]] = []
+def _in_thread(client: SandboxClient, key: str) -> tuple[threading.Thread, list[ExecResult | str]]:
+    answers: list[ExecResult | str] = []
 
     def run() -> None:
         try:
             answers.append(client.exec(GATED, key=key))
         except SandboxError as error:  # its sandboxd was killed
-            answers.append({"error": str(error)})
+            answers.append(str(error))
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -49,9 +48,9 @@ def _in_thread(client: SandboxClient, key: str) -> tuple[threading.Thread, list[
 def test_a_repeated_key_answers_the_first_result(client: SandboxClient) -> None:
     first = client.exec("echo once >> count; wc -l < count", key="call-1")
     again = client.exec("echo once >> count; wc -l < count", key="call-1")
-    assert first["stdout"].strip() == "1"
+    assert first.stdout.strip() == "1"
     assert again == first
-    assert client.exec("wc -l < count")["stdout"].strip() == "1"
+    assert client.exec("wc -l < count").stdout.strip() == "1"
 
 
 def test_a_repeat_while_it_runs_waits_for_it(sandbox: RunningSandbox) -> None:
@@ -62,7 +61,8 @@ def test_a_repeat_while_it_runs_waits_for_it(sandbox: RunningSandbox) -> None:
     (sandbox.workspace / "gate").write_text("go\n")
     first.join(30)
     second.join(30)
-    assert first_answer[0]["stdout"] == "done\n"
+    assert isinstance(first_answer[0], ExecResult), first_answer
+    assert first_answer[0].stdout == "done\n"
     assert second_answer == first_answer
     assert (sandbox.workspace / "count").read_text() == "ran\n"
 
@@ -82,6 +82,6 @@ def test_a_command_that_died_with_its_sandboxd_is_interrupted(
     sandbox.stop()
 
     again = start_sandbox("main").client.exec(GATED, key="call-3")
-    assert again["interrupted"] is True
-    assert again["exitCode"] is None
+    assert again.interrupted is True
+    assert again.exit_code is None
     assert (sandbox.workspace / "count").read_text() == count  # not run a second time

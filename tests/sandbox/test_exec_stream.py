@@ -18,14 +18,14 @@ from openagents.sandbox.exec_stream import (
     ExecPiece,
     read_pieces,
 )
-from openagents.sandbox.port import SandboxError
+from openagents.sandbox.port import ExecResult, SandboxError
 
 from tests.sandbox.conftest import RunningSandbox, raw_call
 
 
 def gate(sandbox: RunningSandbox, *names: str) -> None:
     result = sandbox.client.exec("mkfifo " + " ".join(names))
-    assert result["exitCode"] == 0, result
+    assert result.exit_code == 0, result
 
 
 def open_gate(path: Path) -> None:
@@ -59,9 +59,9 @@ def test_output_arrives_while_the_command_runs_and_the_result_last(
     done = rest[-1]
     assert isinstance(done, ExecDone)
     assert all(isinstance(piece, ExecOutput) for piece in rest[:-1])
-    assert done.result["exitCode"] == 0
-    assert done.result["stdout"] == "line1\nline2\nend\n"
-    assert done.result["stderr"] == "err1\nerr2\n"
+    assert done.result.exit_code == 0
+    assert done.result.stdout == "line1\nline2\nend\n"
+    assert done.result.stderr == "err1\nerr2\n"
 
 
 def test_output_without_a_newline_arrives_too(sandbox: RunningSandbox) -> None:
@@ -71,7 +71,7 @@ def test_output_without_a_newline_arrives_too(sandbox: RunningSandbox) -> None:
     open_gate(sandbox.workspace / "gate")
     done = list(pieces)[-1]
     assert isinstance(done, ExecDone)
-    assert done.result["stdout"] == "partial rest"
+    assert done.result.stdout == "partial rest"
 
 
 def test_ten_megabytes_stream_only_the_kept_bytes_in_bounded_frames(
@@ -89,9 +89,9 @@ def test_ten_megabytes_stream_only_the_kept_bytes_in_bounded_frames(
     assert sum(len(p.data) for p in output if p.stream == "stdout") == 1 << 20
     assert max(len(p.data) for p in output) <= FRAME_BYTES
     assert b"".join(p.data for p in output if p.stream == "stderr") == b"done\n"
-    assert done.result["truncated"] is True
-    assert done.result["exitCode"] == 0
-    assert len(done.result["stdout"]) == 1 << 20
+    assert done.result.truncated is True
+    assert done.result.exit_code == 0
+    assert len(done.result.stdout) == 1 << 20
 
 
 def test_a_keyed_stream_runs_once_and_a_repeat_answers_the_result_alone(
@@ -116,7 +116,7 @@ def test_a_client_gone_mid_stream_leaves_the_command_to_finish(
     pieces.close()  # type: ignore[attr-defined]  # a generator: the connection dropped
     open_gate(sandbox.workspace / "gate")
     answer = sandbox.client.exec(command, key="call-2")  # waits for the first run
-    assert answer["stdout"] == "started\nend\n"
+    assert answer.stdout == "started\nend\n"
     assert (sandbox.workspace / "finished").read_text() == "finished\n"
 
 
@@ -150,7 +150,7 @@ RESULT = json.dumps({"exitCode": 0, "stdout": "a"}).encode()
 def test_well_formed_frames_read_back() -> None:
     assert pieces_of(frames((b"o", b"a"), (b"e", b""), (b"r", RESULT))) == [
         ExecOutput("stdout", b"a"),
-        ExecDone({"exitCode": 0, "stdout": "a"}),
+        ExecDone(ExecResult(0, "a", "")),
     ]
 
 

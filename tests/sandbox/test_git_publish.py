@@ -51,7 +51,7 @@ def test_commit_takes_every_change_with_the_identity(client: SandboxClient, orig
     done = client.git_commit("chore: update 2 files", "Ada Agent", "ada@example.com")
     assert done.branch == "agent/commit"
     assert done.head == client.git_branch()["head"] != origin.main_head
-    shown = client.exec("git log -1 --format='%an <%ae>|%s'; git status --porcelain")["stdout"]
+    shown = client.exec("git log -1 --format='%an <%ae>|%s'; git status --porcelain").stdout
     assert shown == "Ada Agent <ada@example.com>|chore: update 2 files\n"
     with pytest.raises(SandboxRequestError, match="nothing to commit") as nothing:
         client.git_commit("chore: again", "Ada Agent", "ada@example.com")
@@ -166,7 +166,7 @@ def test_archive_bundle_restores_the_work_in_another_sandbox(
     assert expected.pop("ignored.log")  # ignored: not in the bundle
     assert files_of(second.workspace) == expected
     refs = second.client.exec("git for-each-ref --format='%(refname)' refs/openagents")
-    assert refs["stdout"] == ""  # the archive refs did their work and are gone
+    assert refs.stdout == ""  # the archive refs did their work and are gone
     assert list(second.tmpdir.iterdir()) == []
 
 
@@ -200,9 +200,9 @@ def test_a_clone_bundle_restores_as_a_clone(
     status = client.git_status()
     assert (status.has_uncommitted_changes, status.ahead) == (False, 0)
     assert (sandbox.workspace / "feature.txt").read_text() == "feature work\n"
-    origin_url = client.exec("git remote get-url origin")["stdout"]
+    origin_url = client.exec("git remote get-url origin").stdout
     assert origin_url == "https://github.com/acme/widget\n"  # no credentials in it
-    assert client.exec("git config user.email")["stdout"] == "ada@example.com\n"
+    assert client.exec("git config user.email").stdout == "ada@example.com\n"
 
 
 def test_bundle_restore_refuses_and_leaves_an_empty_workspace(

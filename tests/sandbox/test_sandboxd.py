@@ -17,10 +17,10 @@ import time
 import urllib.request
 from http.client import IncompleteRead
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openagents.sandbox.answers import (
+    ExecResult,
     FileContent,
     FileEntry,
     FileList,
@@ -125,23 +125,23 @@ def test_every_endpoint_needs_the_token(sandbox: RunningSandbox) -> None:
 
 def test_exec_reports_exit_code_and_both_streams(client: SandboxClient) -> None:
     result = client.exec("echo out; echo err >&2; exit 3")
-    assert result["exitCode"] == 3
-    assert (result["stdout"], result["stderr"]) == ("out\n", "err\n")
-    assert result["timedOut"] is False
-    assert result["truncated"] is False
-    assert client.exec(argv=["printf", "%s|", "a b", "c"])["stdout"] == "a b|c|"
+    assert result.exit_code == 3
+    assert (result.stdout, result.stderr) == ("out\n", "err\n")
+    assert result.timed_out is False
+    assert result.truncated is False
+    assert client.exec(argv=["printf", "%s|", "a b", "c"]).stdout == "a b|c|"
 
 
 def test_exec_env_is_minimal_and_merged(sandbox: RunningSandbox, client: SandboxClient) -> None:
     result = client.exec('echo "$GREETING"; env', env={"GREETING": "hello there"})
-    assert result["stdout"].startswith("hello there\n")
-    assert sandbox.token not in result["stdout"]
-    assert "SANDBOXD_TOKEN" not in result["stdout"]
+    assert result.stdout.startswith("hello there\n")
+    assert sandbox.token not in result.stdout
+    assert "SANDBOXD_TOKEN" not in result.stdout
 
 
 def test_exec_cwd_is_confined(sandbox: RunningSandbox, client: SandboxClient) -> None:
     client.write_file("sub/dir/file.txt", "x")
-    assert client.exec("pwd", cwd="sub/dir")["stdout"] == f"{sandbox.workspace}/sub/dir\n"
+    assert client.exec("pwd", cwd="sub/dir").stdout == f"{sandbox.workspace}/sub/dir\n"
     for outside in ("..", "/tmp", "sub/../../x"):
         with expect_error(400, "path_outside_workspace"):
             client.exec("pwd", cwd=outside)
@@ -164,8 +164,8 @@ def test_exec_timeout_kills_the_process_group(
     started = time.monotonic()
     result = client.exec("sleep 30 & echo $! > bg.pid; sleep 30", timeout_seconds=1)
     assert time.monotonic() - started < 5
-    assert result["timedOut"] is True
-    assert result["exitCode"] is None
+    assert result.timed_out is True
+    assert result.exit_code is None
     background = int((sandbox.workspace / "bg.pid").read_text())
     assert wait_until_gone(background)
 
@@ -184,7 +184,7 @@ def test_exec_timeout_kills_descendants_that_left_the_group(
     """setsid, a double fork and nohup each leave the command's process group: the timeout
     kills them all the same (the exec's keeper is their subreaper)."""
     result = client.exec(ESCAPES + "sleep 30", timeout_seconds=1)
-    assert result["timedOut"] is True
+    assert result.timed_out is True
     for name in ("a.pid", "b.pid", "c.pid"):
         assert wait_until_gone(int((sandbox.workspace / name).read_text())), name
 
@@ -194,7 +194,7 @@ def test_a_command_that_ends_in_time_leaves_its_background_server_running(
 ) -> None:
     """What a command starts detached on purpose (a dev server) outlives the command."""
     result = client.exec(ESCAPES + "echo launched", timeout_seconds=30)
-    assert (result["exitCode"], result["stdout"]) == (0, "launched\n")
+    assert (result.exit_code, result.stdout) == (0, "launched\n")
     pids = [int((sandbox.workspace / name).read_text()) for name in ("a.pid", "b.pid", "c.pid")]
     try:
         assert not any(wait_until_gone(pid, attempts=1) for pid in pids)
@@ -208,7 +208,7 @@ def test_a_stopped_keeper_kills_every_descendant(
     sandbox: RunningSandbox, client: SandboxClient
 ) -> None:
     """The agent's stop: SIGTERM to the keeper the command names in SANDBOXD_EXEC_REAPER."""
-    answers: list[dict[str, Any]] = []
+    answers: list[ExecResult] = []
     script = 'echo "$SANDBOXD_EXEC_REAPER" > keeper.pid; ' + ESCAPES + "touch ready; sleep 60"
     worker = threading.Thread(
         target=lambda: answers.append(client.exec(script, timeout_seconds=60))
@@ -220,10 +220,10 @@ def test_a_stopped_keeper_kills_every_descendant(
         assert time.monotonic() < deadline, "the command never got ready"
         time.sleep(0.02)
     keeper = int((sandbox.workspace / "keeper.pid").read_text())
-    assert client.exec(f"kill -TERM {keeper}")["exitCode"] == 0
+    assert client.exec(f"kill -TERM {keeper}").exit_code == 0
     worker.join(10)
     assert len(answers) == 1
-    assert answers[0]["exitCode"] == 137, answers
+    assert answers[0].exit_code == 137, answers
     for name in ("a.pid", "b.pid", "c.pid"):
         assert wait_until_gone(int((sandbox.workspace / name).read_text())), name
 
@@ -242,10 +242,10 @@ def wait_until_gone(pid: int, attempts: int = 40) -> bool:
 
 def test_exec_output_is_capped_and_marked(client: SandboxClient) -> None:
     result = client.exec("head -c 5000 /dev/zero | tr '\\0' a; echo done >&2", max_output_bytes=100)
-    assert result["stdout"] == "a" * 100
-    assert result["stderr"] == "done\n"
-    assert result["truncated"] is True
-    assert result["exitCode"] == 0
+    assert result.stdout == "a" * 100
+    assert result.stderr == "done\n"
+    assert result.truncated is True
+    assert result.exit_code == 0
 
 
 # ---------------------------------------------------------------------------- files
@@ -344,9 +344,9 @@ def test_prepare_checks_out_an_existing_branch(
         "head": origin.feature_head,
         "detached": False,
     }
-    identity = client.exec("git config user.name; git config user.email")["stdout"]
+    identity = client.exec("git config user.name; git config user.email").stdout
     assert identity == "Ada Agent\nada@example.com\n"
-    upstream = client.exec("git rev-parse --abbrev-ref @{upstream}")["stdout"]
+    upstream = client.exec("git rev-parse --abbrev-ref @{upstream}").stdout
     assert upstream == "origin/feature\n"
     assert not list(sandbox.workspace.glob(".sandboxd-clone-*"))
 
@@ -425,7 +425,7 @@ def make_changes(client: SandboxClient) -> None:
     staged = (
         "git add src/app.py && git rm --quiet docs/old.txt && git mv docs/guide.md docs/manual.md"
     )
-    assert client.exec(staged)["exitCode"] == 0
+    assert client.exec(staged).exit_code == 0
 
 
 def test_git_status_counts(client: SandboxClient, origin: Origin) -> None:

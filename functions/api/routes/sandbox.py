@@ -60,7 +60,7 @@ async def sandbox_exec(session_id: str, body: ExecIn, app: App, caller: Caller) 
         app.sandbox_tools.submit_exec, caller, session_id, **body.model_dump()
     )
     result = await asyncio.wrap_future(started)
-    return ExecOut.model_validate(result)
+    return ExecOut.model_validate(dataclasses.asdict(result))
 
 
 @router.get(f"{TOOLS}/files", responses=ERRORS)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox.exec_stream import ExecDone, ExecOutput
-from openagents.sandbox.port import Sandboxd, SandboxError
+from openagents.sandbox.port import ExecResult, Sandboxd, SandboxError
 
 __all__ = [
     "ExecOutput",
@@ -28,17 +28,6 @@ __all__ = [
     "Workspace",
     "WorkspaceClient",
 ]
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    exit_code: int | None  # None: timed out
-    stdout: str
-    stderr: str
-    truncated: bool = False
-    timed_out: bool = False
-    duration_ms: int = 0
-    interrupted: bool = False  # a keyed command that died with its sandbox: it may have run part
 
 
 @dataclass(frozen=True)
@@ -95,21 +84,6 @@ class StreamingWorkspace(Workspace, Protocol):
         ...
 
 
-def exec_result(answer: dict[str, Any]) -> ExecResult:
-    """sandboxd's exec answer, typed (whatever it holds: the sandbox's word)."""
-    code = answer.get("exitCode")
-    duration = answer.get("durationMs")
-    return ExecResult(
-        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-        stdout=str(answer.get("stdout", "")),
-        stderr=str(answer.get("stderr", "")),
-        truncated=answer.get("truncated") is True,
-        timed_out=answer.get("timedOut") is True,
-        duration_ms=duration if isinstance(duration, int) and not isinstance(duration, bool) else 0,
-        interrupted=answer.get("interrupted") is True,
-    )
-
-
 @runtime_checkable
 class PortReader(Protocol):
     """A workspace that can say which TCP ports listen in its sandbox (loopback ones too)."""
@@ -134,7 +108,7 @@ class WorkspaceClient:
         max_output_bytes: int = 1 << 20,
         key: str | None = None,
     ) -> ExecResult:
-        answer = self._client.exec(
+        return self._client.exec(
             command,
             argv=argv,
             cwd=cwd,
@@ -143,7 +117,6 @@ class WorkspaceClient:
             max_output_bytes=max_output_bytes,
             key=key,
         )
-        return exec_result(answer)
 
     def exec_stream(
         self,
@@ -166,7 +139,7 @@ class WorkspaceClient:
             key=key,
         )
         for piece in pieces:
-            yield exec_result(piece.result) if isinstance(piece, ExecDone) else piece
+            yield piece.result if isinstance(piece, ExecDone) else piece
 
     def read_text(self, path: str, max_bytes: int = 10 << 20) -> FileText:
         answer = self._client.read_file(path, max_bytes)

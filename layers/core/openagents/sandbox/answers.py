@@ -1,7 +1,9 @@
 """sandboxd's answers (``sandbox/README.md``), typed and checked once in the client: a sandbox
 is hostile, so a field of the wrong type is refused (``SandboxError``) before anything believes
 it. Only the fields the control plane reads are typed; what is stored as sandboxd gave it (a
-snapshot's manifest) keeps the answer too (``as_json``), so stored formats stay as they were."""
+snapshot's manifest) keeps the answer too (``as_json``), so stored formats stay as they were.
+An exec's result is the one answer read leniently (``ExecResult``): it is the command's word,
+shown as it came, so a field of the wrong type reads as absent instead."""
 
 from __future__ import annotations
 
@@ -27,6 +29,14 @@ def _field(answer: Answer, name: str, kind: type[T], what: str) -> T | None:
     return value
 
 
+def _lenient(answer: Answer, name: str, kind: type[T]) -> T | None:
+    """``answer[name]`` when it is a ``kind`` (a bool is no int here), else None."""
+    value = answer.get(name)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        return None
+    return value
+
+
 @dataclass(frozen=True)
 class Health:
     """``GET /health``."""
@@ -41,6 +51,33 @@ class Health:
             ok=_field(answer, "ok", bool, "health") is True,
             version=_field(answer, "version", int, "health"),
             workspace=_field(answer, "workspace", str, "health"),
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """``POST /exec`` (a streamed exec's last frame too): the command's exit code (None: it
+    timed out, or was interrupted), its output as sandboxd capped it, and ``interrupted`` for a
+    keyed command that died with its sandbox (it may have run part)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool = False
+    timed_out: bool = False
+    duration_ms: int = 0
+    interrupted: bool = False
+
+    @classmethod
+    def from_answer(cls, answer: Answer) -> ExecResult:
+        return cls(
+            exit_code=_lenient(answer, "exitCode", int),
+            stdout=_lenient(answer, "stdout", str) or "",
+            stderr=_lenient(answer, "stderr", str) or "",
+            truncated=answer.get("truncated") is True,
+            timed_out=answer.get("timedOut") is True,
+            duration_ms=_lenient(answer, "durationMs", int) or 0,
+            interrupted=answer.get("interrupted") is True,
         )
 
 

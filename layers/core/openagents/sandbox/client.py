@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 from openagents.domain.checkpoints import Checkpoint
 from openagents.sandbox import answers
 from openagents.sandbox.answers import (
+    ExecResult,
     FileContent,
     FileList,
     FileWritten,
@@ -198,8 +199,8 @@ class SandboxClient:
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
         key: str | None = None,
-    ) -> JsonObject:
-        """Run a shell command (``bash -lc``) or an argv; the result carries exitCode/stdout/…
+    ) -> ExecResult:
+        """Run a shell command (``bash -lc``) or an argv: its exit code, output, …
         With ``key``, once per key: a repeat answers the first run's result (sandbox/README.md)."""
         body: JsonObject = {
             "command": command,
@@ -212,7 +213,7 @@ class SandboxClient:
         if key is not None:
             body["key"] = key
         wait = max(self.timeout, timeout_seconds + EXEC_MARGIN_SECONDS)
-        return self._json("POST", "/exec", body, timeout=wait)
+        return ExecResult.from_answer(self._json("POST", "/exec", body, timeout=wait))
 
     def exec_stream(
         self,

@@ -16,8 +16,9 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from openagents.sandbox.answers import ExecResult
 from openagents.sandbox.errors import SandboxError
 
 HEADER = struct.Struct(">cI")
@@ -38,9 +39,9 @@ class ExecOutput:
 
 @dataclass(frozen=True)
 class ExecDone:
-    """The command's result, as a plain exec answers it (``exitCode``, ``stdout``, …)."""
+    """The command's result, as a plain exec answers it."""
 
-    result: dict[str, Any]
+    result: ExecResult
 
 
 ExecPiece = ExecOutput | ExecDone
@@ -112,14 +113,14 @@ class _Frames:
         elif self._received + length > self._allowed:
             raise self._refuse(f"sent more than {self._allowed} bytes of output")
 
-    def _result(self, payload: bytes) -> dict[str, Any]:
+    def _result(self, payload: bytes) -> ExecResult:
         try:
             value = json.loads(payload)
         except ValueError:
             raise self._refuse("sent a result that is not JSON") from None
         if not isinstance(value, dict):
             raise self._refuse("sent a result that is not an object")
-        return value
+        return ExecResult.from_answer(value)
 
     def _refuse(self, why: str) -> SandboxError:
         return SandboxError(f"sandbox request failed: {self._what} {why}")

@@ -18,6 +18,7 @@ from openagents.domain.models import SandboxHandle as SandboxHandle
 from openagents.domain.models import SnapshotRef as SnapshotRef
 
 # sandboxd's answers, typed (``sandbox/answers.py``): the port's vocabulary too
+from openagents.sandbox.answers import ExecResult as ExecResult
 from openagents.sandbox.answers import FileContent as FileContent
 from openagents.sandbox.answers import FileList as FileList
 from openagents.sandbox.answers import FileWritten as FileWritten
@@ -66,7 +67,7 @@ class Sandboxd(Protocol):
         timeout_seconds: float = 60,
         max_output_bytes: int = 1 << 20,
         key: str | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> ExecResult: ...
 
     def exec_stream(
         self,

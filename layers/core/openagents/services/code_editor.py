@@ -45,7 +45,7 @@ class CodeEditor:
             return DevServer(
                 EDITOR_PORT, COMMAND, self._servers.log_path, True, "code-server", link.url
             )
-        if found.get("exitCode") != 0:
+        if found.exit_code != 0:
             raise CodeServerMissing(HOW_TO_GET_IT)
         return self._servers.start(identity, session_id, None, COMMAND, EDITOR_PORT)
 

@@ -39,7 +39,7 @@ from openagents.domain.dev_servers import (
 from openagents.domain.errors import Conflict, InvalidInput, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.models import Session
-from openagents.sandbox.port import Sandboxd, SandboxError
+from openagents.sandbox.port import ExecResult, Sandboxd, SandboxError
 from openagents.services.previews import Previews, check_port
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,8 @@ class DevServer:
     status: str = "running"  # "starting": launched, not listening yet; "exited"; "stopped"
 
 
-def _tail(text: object) -> str:
-    shown = str(text)[-TAIL_CHARS:]
+def _tail(text: str) -> str:
+    shown = text[-TAIL_CHARS:]
     return "".join(c for c in shown if c.isprintable() or c in "\n\t")
 
 
@@ -99,7 +99,7 @@ class DevServers:
         self._name = name  # its files: /tmp/openagents/<name>.{json,log,pid}
         self.log_path = f"{STATE_DIR}/{name}.log"
 
-    def _exec(self, client: Sandboxd, command: str, **options: Any) -> dict[str, Any]:
+    def _exec(self, client: Sandboxd, command: str, **options: Any) -> ExecResult:
         try:
             return client.exec(command, **options)
         except SandboxError as exc:
@@ -208,7 +208,7 @@ class DevServers:
 
     def _alive(self, client: Sandboxd) -> bool:
         alive = f"kill -0 -- -$(cat {STATE_DIR}/{self._name}.pid) 2>/dev/null"
-        return self._exec(client, alive).get("exitCode") == 0
+        return self._exec(client, alive).exit_code == 0
 
     def _wait_listening(self, client: Sandboxd, plan: DevServerPlan, within: float) -> bool:
         """True once the port listens; False when ``within`` passed first with the server
@@ -226,7 +226,7 @@ class DevServers:
             if checks % 8 == 0 and not self._alive(client):
                 break
             self._sleep(POLL_SECONDS)
-        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path}").get("stdout")
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path}").stdout
         raise DevServerFailed(
             f"`{plan.command}` did not listen on port {plan.port}:\n{_tail(log)}", field="port"
         )
@@ -237,19 +237,17 @@ class DevServers:
 
     def _status(self, identity: Identity, session_id: str) -> DevServer:
         _, client = self._previews.running(identity.user_id, session_id)
-        said = self._exec(client, f"head -c 8192 {STATE_DIR}/{self._name}.json").get("stdout")
+        said = self._exec(client, f"head -c 8192 {STATE_DIR}/{self._name}.json").stdout
         try:
-            record = json.loads(str(said))
+            record = json.loads(said)
             port, command = int(record["port"]), str(record["command"])[:4096]
             check_port(port)
         except (ValueError, KeyError, TypeError, InvalidInput):
             raise NotFound("No dev server was started in this sandbox") from None
         running = port in {p.port for p in client.ports()}
         status = "running" if running else "starting" if self._alive(client) else "exited"
-        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path} 2>/dev/null").get("stdout")
-        return DevServer(
-            port, command, self.log_path, running, log_tail=_tail(log or ""), status=status
-        )
+        log = self._exec(client, f"tail -c {TAIL_CHARS} {self.log_path} 2>/dev/null").stdout
+        return DevServer(port, command, self.log_path, running, log_tail=_tail(log), status=status)
 
     def stop(self, identity: Identity, session_id: str) -> DevServer:
         """Stop its process group (TERM, then KILL after a bound); 404 when nothing was started."""
@@ -285,7 +283,7 @@ class DevServers:
                 f"git show {SERVICE_REFS}/{name}:{name}.json 2>/dev/null | head -c 16384"
             )
             said = client.exec(read, timeout_seconds=10)
-            kept = kept_plan(str(said.get("stdout") or "")) if said.get("exitCode") == 0 else None
+            kept = kept_plan(said.stdout) if said.exit_code == 0 else None
             if kept is None:
                 return
             plan, cwd = kept

@@ -285,8 +285,8 @@ class GitActions:
                 max_output_bytes=64 << 10,
             )
         )
-        if done.get("exitCode") != 0:
-            tail = public_detail(str(done.get("stderr") or done.get("stdout") or ""))[-300:]
+        if done.exit_code != 0:
+            tail = public_detail(done.stderr or done.stdout)[-300:]
             raise DiscardFailed(f"git could not discard the changes: {tail.strip()}")
         detail: dict[str, Any] = {
             "restoredCount": len(restored),
@@ -562,11 +562,11 @@ class GitActions:
         done = self._sandbox(
             lambda: client.exec(command, timeout_seconds=GIT_TIMEOUT, max_output_bytes=MAX_OUTPUT)
         )
-        if done.get("exitCode") != 0:
-            tail = public_detail(str(done.get("stderr") or ""))[-300:].strip()
+        if done.exit_code != 0:
+            tail = public_detail(done.stderr)[-300:].strip()
             raise CommitRefused(f"git failed in the sandbox: {tail or 'no output'}")
-        text = str(done.get("stdout") or "")
-        if done.get("truncated"):
+        text = done.stdout
+        if done.truncated:
             text += "\n[output cut by the sandbox's limit]"
         return text
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from openagents.artifacts import ArtifactStore
 from openagents.domain.checkpoints import NoCheckpoint
@@ -18,6 +18,7 @@ from openagents.domain.errors import InvalidInput, NotFound, RateLimited, Sandbo
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Session
 from openagents.sandbox.port import (
+    ExecResult,
     FileContent,
     FileList,
     GitDiff,
@@ -66,6 +67,7 @@ class TooManyCommands(RateLimited):
     code = "too_many_commands"
 
 
+T = TypeVar("T")
 EXEC_RETRY_AFTER_SECONDS = 2
 COMMANDS = Wording(
     "commands run", "in a session", "The server runs as many commands as it can; retry shortly"
@@ -86,10 +88,10 @@ class ExecPool:
         """A slot, or TooManyCommands when a cap is reached (nothing is counted then)."""
         return self._slots.admit(user_id, session_id)
 
-    def submit(self, slot: Slot, call: Callable[[], dict[str, Any]]) -> Future[dict[str, Any]]:
+    def submit(self, slot: Slot, call: Callable[[], T]) -> Future[T]:
         """Run ``call`` on a pool thread, holding ``slot`` until it ends (or is cancelled)."""
 
-        def held() -> dict[str, Any]:
+        def held() -> T:
             with slot:
                 return call()
 
@@ -154,19 +156,19 @@ class SandboxTools:
 
     def submit_exec(
         self, identity: Identity, session_id: str, **request: Any
-    ) -> Future[dict[str, Any]]:
+    ) -> Future[ExecResult]:
         """Check the session (404, 409) and the caps (429) now, in the caller's thread; the
         command then runs on the exec pool: await the future (``asyncio.wrap_future``)."""
         session, client = self._running(identity, session_id)
         slot = self._exec_pool.admit(identity.user_id, session.id)
 
-        def run() -> dict[str, Any]:
-            result: dict[str, Any] = self._sandbox_call(session, lambda: client.exec(**request))
+        def run() -> ExecResult:
+            result: ExecResult = self._sandbox_call(session, lambda: client.exec(**request))
             return result
 
         return self._exec_pool.submit(slot, run)
 
-    def exec(self, identity: Identity, session_id: str, **request: Any) -> dict[str, Any]:
+    def exec(self, identity: Identity, session_id: str, **request: Any) -> ExecResult:
         """The same, waiting for the result (callers that may block their thread)."""
         return self.submit_exec(identity, session_id, **request).result()
 
