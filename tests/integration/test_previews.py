@@ -619,7 +619,7 @@ def wait_logged(live: Live, ending: str) -> str:
     """The connection number of the first log line ending with ``ending``, once logged."""
     deadline = time.monotonic() + 60
     while True:
-        for line in live.run("cat /tmp/hostile.log")["stdout"].splitlines():
+        for line in live.run("cat /tmp/hostile.log").stdout.splitlines():
             if line.endswith(ending):
                 return str(line.split()[1])
         assert time.monotonic() < deadline, f"never logged: {ending}"

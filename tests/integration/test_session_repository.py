@@ -57,7 +57,7 @@ def test_the_work_lands_on_the_sessions_branch_in_the_new_repository(
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))  # empty: no branch yet
     session = scratch(container)
     head = container.sandbox_tools.exec(ALICE, session.id, command="git rev-parse HEAD")
-    commit = str(head["stdout"]).strip()
+    commit = head.stdout.strip()
 
     attached = container.session_repository.attach(
         ALICE, session.id, repo_url=str(bare), branch=None, create=None
@@ -74,9 +74,9 @@ def test_the_work_lands_on_the_sessions_branch_in_the_new_repository(
     assert (stored.clone_url, stored.own_branch) == (attached.clone_url, branch)
     assert events(container, session).count("session.repository_attached") == 1
     origin = container.sandbox_tools.exec(ALICE, session.id, command="git remote get-url origin")
-    assert str(origin["stdout"]).strip() == attached.clone_url  # a plain URL, no token
+    assert origin.stdout.strip() == attached.clone_url  # a plain URL, no token
     on = container.sandbox_tools.exec(ALICE, session.id, command="git branch --show-current")
-    assert str(on["stdout"]).strip() == branch
+    assert on.stdout.strip() == branch
 
     # a second repository is refused, and nothing changes
     with pytest.raises(RepositoryAlreadyAttached):
@@ -159,8 +159,8 @@ def test_a_new_github_repository_is_created_and_the_work_pushed_with_no_token_in
     assert git(bare, "show", f"{branch}:hello.txt") == "hello"
     assert git(bare, "show", "main:README.md") == "# published"  # the default branch kept
     config = container.sandbox_tools.exec(ALICE, session.id, command="cat .git/config")
-    assert TOKEN not in str(config["stdout"])
-    assert "https://github.com/octocat/published.git" in str(config["stdout"])
+    assert TOKEN not in config.stdout
+    assert "https://github.com/octocat/published.git" in config.stdout
     detail = next(
         e.detail
         for e in container.sessions.events(ALICE, session.id, 100, None).items

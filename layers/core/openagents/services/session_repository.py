@@ -286,8 +286,8 @@ class SessionRepositories:
             done = client.exec(command, timeout_seconds=PREPARE_TIMEOUT, max_output_bytes=64 << 10)
         except SandboxError as exc:
             raise SandboxNotRunning("The sandbox is unavailable. Please resume it.") from exc
-        if done.get("exitCode") != 0:
-            tail = public_detail(str(done.get("stderr") or done.get("stdout") or ""))[-300:]
+        if done.exit_code != 0:
+            tail = public_detail(done.stderr or done.stdout)[-300:]
             raise PushRefused(
                 f"git could not switch the sandbox to {own}: {tail.strip()}{suffix}",
                 field="sessionId",
