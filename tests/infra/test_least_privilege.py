@@ -836,6 +836,9 @@ INLINE_BYTES = 100_000
 OWN_BRANCH = "agent/multiply"
 BIG_OUTPUTS = 3
 BIG_OUTPUT = "head -c 60000 /dev/zero | tr '\\0' x"
+# stdout and stderr both at the tool's cap: its step's segment is larger than a body kept inline,
+# so that step writes the message whole (to S3) and the turn's end replaces that body (a delete)
+BIGGER_OUTPUT = f"{BIG_OUTPUT}; {BIG_OUTPUT} >&2"
 
 
 def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
@@ -863,7 +866,9 @@ def run_agent_turns(api: LambdaApi, world: World, agent: AgentFunction) -> None:
     bash = [
         event
         for i in range(BIG_OUTPUTS)
-        for event in _tool_use(1 + i, f"tu-bash-{i}", "bash", {"command": BIG_OUTPUT})
+        for event in _tool_use(
+            1 + i, f"tu-bash-{i}", "bash", {"command": BIGGER_OUTPUT if i == 0 else BIG_OUTPUT}
+        )
     ]
     written = {"filePath": "multiply.py", "content": "def multiply(a, b):\n    return a * b\n"}
     agent.bedrock.answer(

@@ -145,6 +145,22 @@ def test_activity_postpones_hibernation_and_an_agent_turn_blocks_it(
     )
 
 
+def test_a_pause_is_not_undone_by_the_turn_that_ends_after_it(
+    runtime: Container, tmp_path: Path
+) -> None:
+    """Pause during a turn's last moments: the turn's end (its follow-ups report activity)
+    must not move the hibernation the pause asked for an idle timeout later."""
+    container = runtime
+    session = start_session(container, tmp_path)
+    container.lifecycle.activity(ALICE, session.id, "start")  # a turn holds it awake
+    paused = container.lifecycle.pause(ALICE, session.id)
+    assert paused.hibernate_after is not None
+    container.lifecycle.activity(ALICE, session.id, "end")  # that turn ends after the pause
+    after = container.sessions.get(ALICE, session.id)
+    assert after.hibernate_after is None or after.hibernate_after <= paused.hibernate_after
+    wait_for(container, session.id, LifecycleState.HIBERNATED, limit=30)
+
+
 def test_a_failing_snapshot_never_stops_the_sandbox(runtime: Container, tmp_path: Path) -> None:
     container = runtime
     session = start_session(container, tmp_path)

@@ -115,9 +115,9 @@ async def sandbox_status(
     app: App, caller: Caller, session_id: Annotated[str, Query(alias="sessionId", min_length=1)]
 ) -> SandboxStatusOut:
     """The status chip (polled every 15 s): one read, never refreshes activity; kicks a
-    lifecycle run when the session is overdue and has none. The read runs on the event loop
-    (the hottest route skips the thread pool's hop); the rare kick, which starts a workflow,
-    on a thread."""
+    lifecycle run when the session is overdue and has none."""
+    # the read runs on the event loop (the hottest route skips the thread pool's hop); the
+    # rare kick, which starts a workflow, on a thread
     view = app.lifecycle.status(caller, session_id)
     if view.overdue:
         await run_in_threadpool(app.lifecycle.kick_overdue, view.session)

@@ -93,6 +93,10 @@ class LifecycleApi(LifecycleBase):
         session = owned(self._store.get_session(session_id), identity)
         if session.lifecycle_state is not LifecycleState.ACTIVE:
             return None
+        if turn in ("end", "release") and session.turn_active_until is None:
+            # no turn holds it: a Pause released the hold since (it hibernates now, and a turn
+            # ending after it must not put that off by an idle timeout), or an end already did
+            return session
         now = self._clock()
         changes = Change(
             last_activity_at=now,
