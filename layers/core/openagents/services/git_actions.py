@@ -56,7 +56,7 @@ from openagents.services.archive import git_identity
 from openagents.services.auto_commit import AutoCommitService
 from openagents.services.git_cards import Card, CardValue, GitCards, latest_chat
 from openagents.services.pull_requests import NoPullRequest
-from openagents.services.sandbox_tools import NOT_RUNNING, public_detail
+from openagents.services.sandbox_tools import public_detail, sandbox_of
 from openagents.services.sessions import owned
 from openagents.store.port import StaleState, Store
 
@@ -185,6 +185,21 @@ class FixStarted:
     checks: tuple[CheckRun, ...]
 
 
+def host_error(exc: GitHostError, what: str) -> Exception:
+    """A git host's failure as the API says it: 503 when it may pass, else 502."""
+    if exc.status is None or exc.status >= 500 or exc.retry_after is not None:
+        return Unavailable(f"The git host could not be reached ({what}): {exc.message}")
+    return GitHostFailed(f"The git host refused ({what}): {exc.message}")
+
+
+def no_turn(session: Session) -> None:
+    """409 while a turn runs in the session (its workspace is the turn's)."""
+    if session.has_streaming:
+        raise TurnConflict(
+            "A turn is running in this session; wait for it or stop it", field="sessionId"
+        )
+
+
 def check_failed(check: CheckRun) -> bool:
     return check.status == "completed" and (check.conclusion or "") in FAILED
 
@@ -219,7 +234,7 @@ class GitActions:
 
     def commit(self, identity: Identity, session_id: str, message: str | None) -> Committed:
         session, client = self._live(identity, session_id)
-        self._no_turn(session)
+        no_turn(session)
         status = self._sandbox(lambda: client.git_status())
         if status.is_detached_head or not status.branch:
             raise CommitRefused("The sandbox is on a detached HEAD: check a branch out first")
@@ -264,7 +279,7 @@ class GitActions:
     ) -> Discarded:
         specs = _pathspecs(paths)
         session, client = self._live(identity, session_id)
-        self._no_turn(session)
+        no_turn(session)
         listed = self._git_output(
             client, f"git status --porcelain=v1 -z --untracked-files=all -- {specs}"
         )
@@ -363,7 +378,7 @@ class GitActions:
                 return Opened(existing, created=False)
             target = base or host.default_branch(repo)
         except GitHostError as exc:
-            raise self._host_error(exc, "reading the repository") from None
+            raise host_error(exc, "reading the repository") from None
         if target is None:
             raise GitHostFailed("The git host did not name the repository's default branch")
         if title is None or body is None:
@@ -382,7 +397,7 @@ class GitActions:
                     f"push first ({exc.message})",
                     field="sessionId",
                 ) from None
-            raise self._host_error(exc, "opening the pull request") from None
+            raise host_error(exc, "opening the pull request") from None
         self._keep(session, pull, created=True)
         self._metrics.count("GitPullRequestOpened")
         card: dict[str, CardValue] = {
@@ -513,22 +528,7 @@ class GitActions:
         return session
 
     def _live(self, identity: Identity, session_id: str) -> tuple[Session, Sandboxd]:
-        session = self._unarchived(identity, session_id)
-        handle = session.sandbox
-        if (
-            session.lifecycle_state is not LifecycleState.ACTIVE
-            or not handle
-            or not handle.endpoint
-        ):
-            raise SandboxNotRunning(NOT_RUNNING)
-        return session, self._clients(handle)
-
-    @staticmethod
-    def _no_turn(session: Session) -> None:
-        if session.has_streaming:
-            raise TurnConflict(
-                "A turn is running in this session; wait for it or stop it", field="sessionId"
-            )
+        return sandbox_of(self._unarchived(identity, session_id), self._clients)
 
     def _host(self) -> GitHost:
         if self._git_host is None:
@@ -537,12 +537,6 @@ class GitActions:
 
     def _no_host_message(self) -> str:
         return f"No git host takes this repository: set {self._host_setting}"
-
-    @staticmethod
-    def _host_error(exc: GitHostError, what: str) -> Exception:
-        if exc.status is None or exc.status >= 500 or exc.retry_after is not None:
-            return Unavailable(f"The git host could not be reached ({what}): {exc.message}")
-        return GitHostFailed(f"The git host refused ({what}): {exc.message}")
 
     def _sandbox(self, call: Callable[[], T]) -> T:
         try:

@@ -31,20 +31,25 @@ from openagents.domain.errors import (
     NotFound,
     SandboxNotRunning,
     SessionArchived,
-    TurnConflict,
-    Unavailable,
 )
 from openagents.domain.identity import Identity
-from openagents.domain.models import AuditEntry, LifecycleState, Repo, Session, SessionStatus
+from openagents.domain.models import AuditEntry, Repo, Session, SessionStatus
 from openagents.git import GitHost, GitHostError, ReceivesPushes
 from openagents.git.catalog import CreatesRepositories, RepositoryExists
 from openagents.git.roots import LocalRepoRefused, LocalRepoRoots
 from openagents.sandbox.port import Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.auto_commit import AutoCommitService
-from openagents.services.git_actions import GitHostFailed, NoGitHost, PushFailed, PushRefused
+from openagents.services.git_actions import (
+    GitHostFailed,
+    NoGitHost,
+    PushFailed,
+    PushRefused,
+    host_error,
+    no_turn,
+)
 from openagents.services.git_cards import Card, CardValue, GitCards
-from openagents.services.sandbox_tools import NOT_RUNNING, public_detail
+from openagents.services.sandbox_tools import public_detail, sandbox_of
 from openagents.services.sessions import owned
 from openagents.store.port import Gone, RepositoryAlreadySet, Store
 
@@ -224,24 +229,15 @@ class SessionRepositories:
         except GitHostError as exc:
             if exc.status in (403, 404):
                 raise NotFound("Repository not found", field="repoUrl") from None
-            raise _host_error(exc, "reading the repository") from None
+            raise host_error(exc, "reading the repository") from None
         if default is None:
             raise NotFound("Repository not found", field="repoUrl")
         return repo
 
     def _live(self, session: Session) -> Sandboxd:
-        handle = session.sandbox
-        if (
-            session.lifecycle_state is not LifecycleState.ACTIVE
-            or not handle
-            or not handle.endpoint
-        ):
-            raise SandboxNotRunning(NOT_RUNNING)
-        if session.has_streaming:
-            raise TurnConflict(
-                "A turn is running in this session; wait for it or stop it", field="sessionId"
-            )
-        return self._clients(handle)
+        _, client = sandbox_of(session, self._clients)
+        no_turn(session)
+        return client
 
     def _create(self, host: GitHost, create: NewRepository) -> Repo:
         if not isinstance(host, CreatesRepositories):  # pragma: no cover - _pushing_host
@@ -258,7 +254,7 @@ class SessionRepositories:
         except GitHostError as exc:
             if exc.status == 400:
                 raise NoGitHost(exc.message, field="create") from None
-            raise _host_error(exc, "creating the repository") from None
+            raise host_error(exc, "creating the repository") from None
         repo = validation.repository(
             url=None,
             owner=info.owner,
@@ -311,9 +307,3 @@ class SessionRepositories:
 
 def _has_repository(session: Session) -> bool:
     return bool(session.clone_url or session.repo_owner or session.repo_name)
-
-
-def _host_error(exc: GitHostError, what: str) -> Exception:
-    if exc.status is None or exc.status >= 500 or exc.retry_after is not None:
-        return Unavailable(f"The git host could not be reached ({what}): {exc.message}")
-    return GitHostFailed(f"The git host refused ({what}): {exc.message}")

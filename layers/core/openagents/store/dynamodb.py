@@ -1364,31 +1364,31 @@ class DynamoStore(DynamoPreviews):
         )
 
     def _segments(self, pk: str, item: MessageItem) -> list[Segment]:
-        """The message's live segments (after its base, up to the last written), in order:
-        one Query, only for a message that has any."""
-        last, base = int(item.segments or 0), int(item.segments_base or 0)
-        if last <= base:
-            return []
-        found = self._t[SegmentItem].query(
-            pk,
-            SegmentItem.sk.between(segment_sk(item.sk, base + 1), segment_sk(item.sk, last)),
-            consistent_read=True,
-        )
-        return [Segment(int(found_.start), found_.body) for found_ in found]
+        """The message's live segments, laid in order (a read)."""
+        return [Segment(int(found.start), found.body) for found in self._live_segments(pk, item)]
 
     def _replaced_segments(self, pk: str, item: MessageItem, start: int) -> list[SegmentItem]:
         """The message's live segments a segment from ``start`` replaces (theirs start at or
         after it)."""
+        live = self._live_segments(pk, item, ["pk", "sk", "start", "bytes"])
+        return [segment for segment in live if int(segment.start) >= start]
+
+    def _live_segments(
+        self, pk: str, item: MessageItem, attributes: list[str] | None = None
+    ) -> list[SegmentItem]:
+        """The message's segments after its base, up to the last written, in write order: one
+        consistent Query, only for a message that has any."""
         last, base = int(item.segments or 0), int(item.segments_base or 0)
         if last <= base:
             return []
-        live = self._t[SegmentItem].query(
-            pk,
-            SegmentItem.sk.between(segment_sk(item.sk, base + 1), segment_sk(item.sk, last)),
-            consistent_read=True,
-            attributes_to_get=["pk", "sk", "start", "bytes"],
+        return list(
+            self._t[SegmentItem].query(
+                pk,
+                SegmentItem.sk.between(segment_sk(item.sk, base + 1), segment_sk(item.sk, last)),
+                consistent_read=True,
+                attributes_to_get=attributes,
+            )
         )
-        return [segment for segment in live if int(segment.start) >= start]
 
     def _drop_segments(self, pk: str, message_sk: str, upto: int | None = None) -> None:
         """Delete the message's segments (those up to ``upto`` only: a body replaced them)."""
