@@ -30,17 +30,23 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_acknowledged_sessions_survive_kill_9(tmp_path: Path) -> None:
-    path = tmp_path / "openagents.db"
+def start_writer(script: str, path: Path) -> subprocess.Popen[str]:
+    """``script`` in a process of its own on the store at ``path``, its stdout piped (what it
+    prints: what it was told is written)."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)],
+    return subprocess.Popen(
+        [sys.executable, "-c", script, str(path)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
         cwd=root,
     )
+
+
+def test_acknowledged_sessions_survive_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "openagents.db"
+    writer = start_writer(WRITER, path)
     assert writer.stdout is not None
     acknowledged = [writer.stdout.readline().strip() for _ in range(25)]
     os.kill(writer.pid, signal.SIGKILL)  # mid-stream: more writes were in flight
@@ -90,15 +96,7 @@ def test_group_committed_sessions_survive_kill_9(tmp_path: Path) -> None:
     """Six writer threads share commits (group commit): every session one of them was told is
     written survives kill -9, and whatever else committed is whole."""
     path = tmp_path / "openagents.db"
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
-    writer = subprocess.Popen(
-        [sys.executable, "-c", THREADED_WRITER, str(path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=root,
-    )
+    writer = start_writer(THREADED_WRITER, path)
     assert writer.stdout is not None
     acknowledged = [writer.stdout.readline().strip() for _ in range(120)]
     os.kill(writer.pid, signal.SIGKILL)  # mid-batch: more transactions were queued
@@ -160,15 +158,7 @@ def test_acknowledged_steps_of_a_segmented_message_survive_kill_9(tmp_path: Path
     """A turn's steps write its assistant message as segments: after kill -9 the message reads
     back whole with every acknowledged step (and a committed one past it at most)."""
     path = tmp_path / "openagents.db"
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "layers/core"), str(root)])}
-    writer = subprocess.Popen(
-        [sys.executable, "-c", SEGMENT_WRITER, str(path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=root,
-    )
+    writer = start_writer(SEGMENT_WRITER, path)
     assert writer.stdout is not None
     session_id, chat_id = writer.stdout.readline().split()
     acknowledged = [int(writer.stdout.readline()) for _ in range(60)]
