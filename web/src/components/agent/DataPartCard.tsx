@@ -1,7 +1,9 @@
-import { useState } from "react";
-// The auto-commit and auto-PR outcomes of a turn (`data-commit`, `data-pr` parts) as inline cards.
+// A turn's data parts as inline cards: the auto-commit, push and PR outcomes (`data-commit`,
+// `data-push`, `data-pr`) and a model-capacity wait (`data-waiting`).
 // Their data follows services/auto_commit.py's outcome (branch, committed, commit, pushed,
 // skipped; prNumber, prUrl, or pr: "skipped: …") and the reference's data-pr (status, skipReason).
+
+import { useState } from "react";
 
 type Data = Record<string, unknown>;
 const asRecord = (value: unknown): Data =>
