@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from openagents.domain.models import AuditEntry
-from openagents.events import DETAIL_TYPES, ENVELOPE_FIELDS, VERSION, from_entry, validate
+from openagents.events import ENVELOPE_FIELDS, VERSION, from_entry
+from openagents.events.catalog import DETAIL_TYPES, validate
 from openagents.events.local import envelope
 from openagents.events.schemas import documents, file_name
 from openagents.local.rules import matches
@@ -115,7 +116,7 @@ def a(self):
 def test_every_audit_entry_type_written_is_catalogued() -> None:
     written = audit_kinds()
     missing = {kind: sorted(files) for kind, files in written.items() if kind not in DETAIL_TYPES}
-    assert not missing, f"add these audit entry types to openagents.events.DETAIL_TYPES: {missing}"
+    assert not missing, f"add these audit entry types to events.catalog.EventDetail: {missing}"
     # the scan really sees the services (a broken scanner would pass the check above)
     assert {"session.archived", "sandbox.hibernated", "sandbox.active"} <= set(written)
 

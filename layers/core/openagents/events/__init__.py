@@ -24,11 +24,9 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from openagents.domain.models import AuditEntry
-from openagents.events.catalog import DETAIL_TYPES, validate
 from openagents.events.envelope import ENVELOPE_FIELDS, SOURCE, VERSION
 
 __all__ = [
-    "DETAIL_TYPES",
     "ENVELOPE_FIELDS",
     "SOURCE",
     "VERSION",
@@ -36,7 +34,6 @@ __all__ = [
     "EventBus",
     "detail_type_of",
     "from_entry",
-    "validate",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,6 +51,11 @@ class Event:
 def detail_type_of(kind: str) -> str:
     """The catalogued detail-type; an uncatalogued kind (a bug the catalog test catches) is
     still published, under a derived name, rather than lost after its commit."""
+    # The catalogue (every event model, their union's validator) is imported by the first
+    # event published, not by every module that names ``Event``: the API's cold start builds
+    # none of it, and on AWS the API never publishes (the table's stream does).
+    from openagents.events.catalog import DETAIL_TYPES
+
     return DETAIL_TYPES.get(kind) or kind.replace(".", " ").replace("_", " ").title()
 
 
@@ -77,6 +79,8 @@ def from_entry(entry: AuditEntry, user_id: str, correlation_id: str | None = Non
         log.warning("%s detail fields %s shadow envelope fields; dropped", entry.type, clashes)
     data = {key: value for key, value in entry.detail.items() if key not in envelope}
     detail = {**envelope, **data}
+    from openagents.events.catalog import validate
+
     try:
         validate(detail)
     except ValidationError as error:  # published all the same: the entry is committed
