@@ -168,9 +168,8 @@ async def _from_sandbox(
     ws: WSConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, send: Send
 ) -> None:
     pending = Assembly()
+    chunk = b"handshake"  # the handshake's read may have brought frames past the 101 already
     while True:
-        chunk = await reader.read(READ_BYTES)
-        ws.receive_data(chunk or None)
         for event in ws.events():
             if isinstance(event, Ping):
                 writer.write(ws.send(event.response()))
@@ -190,3 +189,5 @@ async def _from_sandbox(
         if not chunk:
             await send({"type": "websocket.close", "code": 1011})  # the sandbox went away
             return
+        chunk = await reader.read(READ_BYTES)
+        ws.receive_data(chunk or None)
