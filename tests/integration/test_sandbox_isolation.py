@@ -337,6 +337,23 @@ def test_memory_is_capped_across_processes(driver: LocalDriver) -> None:
     assert run(driver, handle, hog).stdout == "done\n"  # one alone is fine
 
 
+def test_address_space_is_free_where_the_cgroup_caps_memory(driver: LocalDriver) -> None:
+    """What V8 does at every Node start (~10 GiB of address space reserved for WebAssembly):
+    a reservation that costs no memory succeeds far past the 256 MiB cap, and no per-process
+    address-space limit is set; the memory itself stays capped (the test above)."""
+    handle = driver.start("reserve", 1)
+    # mmap(NULL, 8 GiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE), as V8 does
+    reserve = (
+        "python3 -c 'import ctypes; libc = ctypes.CDLL(None); libc.mmap.restype = ctypes.c_void_p; "
+        "at = libc.mmap(None, ctypes.c_size_t(8 << 30), 0, 0x4022, -1, ctypes.c_long(0)); "
+        'print("reserved" if at not in (None, 2**64 - 1) else "refused")\''
+    )
+    reserved = run(driver, handle, reserve)
+    assert reserved.stdout == "reserved\n", reserved
+    limits = run(driver, handle, "grep 'Max address space' /proc/self/limits").stdout
+    assert limits.split()[3:5] == ["unlimited", "unlimited"], limits
+
+
 def test_the_workspace_and_tmp_are_size_capped(driver: LocalDriver) -> None:
     handle = driver.start("disk", 1)
     workspace = run(driver, handle, "head -c 100M /dev/zero > big.bin; echo $?; df -k .")

@@ -369,6 +369,11 @@ class LocalDriver:
                 sync.close()
         return Child(process, root, network, cgroup)
 
+    @property
+    def _memory_in_cgroup(self) -> bool:
+        """A launch puts the sandbox in memory and pids cgroups (``_run_launch``)."""
+        return self._bwrap is not None and self._machine.cgroups is not None
+
     def token_for(self, session_id: str, generation: int) -> str:
         return sandbox_token(self._key, session_id, generation)
 
@@ -389,9 +394,14 @@ class LocalDriver:
         sync: SyncPipes | None,
     ) -> list[str]:
         limits = self._limits
+        # Memory is the whole sandbox's cgroup limit where the machine has one; the per-process
+        # address-space limit is only the fallback's bound. Under a cgroup it would refuse what
+        # costs no memory: V8 reserves ~10 GiB of address space (WebAssembly), so Node, npm and
+        # every JS dev server failed under the default 4 GiB ("Cannot allocate Wasm memory").
+        address_space = [] if self._memory_in_cgroup else [f"--as={limits.memory_bytes}"]
         prefix = [
             "prlimit",
-            f"--as={limits.memory_bytes}",
+            *address_space,
             f"--fsize={limits.file_size_bytes}",
             f"--cpu={limits.cpu_seconds}",
             f"--nofile={limits.open_files}",
