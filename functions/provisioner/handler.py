@@ -53,8 +53,10 @@ def payload(result: Result) -> dict[str, Any]:
 
 
 def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
-    service = container.provisioning
+    """One step: start, probe and fail are provisioning's own; prepare and activate reach past
+    it, through the sandbox-ready flow (``services/flows/sandbox_ready.py``)."""
     step = Step.model_validate(event)
+    service, ready = container.provisioning, container.sandbox_ready
     session_id, generation = step.session_id, step.generation
     result: Result
     if step.step == "start":
@@ -62,9 +64,9 @@ def run_step(container: Container, event: dict[str, Any]) -> dict[str, Any]:
     elif step.step == "probe":
         result = service.probe(session_id, generation, step.attempts)
     elif step.step == "prepare":
-        result = service.prepare(session_id, generation)
+        result = ready.prepare(session_id, generation)
     elif step.step == "activate":
-        result = service.activate(session_id, generation)
+        result = ready.activate(session_id, generation)
     else:
         result = service.fail(session_id, generation, step.error)
     return payload(result)

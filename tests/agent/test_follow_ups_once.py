@@ -94,6 +94,7 @@ def world(tmp_path: Path) -> World:
         ids=Ids(),
         metrics=metrics,
         after_turn=lifecycle,
+        restore=lifecycle,
         refresh_diff=lambda identity, session_id: refreshed.append("diff"),
         refresh_pr=lambda session_id: refreshed.append("pr"),
     )

@@ -196,6 +196,7 @@ def test_a_heartbeat_that_did_not_take_is_sent_again_at_the_next_step() -> None:
         ids=str,
         metrics=NoMetrics(),
         after_turn=lifecycle,
+        restore=lifecycle,
     )
     run = Run(
         id="run-1",

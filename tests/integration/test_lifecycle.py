@@ -101,7 +101,7 @@ def test_idle_hibernates_and_resume_restores_everything(runtime: Container, tmp_
     assert session.sandbox is not None
     assert container.driver.probe(session.sandbox).state is SandboxState.STOPPED
     # When the user resumes
-    result = container.lifecycle.resume(ALICE, session.id)
+    result = container.restore.resume(ALICE, session.id)
     assert result.restoring is True
     resumed = wait_for(container, session.id, LifecycleState.ACTIVE, LifecycleState.HIBERNATED)
     # Then a new generation runs with every byte and the git state restored
@@ -195,7 +195,7 @@ def test_twenty_concurrent_resumes_start_one_sandbox(runtime: Container, tmp_pat
 
     def resume() -> None:
         barrier.wait()
-        results.append(container.lifecycle.resume(ALICE, session.id))
+        results.append(container.restore.resume(ALICE, session.id))
 
     threads = [threading.Thread(target=resume) for _ in range(20)]
     for thread in threads:
@@ -222,7 +222,7 @@ def test_a_lost_sandbox_is_detected(runtime: Container, tmp_path: Path) -> None:
     assert lost.lifecycle_state is LifecycleState.FAILED
     assert "no snapshot" in (lost.lifecycle_error or "")
     with pytest.raises(NotFound):
-        container.lifecycle.resume(ALICE, session.id)
+        container.restore.resume(ALICE, session.id)
 
 
 def test_the_reconciler_rescues_a_session_whose_run_was_lost(
@@ -231,7 +231,7 @@ def test_the_reconciler_rescues_a_session_whose_run_was_lost(
     container = runtime
     session = start_session(container, tmp_path)
     wait_for(container, session.id, LifecycleState.HIBERNATED)
-    container.lifecycle.resume(ALICE, session.id)
+    container.restore.resume(ALICE, session.id)
     session = wait_for(container, session.id, LifecycleState.ACTIVE)
     # Given its run is gone: a lease nobody holds, due long ago
     session = take_lease(container, session.id, "lifecycle-lost")
@@ -268,7 +268,7 @@ def take_lease(container: Container, session_id: str, lease: str) -> Session:
             return container.sessions.get(ALICE, session_id)
         except StaleState:
             wait_for(container, session_id, LifecycleState.HIBERNATED)
-            container.lifecycle.resume(ALICE, session_id)
+            container.restore.resume(ALICE, session_id)
             wait_for(container, session_id, LifecycleState.ACTIVE)
     raise AssertionError("the lifecycle loop hibernated the session before every lease")
 
@@ -364,7 +364,7 @@ def test_a_crash_between_snapshot_and_stop_keeps_the_newest_snapshot(
     assert recovered.lifecycle_state is LifecycleState.HIBERNATED
     assert recovered.snapshot == crashed.snapshot
     assert recovered.lifecycle_run_id is None
-    container.lifecycle.resume(ALICE, session.id)
+    container.restore.resume(ALICE, session.id)
     resumed = wait_for(container, session.id, LifecycleState.ACTIVE, LifecycleState.HIBERNATED)
     assert resumed.lifecycle_state is LifecycleState.ACTIVE, resumed.lifecycle_error
     assert run(container, session.id, "cat latest.txt").stdout == "newest\n"

@@ -194,11 +194,12 @@ def test_every_turn_end_refreshes_the_pr_after_the_auto_commit_and_survives_its_
     host = AgentHost(
         app.archive._store,
         lambda handle: SandboxdFake(),
-        lifecycle,  # type: ignore[arg-type]  # only activity is used here
+        lifecycle,
         app.archive._clock,
         ids=app.archive._ids,
         metrics=NoMetrics(),
         after_turn=lifecycle,
+        restore=app.restore,
         refresh_pr=refresh,
     )
     run = Run(

@@ -172,7 +172,7 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert client.exec("cat README.md").stdout == "# demo\n"
     # a retried prepare step finds its restore done and answers the same
     assert session.sandbox is not None
-    again = container.provisioning.prepare(session.id, session.sandbox.generation)
+    again = container.sandbox_ready.prepare(session.id, session.sandbox.generation)
     assert again.branch == session.branch
     # the repository turns hostile: a pre-push hook, an fsmonitor, a credential helper
     client.exec(

@@ -55,7 +55,7 @@ def test_a_resume_that_loses_to_an_archive_is_409(
     store = app.lifecycle._store
     transition = store.transition
     restores: list[Any] = []
-    monkeypatch.setattr(app.lifecycle, "_restore", lambda *args: restores.append(args))
+    monkeypatch.setattr(app.provisioning, "kick", lambda *args: restores.append(args))
 
     def archive_first(*args: Any, **kwargs: Any) -> Any:
         # the archive commits between the resume's read and its conditional write
@@ -65,7 +65,7 @@ def test_a_resume_that_loses_to_an_archive_is_409(
 
     monkeypatch.setattr(store, "transition", archive_first)
     with pytest.raises(SessionArchived) as refused:
-        app.lifecycle.resume(ALICE, session_id)
+        app.restore.resume(ALICE, session_id)
 
     assert refused.value.field == "sessionId"
     assert restores == []
@@ -73,7 +73,7 @@ def test_a_resume_that_loses_to_an_archive_is_409(
     assert current.status is SessionStatus.ARCHIVED
     assert current.lifecycle_state is LifecycleState.ARCHIVED
     with pytest.raises(SessionArchived):  # and once archived, plainly
-        app.lifecycle.resume(ALICE, session_id)
+        app.restore.resume(ALICE, session_id)
 
 
 def test_a_resume_that_loses_to_another_resume_is_already_running(
@@ -82,13 +82,13 @@ def test_a_resume_that_loses_to_another_resume_is_already_running(
     session_id = hibernated(app)
     store = app.lifecycle._store
     transition = store.transition
-    monkeypatch.setattr(app.lifecycle, "_restore", lambda *args: None)
+    monkeypatch.setattr(app.provisioning, "kick", lambda *args: None)
 
     def resume_first(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(store, "transition", transition)
-        assert app.lifecycle.resume(ALICE, session_id).restoring is True
+        assert app.restore.resume(ALICE, session_id).restoring is True
         return transition(*args, **kwargs)
 
     monkeypatch.setattr(store, "transition", resume_first)
-    answer = app.lifecycle.resume(ALICE, session_id)
+    answer = app.restore.resume(ALICE, session_id)
     assert answer == Resumed(already_running=True, state=LifecycleState.RESTORING)

@@ -78,7 +78,7 @@ def test_delete_stops_the_sandbox_and_removes_its_snapshot_and_volumes(
     run(container, session.id, "echo work > work.txt")
     hibernated = wait_for(container, session.id, LifecycleState.HIBERNATED)  # gen 1 kept its volume
     assert hibernated.snapshot is not None
-    container.lifecycle.resume(ALICE, session.id)
+    container.restore.resume(ALICE, session.id)
     resumed = wait_for(container, session.id, LifecycleState.ACTIVE)  # gen 2 from the snapshot
     assert resumed.sandbox is not None
     run(container, session.id, f"(setsid nohup {MARKER} >/dev/null 2>&1 &)")

@@ -128,7 +128,7 @@ def test_a_fork_bombed_session_still_hibernates_and_resumes(
     assert hibernated.lifecycle_error is None
     assert "sandbox.snapshot_failed" not in events(container, session.id)
     assert bombs_on_host() == []
-    container.lifecycle.resume(ALICE, session.id)
+    container.restore.resume(ALICE, session.id)
     wait_active(container, ALICE, session.id)
     back = container.sandbox_tools.exec(ALICE, session.id, command="cat work.txt")
     assert back.stdout == "work\n", back

@@ -1,4 +1,4 @@
-"""A turn's auto-commit entry is keyed by its run (``services/flows.py``, after a turn): a
+"""A turn's auto-commit entry is keyed by its run (``services/flows/after_turn.py``): a
 follow-up run again — a crash replayed it, or a stop not honoured ran it beside the turn's
 own step — records no second ``sandbox.auto_commit`` entry, and counts no second metric. A
 report with no run (``POST /api/sandbox/activity {turn: end}``) records one each time."""

@@ -149,7 +149,7 @@ async def sandbox_status(
 def sandbox_activity(body: ActivityIn, app: App, caller: Caller) -> ActivityOut:
     """Activity moves `hibernateAfter` (only while active); `turn: start` from an agent holds
     hibernation off for a bounded heartbeat, `turn: end` releases it."""
-    if body.turn == "end":  # a turn's natural end: auto-commit / auto-PR (services/flows.py)
+    if body.turn == "end":  # a turn's natural end: auto-commit / auto-PR (services/flows/)
         done = app.after_turn.finished(caller, body.session_id)
     else:
         done = app.lifecycle.activity(caller, body.session_id, body.turn)
@@ -177,7 +177,7 @@ def sandbox_pause(body: SessionRef, app: App, caller: Caller) -> PauseOut:
 def sandbox_resume(body: SessionRef, app: App, caller: Caller) -> ResumeOut:
     """Resume from the snapshot into a new sandbox generation (asynchronous; poll the status).
     404 "No sandbox available for resume" when there is no snapshot."""
-    result = app.lifecycle.resume(caller, body.session_id)
+    result = app.restore.resume(caller, body.session_id)  # services/flows/restore.py
     return ResumeOut(
         already_running=result.already_running,
         restoring=result.restoring,

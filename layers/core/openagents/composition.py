@@ -17,7 +17,6 @@ from openagents.auth.origin import OriginGuard
 from openagents.auth.previews import preview_key
 from openagents.auth.tokens import LocalTokens, load_or_create_secret, local_tokens
 from openagents.clients import LazyClient
-from openagents.domain.models import Session
 from openagents.events import EventBus
 from openagents.git import GitHost
 from openagents.git.catalog import RepositoryCatalog
@@ -35,10 +34,9 @@ from openagents.services.auto_commit import AutoCommitService
 from openagents.services.chats import ChatService
 from openagents.services.code_editor import CodeEditor
 from openagents.services.dev_servers import DevServers
-from openagents.services.flows import AfterTurn
+from openagents.services.flows import AfterTurn, Restore, SandboxReady, Unarchive
 from openagents.services.git_actions import GitActions
 from openagents.services.git_cards import GitCards
-from openagents.services.handoffs import Handoffs, Services
 from openagents.services.lifecycle import LifecycleService
 from openagents.services.merge_readiness import MergeReadiness
 from openagents.services.previews import Previews, PreviewSite
@@ -80,7 +78,11 @@ class Container:
     shares: ShareService
     provisioning: ProvisioningService
     lifecycle: LifecycleService
+    # the flows that span services (services/flows/), each the services' steps in order
     after_turn: AfterTurn  # a turn's natural end: hold released, auto-commit / auto-PR, kick
+    restore: Restore  # a resume: restoring, then the start from the snapshot kicked
+    sandbox_ready: SandboxReady  # the workspace (an archived bundle), active, the idle loop
+    unarchive: Unarchive  # running again, then the next sandbox's start (or the idle loop)
     sandbox_tools: SandboxTools
     driver: SandboxDriver
     bot_policy: BotPolicy
@@ -353,11 +355,21 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     sandboxd = KeptClients(driver)  # the one way to a sandbox's client
 
     git_host = _git_host(settings)
-    # lifecycle, provisioning and archive call one another through these
-    handoffs = Handoffs()
     workflows = StepFunctionsWorkflows(
         _client("stepfunctions", settings, settings.stepfunctions_endpoint),
         settings.state_machines,
+    )
+    # the session's services call none of one another: the flows below call their steps
+    provisioning = ProvisioningService(
+        store,
+        driver,
+        workflows,
+        sandboxd,
+        settings,
+        utc_now,
+        new_id,
+        metrics,
+        clone=partial(private_clone, git_host),
     )
     lifecycle = LifecycleService(
         store,
@@ -367,8 +379,11 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         utc_now,
         new_id,
         metrics,
-        restore=handoffs.provision,
+        starts=provisioning,  # the reconciler's re-kicks of lost starts
         reboots=driver if settings.sandbox_driver == "local" else None,  # outlive the runtime
+    )
+    archive = ArchiveService(
+        store, driver, sandboxd, artifacts, git_host, settings, utc_now, new_id, metrics
     )
     previews = Previews(
         store,
@@ -381,51 +396,21 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     dev_servers = DevServers(previews)
     code_editor = CodeEditor(previews)
-
-    def restart_servers(session: Session) -> None:
-        dev_servers.restart(session)  # a resumed sandbox's dev server and editor, started again
-        code_editor.restart(session)
-
-    def sandbox_active(session: Session) -> bool:
-        kicked = handoffs.sandbox_active(session)
-        if settings.mode is Mode.LOCAL:  # off the provisioning task's path (it returns at once)
-            threading.Thread(target=restart_servers, args=(session,), daemon=True).start()
-        else:  # a Lambda task's thread would freeze when it returns
-            restart_servers(session)
-        return kicked
-
-    provisioning = ProvisioningService(
-        store,
-        driver,
-        workflows,
-        sandboxd,
-        settings,
-        utc_now,
-        new_id,
-        metrics,
-        on_active=sandbox_active,
-        from_bundle=handoffs.restore_workspace,
-        clone=partial(private_clone, git_host),
+    restore = Restore(lifecycle, provisioning)
+    sandbox_ready = SandboxReady(
+        provisioning,
+        archive,
+        lifecycle,
+        dev_servers,
+        code_editor,
+        servers_in_background=settings.mode is Mode.LOCAL,
     )
-    archive = ArchiveService(
-        store,
-        driver,
-        sandboxd,
-        artifacts,
-        git_host,
-        settings,
-        utc_now,
-        new_id,
-        metrics,
-        provision=handoffs.provision,
-        on_active=handoffs.unarchived,
-    )
+    unarchive = Unarchive(archive, provisioning, lifecycle)
     cards = GitCards(store, utc_now, new_id)  # the chat's commit, push and PR cards
     auto_commit = AutoCommitService(
         store, sandboxd, git_host, utc_now, new_id, metrics, cards=cards
     )
     merge_readiness = MergeReadiness(store, git_host, host_setting=GITHUB_SETTING)
-    handoffs.bind(Services(lifecycle, provisioning, archive))
     after_turn = AfterTurn(lifecycle, auto_commit)  # a turn's natural end, step by step
     registry = build_registry(settings)
     chats = ChatService(store, settings, utc_now, new_id, metrics, runs, registry.offered)
@@ -459,6 +444,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         sandboxd,
         lifecycle,
         after_turn,
+        restore,
         chats,
         sandbox_tools,
         pull_requests,
@@ -507,6 +493,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
             registry.offered,
             kick=kick,
             archive=archive,
+            unarchive=unarchive,
             teardown=SandboxTeardown(driver, _remains(settings), attachments.discard),
         ),
         archive=archive,
@@ -516,6 +503,9 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         provisioning=provisioning,
         lifecycle=lifecycle,
         after_turn=after_turn,
+        restore=restore,
+        sandbox_ready=sandbox_ready,
+        unarchive=unarchive,
         sandbox_tools=sandbox_tools,
         driver=driver,  # a Lazy: builds the real driver on first use
         bot_policy=UserAgentPolicy() if local else WafLabelPolicy(settings.waf_bot_header),
@@ -545,6 +535,7 @@ def _agent(
     sandboxd: SandboxdClients,
     lifecycle: LifecycleService,
     after_turn: AfterTurn,
+    restore: Restore,
     chats: ChatService,
     tools: SandboxTools,
     pull_requests: PullRequestService,
@@ -577,6 +568,7 @@ def _agent(
         ids=new_id,
         metrics=metrics,
         after_turn=after_turn,
+        restore=restore,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
         refresh_pr=pull_requests.refresh,
         attachments=attachment_files,
@@ -589,7 +581,7 @@ def _agent(
         runs,
         chats,
         registry,
-        lifecycle,
+        restore,
         engine,
         utc_now,
         new_id,

@@ -109,12 +109,18 @@ class StreamView:
 
 class Lifecycle(Protocol):
     def activity(self, identity: Identity, session_id: str, turn: str | None) -> Activity: ...
+
+
+class Resumes(Protocol):
+    """A hibernated session brought back (``services/flows/restore.py`` ``Restore``): it moves
+    to ``restoring`` and its sandbox's start is kicked."""
+
     def resume(self, identity: Identity, session_id: str) -> object: ...
 
 
 class TurnFinished(Protocol):
-    """After a turn's natural end (``services/flows.py`` ``AfterTurn``): the hold released,
-    auto-commit / auto-PR (its entry keyed by the run), the idle loop kicked."""
+    """After a turn's natural end (``services/flows/after_turn.py`` ``AfterTurn``): the hold
+    released, auto-commit / auto-PR (its entry keyed by the run), the idle loop kicked."""
 
     def finished(self, identity: Identity, session_id: str, run: Run | None = None) -> Activity: ...
 
@@ -170,7 +176,7 @@ class AgentTurns:
         runs: RunStore,
         chats: ChatService,
         models: ModelRegistry,
-        lifecycle: Lifecycle,
+        restore: Resumes,
         engine: Callable[[], TurnEngine],
         clock: Clock,
         ids: IdFactory,
@@ -184,7 +190,7 @@ class AgentTurns:
         self._retention, self._loop = retention, loop
         self._metrics = metrics
         self._store, self._runs, self._chats = store, runs, chats
-        self._models, self._lifecycle, self._engine = models, lifecycle, engine
+        self._models, self._restore, self._engine = models, restore, engine
         self._clock, self._ids = clock, ids
 
     @property
@@ -275,7 +281,7 @@ class AgentTurns:
         self._chats.count(Role.USER)
         try:
             if session.lifecycle_state is LifecycleState.HIBERNATED:
-                self._lifecycle.resume(identity, session.id)
+                self._restore.resume(identity, session.id)
             engine.start(run.id)
             _entry(self._store, self._ids, self._clock, run, "agent.turn_started")
             measure(self._metrics, run, "started")
@@ -400,7 +406,7 @@ class AgentTurns:
         if started.created:
             session = self._store.get_session(run.session_id)
             if session is not None and session.lifecycle_state is LifecycleState.HIBERNATED:
-                self._lifecycle.resume(identity, session.id)
+                self._restore.resume(identity, session.id)
             self._engine().start(run.id)
             _entry(self._store, self._ids, self._clock, run, "agent.turn_started")
             measure(self._metrics, run, "started")
@@ -433,12 +439,13 @@ class AgentHost(TurnHost):
         ids: IdFactory,
         metrics: Metrics,
         after_turn: TurnFinished,
+        restore: Resumes,
         refresh_diff: Callable[[Identity, str], object] | None = None,
         refresh_pr: Callable[[str], object] | None = None,
         sandbox_wait_seconds: float = SANDBOX_WAIT_SECONDS,
         attachments: AttachmentFiles | None = None,
     ) -> None:
-        self._after_turn = after_turn
+        self._after_turn, self._restore = after_turn, restore
         self._attachments = attachments
         self._ids, self._refresh_diff = ids, refresh_diff
         self._metrics = metrics
@@ -501,7 +508,7 @@ class AgentHost(TurnHost):
                 raise SandboxError(f"the session's sandbox is not running ({state or 'none'})")
             if state is LifecycleState.HIBERNATED:  # it hibernated meanwhile: bring it back
                 try:
-                    self._lifecycle.resume(self._identity(run), run.session_id)
+                    self._restore.resume(self._identity(run), run.session_id)
                 except DomainError as error:
                     raise SandboxError(f"the session's sandbox cannot resume: {error}") from None
             time.sleep(0.5)

@@ -1,8 +1,10 @@
 """Archive: the synchronous part (git/PR refresh, mark archived), the asynchronous finalisation
-(git bundle to the artifact store, stop the sandbox, drop the snapshot), and unarchive (a closed
-PR's webhook archives through ``services/pull_requests.py``). Every move goes through
-``services/transitions.py``: a conditional write with an audit entry and its outbox event
-(``docs/archive.md``)."""
+(git bundle to the artifact store, stop the sandbox, drop the snapshot), and unarchive's own step
+(a closed PR's webhook archives through ``services/pull_requests.py``). It calls no other
+service: the unarchive flow (``services/flows/unarchive.py``) starts the next sandbox or the idle
+loop, and the sandbox-ready flow restores the bundle into it (``restore_workspace``). Every move
+goes through ``services/transitions.py``: a conditional write with an audit entry and its outbox
+event (``docs/archive.md``)."""
 
 from __future__ import annotations
 
@@ -134,8 +136,6 @@ class ArchiveService:
         ids: IdFactory,
         metrics: Metrics,
         *,
-        provision: Callable[[Session, int], object] | None = None,
-        on_active: Callable[[Session], object] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store
@@ -149,9 +149,7 @@ class ArchiveService:
         self._metrics = metrics
         # clock and ids read through the service: a test that sets them sets the moves' too
         self._transitions = Transitions(store, lambda: self._clock(), lambda: self._ids(), metrics)
-        self._provision = provision
         self._sleep = sleep
-        self._on_active = on_active
 
     # ------------------------------------------------------------ synchronous part
 
@@ -393,10 +391,12 @@ class ArchiveService:
 
     # ------------------------------------------------------------------ unarchive
 
-    def unarchive(self, session: Session) -> Session:
-        """Back to running; the next sandbox comes from the bundle (or the snapshot)."""
+    def unarchive(self, session: Session) -> Session | None:
+        """Back to running: ``active`` when its sandbox still runs (nothing was saved yet),
+        else a start (``provisioning``: the next sandbox from the bundle; ``restoring``: from
+        the snapshot), which the unarchive flow kicks. None when it is not archived."""
         if session.status is not SessionStatus.ARCHIVED:
-            return session
+            return None
         if session.archive_pending and not session.lifecycle_error:
             raise Conflict(
                 "The sandbox is still being archived for this session. Please try unarchiving "
@@ -436,17 +436,11 @@ class ArchiveService:
         )
         updated = self._store.set_status(session, SessionStatus.RUNNING, state, entry, changes)
         self._metrics.count("SessionUnarchived")
-        if state is LifecycleState.ACTIVE and self._on_active is not None:
-            self._on_active(updated)
-        if self._provision is not None and state is not LifecycleState.ACTIVE:
-            try:
-                self._provision(updated, updated.sandbox_generation + 1)
-            except Exception as exc:  # POST /api/sandbox kicks again
-                log.warning("provisioning kick after unarchive of %s failed: %s", session.id, exc)
         return updated
 
     def restore_workspace(self, session: Session, handle: SandboxHandle) -> str:
-        """Provisioning's ``prepare`` for a session that has an archive bundle."""
+        """The workspace of a session that has an archive bundle (provisioning's ``prepare``
+        answered ``FromBundle``): the bundle restored into the new sandbox; its branch."""
         client = self._workspaces(handle)
         ref = session.bundle
         if ref is None:

@@ -1,5 +1,7 @@
 """The lifecycle's API operations: status (kicks an overdue run), activity (moves
-``hibernateAfter``; a turn's hold), extend, pause (hibernate now), resume (a restore)."""
+``hibernateAfter``; a turn's hold), extend, pause (hibernate now), and a resume's first step
+(``begin_restore``: hibernated → restoring; the restore flow, ``services/flows/restore.py``,
+then kicks the start)."""
 
 from __future__ import annotations
 
@@ -48,16 +50,18 @@ class Activity:
 @dataclass(frozen=True)
 class Resumed:
     """A resume: a restore started from ``restored_from`` (the snapshot's opaque id), or the
-    sandbox was already running (``state``)."""
+    sandbox was already running (``state``). ``session``: the restoring session, whose start
+    the restore flow kicks."""
 
     restoring: bool = False
     restored_from: str | None = None
     already_running: bool = False
     state: LifecycleState | None = None
+    session: Session | None = None
 
 
 class LifecycleApi(LifecycleBase):
-    """The API's lifecycle operations: status, activity, extend, pause, resume."""
+    """The API's lifecycle operations: status, activity, extend, pause, a restore begun."""
 
     def status(self, identity: Identity, session_id: str) -> StatusView:
         """One GetItem, no write (a read cheap enough for the event loop); ``overdue`` when
@@ -162,9 +166,10 @@ class LifecycleApi(LifecycleBase):
         self.kick(session, "manual-pause", force=True)
         return session
 
-    def resume(self, identity: Identity, session_id: str) -> Resumed:
-        """``hibernated → restoring``, then a restore run (the provisioning workflow seeded from
-        the snapshot). The conditional write lets exactly one of many concurrent resumes in."""
+    def begin_restore(self, identity: Identity, session_id: str) -> Resumed:
+        """A resume's lifecycle step: ``hibernated → restoring`` (the restore flow then starts
+        the provisioning workflow seeded from the snapshot). The conditional write lets exactly
+        one of many concurrent resumes in."""
         session = owned(self._store.get_session(session_id), identity)
         busy = self._already_running(session)
         if busy is not None:
@@ -185,9 +190,8 @@ class LifecycleApi(LifecycleBase):
             if busy is None:
                 raise Conflict("The session changed meanwhile; try again") from None
             return busy
-        if self._restore is not None:
-            self._restore(restoring, restoring.sandbox_generation + 1)
-        return Resumed(restoring=True, restored_from=snapshot_ref(session.snapshot.id))
+        restored_from = snapshot_ref(session.snapshot.id)
+        return Resumed(restoring=True, restored_from=restored_from, session=restoring)
 
     @staticmethod
     def _already_running(session: Session) -> Resumed | None:

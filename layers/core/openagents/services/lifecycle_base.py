@@ -1,14 +1,14 @@
-"""The lifecycle's shared part (``LifecycleBase``): the ports, ``kick``, a lifecycle move
-(``_move``: its entry names the states and the generation), a lost or rebooted sandbox.
+"""The lifecycle's shared part (``LifecycleBase``): the ports (``SandboxStarts``: where the
+reconciler kicks a start again), ``kick``, a lifecycle move (``_move``: its entry names the
+states and the generation), a lost or rebooted sandbox.
 The loop's steps, the API's operations and the reconciler build on it."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from openagents.domain.lifecycle import STALE_LEASE_GRACE, Failure, wake_at
 from openagents.domain.models import LifecycleState, Session, SessionStatus
@@ -36,6 +36,14 @@ BUSY = frozenset(
 )
 
 
+class SandboxStarts(Protocol):
+    """Where the reconciler kicks a sandbox start again (``ProvisioningService.kick``): a
+    start lost with a crash, and a lost sandbox's restore. A port of the reconciler's own; the
+    kick calls nothing back."""
+
+    def kick(self, session: Session, generation: int | None = None) -> object: ...
+
+
 class LifecycleBase:
     """What every part of the lifecycle shares: its ports, the kick that starts a run, a
     lifecycle move, and what becomes of a sandbox that died (lost, or started again)."""
@@ -49,11 +57,11 @@ class LifecycleBase:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        restore: Callable[[Session, int], object] | None = None,
+        starts: SandboxStarts | None = None,
         reboots: Reboots | None = None,
     ) -> None:
         self._reboots = reboots  # a driver whose sandboxes outlive the runtime (one machine)
-        self._restore = restore
+        self._starts = starts  # the reconciler's re-kicks of sandbox starts
         self._store = store
         self._driver = driver
         self._workflows = workflows

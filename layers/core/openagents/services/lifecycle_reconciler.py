@@ -1,6 +1,7 @@
 """The reconciler: overdue sessions without a live run get one, starts lost with a crash are
-kicked again; at the one-machine runtime's start every running session is recovered by the
-loop's own rules, and ``openagents down`` hibernates them all."""
+kicked again (through its ``SandboxStarts`` port, ``lifecycle_base.py``); at the one-machine
+runtime's start every running session is recovered by the loop's own rules, and ``openagents
+down`` hibernates them all."""
 
 from __future__ import annotations
 
@@ -92,12 +93,12 @@ class Reconciler(LoopSteps):
         On a sweep, the same generation: its workflow's execution name makes that a no-op while
         the start runs, and starts it when it never did (a kick lost with a crash). When the
         runtime restarted, the start died with it: the next generation, on record."""
-        if self._restore is None or session.status is SessionStatus.ARCHIVED:
+        if self._starts is None or session.status is SessionStatus.ARCHIVED:
             return False
         current = max(session.sandbox_generation, 1)
         generation = session.sandbox_generation + 1 if runtime_restarted else current
         try:
-            self._restore(session, generation)
+            self._starts.kick(session, generation)
         except Exception as exc:  # one bad session must not stop the sweep
             log.warning("reconciler could not re-kick the start of %s: %s", session.id, exc)
             return False
@@ -176,7 +177,7 @@ class Reconciler(LoopSteps):
             reason += " and its workspace volume is gone"
         lost = self.mark_lost(session, reason)
         if (
-            self._restore is None
+            self._starts is None
             or session.lifecycle_state is not LifecycleState.ACTIVE
             or lost.lifecycle_state is not LifecycleState.HIBERNATED
         ):
@@ -189,7 +190,7 @@ class Reconciler(LoopSteps):
             None,
             bump=True,
         )
-        self._restore(restoring, restoring.sandbox_generation + 1)
+        self._starts.kick(restoring, restoring.sandbox_generation + 1)
 
     def _stop_orphans(self) -> None:
         """Stop the sandboxes of the driver that no running session names (a start the runtime

@@ -1,5 +1,9 @@
 """Provisioning: the steps of the provisioning workflow, and the kick that starts it.
 
+It calls no other service: the workflow's prepare and activate steps run through the
+sandbox-ready flow (``services/flows/sandbox_ready.py``), which restores an archived bundle
+(``FromBundle``) and hands the active sandbox to the lifecycle loop.
+
 Each step is idempotent: Step Functions may retry any of them. A sandbox generation is claimed
 with a conditional write before a sandbox starts, so a retried start never starts a second one.
 """
@@ -89,10 +93,22 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class FromBundle:
+    """The prepare step's answer for an unarchived session (it has an archive bundle): its
+    workspace comes from that bundle, restored into ``handle`` by the archive's
+    ``restore_workspace`` (the sandbox-ready flow's step)."""
+
+    session: Session
+    handle: SandboxHandle
+
+
+@dataclass(frozen=True)
 class Settled:
-    """Where the activate and fail steps left the session: a lifecycle state, or ``gone``."""
+    """Where the activate and fail steps left the session: a lifecycle state, or ``gone``;
+    activate's ``session`` is the active session, for the sandbox-ready flow's next steps."""
 
     state: str
+    session: Session | None = None
 
 
 def execution_name(session_id: str, generation: int) -> str:
@@ -123,14 +139,10 @@ class ProvisioningService:
         clock: Clock,
         ids: IdFactory,
         metrics: Metrics,
-        on_active: Callable[[Session], object] | None = None,
-        from_bundle: Callable[[Session, SandboxHandle], str] | None = None,
         clone: Callable[[Session], ClonedRepository | None] | None = None,
     ) -> None:
-        self._from_bundle = from_bundle
         self._clone = clone  # a private repository, fetched by the git host with its token
         self._local_roots = local_repo_roots(settings.local_repo_roots, settings.home)
-        self._on_active = on_active
         self._store = store
         self._driver = driver
         self._workflows = workflows
@@ -244,13 +256,15 @@ class ProvisioningService:
             raise SandboxNotReady(f"sandbox not ready after {attempts + 1} checks: {probe.reason}")
         return Probed(ready=ready, attempts=attempts + 1)
 
-    def prepare(self, session_id: str, generation: int) -> Prepared:
+    def prepare(self, session_id: str, generation: int) -> Prepared | FromBundle:
+        """The workspace: a restore verified, a clone, or a new repository; an unarchived
+        session's comes from its archive bundle (``FromBundle``: the flow restores it)."""
         session = self._session(session_id)
         handle = self._handle(session, generation)
         if session.lifecycle_state is LifecycleState.RESTORING:
             return self._verify_restore(session, handle)
-        if session.bundle and self._from_bundle is not None:  # unarchived: the archive's bundle
-            return Prepared(branch=self._from_bundle(session, handle), from_bundle=True)
+        if session.bundle:  # unarchived: the archive's bundle
+            return FromBundle(session, handle)
         if not session.clone_url:  # no repository: a new one (bundled and diffed like any)
             self._workspaces(handle).prepare_workspace(
                 clone_url="",
@@ -317,6 +331,8 @@ class ProvisioningService:
         return Prepared(branch=_branch(branch))
 
     def activate(self, session_id: str, generation: int) -> Settled:
+        """The sandbox active (its idle and lifetime timers set); the sandbox-ready flow then
+        hands it to the wait-then-hibernate loop."""
         now = self._clock()
         settings = self._settings
         before = self._session(session_id)
@@ -345,9 +361,7 @@ class ProvisioningService:
             bump=True,
             metric="SandboxResumed" if kind == "sandbox.resumed" else "SandboxActive",
         )
-        if self._on_active is not None:
-            self._on_active(session)  # hand over to the wait-then-hibernate loop
-        return Settled(state=str(session.lifecycle_state))
+        return Settled(state=str(session.lifecycle_state), session=session)
 
     def fail(self, session_id: str, generation: int, error: TaskError | None) -> Settled:
         message = readable_error(error)

@@ -49,8 +49,15 @@ MAX_LIMIT = 100
 PROVISIONING = frozenset({LifecycleState.PROVISIONING})
 
 
-class ArchiveFlow(Protocol):
+class Archives(Protocol):
+    """Archive's synchronous part (``services/archive.py``)."""
+
     def archive(self, session: Session) -> Session: ...
+
+
+class Unarchives(Protocol):
+    """The unarchive flow (``services/flows/unarchive.py``): running again, its start kicked."""
+
     def unarchive(self, session: Session) -> Session: ...
 
 
@@ -99,11 +106,12 @@ class SessionService:
         offered: OfferedModel,
         *,
         kick: Callable[[Session], object] | None = None,
-        archive: ArchiveFlow | None = None,
+        archive: Archives | None = None,
+        unarchive: Unarchives | None = None,
         local_roots: LocalRepoRoots | None = None,
         teardown: Callable[[Session], None] | None = None,
     ) -> None:
-        self._archive = archive
+        self._archive, self._unarchive = archive, unarchive
         self._offered = offered
         self._teardown = teardown
         self._store = store
@@ -275,10 +283,10 @@ class SessionService:
         return session
 
     def _set_status(self, session: Session, status: SessionStatus) -> Session:
-        if self._archive is not None:  # the archive flow (services/archive.py)
-            if status is SessionStatus.ARCHIVED:
-                return self._archive.archive(session)
-            return self._archive.unarchive(session)
+        if status is SessionStatus.ARCHIVED and self._archive is not None:
+            return self._archive.archive(session)  # services/archive.py
+        if status is not SessionStatus.ARCHIVED and self._unarchive is not None:
+            return self._unarchive.unarchive(session)  # services/flows/unarchive.py
         lifecycle = LifecycleState.ARCHIVED if status is SessionStatus.ARCHIVED else None
         kind = "session.archived" if status is SessionStatus.ARCHIVED else "session.unarchived"
         entry = self._entry(session.id, kind, self._clock(), {})

@@ -1,14 +1,4 @@
-"""The flows that span services, each written down as its steps in order.
-
-- **After a turn** (``AfterTurn``): a natural finish releases the turn's hold on hibernation
-  (lifecycle), commits and pushes the work and opens or syncs its PR (auto-commit: one
-  ``sandbox.auto_commit`` entry per run), then kicks the idle loop (lifecycle), whose due moved
-  earlier. The agent's follow-ups (``AgentHost.ended``) and ``POST /api/sandbox/activity
-  {turn: "end"}`` run it.
-
-Provisioning, hibernation, restore and archive still hand off to one another through
-``services/handoffs.py``.
-"""
+"""After a turn: hold released → auto-commit / auto-PR → idle loop kicked."""
 
 from __future__ import annotations
 
