@@ -6,6 +6,7 @@ steps are driven by hand, so nothing waits for real time."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -40,6 +41,19 @@ def container(
         built.driver.close()  # what this container started (a reboot): the runtime stops its own
 
 
+def looping(container: Container, session_id: str) -> Session:
+    """Active with its first lifecycle run on record: the sandbox-ready flow kicks the loop just
+    after the session turns active, and a sweep racing that kick would lose its own (a real
+    restart has no such race: the kick died with the previous runtime)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        session = wait_active(container, ALICE, session_id)
+        if session.lifecycle_run_id is not None:
+            return session
+        time.sleep(0.05)
+    raise AssertionError("the loop never started")
+
+
 def restarted_at(container: Container, session: Session) -> str:
     """The runtime's start sweep (its sandbox alive, the clock already set): the run it started."""
     assert container.lifecycle.reconcile(check_all=True).kicked == 1
@@ -55,7 +69,7 @@ def test_a_timer_that_passed_while_down_hibernates_soon_after_the_start(
     container: Container, monkeypatch: pytest.MonkeyPatch, passed: str
 ) -> None:
     created, _ = container.sessions.create(ALICE, NewSession())
-    session = wait_active(container, ALICE, created.id)
+    session = looping(container, created.id)
     assert session.hibernate_after is not None
     assert session.sandbox_expires_at is not None
     moment = {
@@ -93,7 +107,7 @@ def test_a_sandbox_that_dies_under_its_loop_starts_again_on_its_volume(
     container: Container,
 ) -> None:
     created, _ = container.sessions.create(ALICE, NewSession())
-    session = wait_active(container, ALICE, created.id)
+    session = looping(container, created.id)
     assert session.sandbox is not None
     assert session.lifecycle_run_id is not None
     container.sandbox_tools.exec(ALICE, session.id, command="echo kept > kept.txt")
