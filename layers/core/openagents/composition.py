@@ -89,9 +89,7 @@ class Container:
     origin_guard: OriginGuard | None  # AWS behind CloudFront: its secret header is required
     local_tokens: LocalTokens | None  # one machine only; AWS trusts the API Gateway authorizer
     webhook_secret: Callable[[], str | None]  # the GitHub webhook's HMAC key (read on first use)
-    agent: AgentTurns  # agent turns: POST /api/chat, stream, stop, runs, models
-    agent_loop: AgentLoop  # the turn's steps, driven by the durable handler
-    checkpoints: Checkpoints  # reverting the workspace to before a turn
+    agent_parts: Once[AgentParts]  # built on first use: a task function never needs it
     previews: Previews  # the sandbox's listening ports and private links to them
     dev_servers: DevServers  # a project's dev server, detected and launched in the sandbox
     code_editor: CodeEditor  # code-server in the sandbox, behind a private preview
@@ -102,6 +100,28 @@ class Container:
     usage: UsageService  # the caller's runs' tokens and cost per day and model
     merge_readiness: MergeReadiness  # whether the session's PR can merge, and why not
     attachments: Attachments  # a user message's images and text files (artifact store)
+
+    @property
+    def agent(self) -> AgentTurns:
+        """Agent turns: POST /api/chat, stream, stop, runs, models."""
+        return self.agent_parts().turns
+
+    @property
+    def agent_loop(self) -> AgentLoop:
+        """The turn's steps, driven by the durable handler."""
+        return self.agent_parts().loop
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """Reverting the workspace to before a turn."""
+        return self.agent_parts().checkpoints
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    turns: AgentTurns
+    loop: AgentLoop
+    checkpoints: Checkpoints
 
 
 def _client(service: str, settings: Settings, endpoint: str | None = None) -> Any:
@@ -437,21 +457,23 @@ def build(settings: Settings, metrics: Metrics) -> Container:
     )
     attachment_files = AttachmentFiles(artifacts)
     attachments = Attachments(store, attachment_files)
-    agent, agent_loop, checkpoints = _agent(
-        settings,
-        store,
-        runs,
-        sandboxd,
-        lifecycle,
-        after_turn,
-        restore,
-        chats,
-        sandbox_tools,
-        pull_requests,
-        metrics,
-        registry,
-        attachments,
-        attachment_files,
+    agent_parts = Once(
+        lambda: _agent(
+            settings,
+            store,
+            runs,
+            sandboxd,
+            lifecycle,
+            after_turn,
+            restore,
+            chats,
+            sandbox_tools,
+            pull_requests,
+            metrics,
+            registry,
+            attachments,
+            attachment_files,
+        )
     )
     git_actions = GitActions(
         store,
@@ -460,7 +482,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         auto_commit,
         cards,
         registry,
-        lambda: agent,
+        lambda: agent_parts().turns,
         utc_now,
         new_id,
         metrics,
@@ -512,9 +534,7 @@ def build(settings: Settings, metrics: Metrics) -> Container:
         origin_guard=_origin_guard(settings),
         local_tokens=local_tokens(settings) if local else None,
         webhook_secret=_webhook_secret(settings),
-        agent=agent,
-        agent_loop=agent_loop,
-        checkpoints=checkpoints,
+        agent_parts=agent_parts,
         previews=previews,
         dev_servers=dev_servers,
         code_editor=code_editor,
@@ -543,7 +563,7 @@ def _agent(
     registry: ModelRegistry,
     attachments: Attachments,
     attachment_files: AttachmentFiles,
-) -> tuple[AgentTurns, AgentLoop, Checkpoints]:
+) -> AgentParts:
     """The agent: models, the loop and its engine (the SDK's
     local runtime on one machine, the durable Lambda on AWS), built on first use; reverts to the
     turns' checkpoints."""
@@ -598,7 +618,7 @@ def _agent(
         new_id,
         refresh_diff=lambda identity, session_id: tools.diff(identity, session_id),
     )
-    return turns, loop, checkpoints
+    return AgentParts(turns, loop, checkpoints)
 
 
 def _engine(settings: Settings, runs: RunStore, loop: AgentLoop) -> TurnEngine:
