@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-import botocore.session
 import pynamodb.connection.base as pynamodb_base
 import pytest
 from openagents import composition
@@ -30,7 +28,7 @@ from openagents.store.port import Store
 from openagents.store.runs_sqlite import SqliteRunStore
 from openagents.store.sqlite import SqliteStore
 
-from tests.conftest import dynamodb_table
+from tests.conftest import botocore_session, dynamodb_client, dynamodb_table, shared_clients
 from tests.support import NoMetrics
 
 ADAPTERS = ["dynamodb", "sqlite", "memory"]
@@ -63,11 +61,7 @@ class Backend:
     def snapshot(self) -> list[str]:
         """Every stored item (DynamoDB) or row (SQLite), sorted: equal snapshots, equal state."""
         if self.name == "dynamodb":
-            client = boto3.client(
-                "dynamodb",
-                endpoint_url=self.settings.dynamodb_endpoint,
-                region_name=self.settings.region,
-            )
+            client = dynamodb_client(self.settings.dynamodb_endpoint, self.settings.region)
             pages = client.get_paginator("scan").paginate(TableName=self.settings.table_name)
             found = (item for page in pages for item in page["Items"])
             return sorted(json.dumps(item, sort_keys=True) for item in found)
@@ -133,11 +127,13 @@ class Backend:
 
 
 @pytest.fixture(autouse=True)
-def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
+def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Speed only: PynamoDB opens a botocore session (reloading the service models) per
-    transaction; share one."""
-    shared = botocore.session.get_session()
-    monkeypatch.setattr(pynamodb_base, "get_session", lambda: shared)
+    connection, and a client per connection; the run shares one session, the test one client
+    per endpoint."""
+    monkeypatch.setattr(pynamodb_base, "get_session", botocore_session)
+    with shared_clients():
+        yield
 
 
 @pytest.fixture(params=ADAPTERS)
