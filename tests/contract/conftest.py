@@ -1,10 +1,16 @@
 """The store contract: every test here runs against the three adapters of the store port — the
-DynamoDB adapter on moto's server (a table of its own), the SQLite adapter on a temp file, and
-the in-memory adapter (the SQLite adapter's rules on a database in memory, which the services'
-tests can use without a file or a moto table)."""
+DynamoDB adapter on moto (a table of its own), the SQLite adapter on a temp file, and the
+in-memory adapter (the SQLite adapter's rules on a database in memory, which the services'
+tests can use without a file or a moto table).
+
+On DynamoDB the adapter's requests are botocore's own (built, serialised and signed for the
+default AWS endpoint) and moto answers them in this process (``mock_aws``): the same handlers as
+moto's server, without a socket, an HTTP server and a thread per request (a third of a request's
+cost). The tests here that are not per adapter (the migration, two tables) use the server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -12,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-import botocore.session
 import pynamodb.connection.base as pynamodb_base
 import pytest
+from moto import mock_aws
 from openagents import composition
 from openagents.artifacts.folder import FolderArtifactStore
 from openagents.composition import Container
@@ -30,7 +35,7 @@ from openagents.store.port import Store
 from openagents.store.runs_sqlite import SqliteRunStore
 from openagents.store.sqlite import SqliteStore
 
-from tests.conftest import dynamodb_table
+from tests.conftest import botocore_session, dynamodb_client, dynamodb_table, shared_clients
 from tests.support import NoMetrics
 
 ADAPTERS = ["dynamodb", "sqlite", "memory"]
@@ -63,11 +68,7 @@ class Backend:
     def snapshot(self) -> list[str]:
         """Every stored item (DynamoDB) or row (SQLite), sorted: equal snapshots, equal state."""
         if self.name == "dynamodb":
-            client = boto3.client(
-                "dynamodb",
-                endpoint_url=self.settings.dynamodb_endpoint,
-                region_name=self.settings.region,
-            )
+            client = dynamodb_client(self.settings.dynamodb_endpoint, self.settings.region)
             pages = client.get_paginator("scan").paginate(TableName=self.settings.table_name)
             found = (item for page in pages for item in page["Items"])
             return sorted(json.dumps(item, sort_keys=True) for item in found)
@@ -133,11 +134,13 @@ class Backend:
 
 
 @pytest.fixture(autouse=True)
-def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
+def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Speed only: PynamoDB opens a botocore session (reloading the service models) per
-    transaction; share one."""
-    shared = botocore.session.get_session()
-    monkeypatch.setattr(pynamodb_base, "get_session", lambda: shared)
+    connection, and a client per connection; the run shares one session, the test one client
+    per endpoint."""
+    monkeypatch.setattr(pynamodb_base, "get_session", botocore_session)
+    with shared_clients():
+        yield
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -148,15 +151,30 @@ def backend(
     chosen = settings.model_copy(update={"store": kind})
     artifacts = FolderArtifactStore(chosen.artifacts_dir)
     store: Store
-    if request.param == "dynamodb":
-        dynamodb_table(chosen)
-        store = DynamoStore(artifacts, chosen.inline_message_bytes)
-    else:
+    if request.param != "dynamodb":
         path = None if request.param == "memory" else chosen.sqlite_path
         store = SqliteStore(path, artifacts, chosen.inline_message_bytes)
-    yield Backend(request.param, chosen, store, monkeypatch)
-    if isinstance(store, SqliteStore):
+        yield Backend(request.param, chosen, store, monkeypatch)
         store.db.close()
+        return
+    chosen = chosen.model_copy(update={"dynamodb_endpoint": None})  # AWS's, answered by moto
+    with moto_in_process():
+        dynamodb_table(chosen)
+        store = DynamoStore(artifacts, chosen.inline_message_bytes)
+        yield Backend(request.param, chosen, store, monkeypatch)
+
+
+@contextlib.contextmanager
+def moto_in_process() -> Iterator[None]:
+    """moto answering AWS requests in this process while it lasts. Its data is the server's
+    (one store per process): nothing is reset on the way in or out; boto3's default session
+    and the credentials in the environment stay as they are."""
+    mock = mock_aws(config={"core": {"reset_boto3_session": False, "mock_credentials": False}})
+    mock.start(reset=False)
+    try:
+        yield
+    finally:
+        mock.stop(remove_data=False)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
 from openagents.artifacts.folder import FolderArtifactStore
 from openagents.cli import cli
@@ -22,7 +21,7 @@ from openagents.store.runs import Run, RunStatus, run_to_json, started_key
 from openagents.store.runs_dynamodb import DynamoRunStore
 from typer.testing import CliRunner
 
-from tests.conftest import dynamodb_table
+from tests.conftest import dynamodb_client, dynamodb_table
 from tests.contract.helpers import create
 
 USER = "ada/lovelace@corp"  # %-escaped in the new claim keys
@@ -44,9 +43,7 @@ class Seeded:
 
 
 def _client(settings: Settings) -> Any:
-    return boto3.client(
-        "dynamodb", endpoint_url=settings.dynamodb_endpoint, region_name=settings.region
-    )
+    return dynamodb_client(settings.dynamodb_endpoint, settings.region)
 
 
 def _put(settings: Settings, pk: str, sk: str, **attributes: Any) -> None:

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-import botocore.session
-import pynamodb.connection.base as pynamodb_base
 import pytest
 from openagents.domain.checkpoints import Checkpoint, RevertRecord
 from openagents.domain.models import Chat, ChatMark, ListFilter, Message, Role, Session
@@ -36,12 +34,6 @@ from tests.contract.conftest import Backend
 from tests.contract.helpers import create, new_chat, new_objects
 
 WEEK = timedelta(days=7)
-
-
-@pytest.fixture(autouse=True)
-def _one_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
-    shared = botocore.session.get_session()
-    monkeypatch.setattr(pynamodb_base, "get_session", lambda: shared)
 
 
 @dataclass

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from openagents.domain.models import BundleRef, LifecycleState, SandboxHandle, SnapshotRef
 from openagents.store.port import Store
 
+from tests.conftest import dynamodb_client
 from tests.contract.conftest import Backend
 from tests.contract.helpers import create
 
@@ -141,11 +141,7 @@ def test_items_written_as_plain_maps_still_load(backend: Backend, store: Store) 
 
 
 def _client(backend: Backend) -> Any:
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=backend.settings.dynamodb_endpoint,
-        region_name=backend.settings.region,
-    )
+    return dynamodb_client(backend.settings.dynamodb_endpoint, backend.settings.region)
 
 
 def _sqlite_row(backend: Backend, session_id: str) -> str:

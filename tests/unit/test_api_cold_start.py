@@ -1,27 +1,41 @@
 """The handlers' cold-start cuts (functions/api/handler.py), in fresh interpreters: the
 collector is on again once a handler module is imported, what the import built is frozen; the
-API never imported pydantic.v1 and still validates a request body and answers."""
+API never imported pydantic.v1 and still validates a request body and answers. The module's two
+interpreters start together (each test waits for its own); neither imports ``tests.support``
+(httpx, uvicorn, moto: as long again as the handler): the events and the Lambda context's fields
+come from it here, as JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = """
-import gc, json, sys
-import functions.api.handler as handler
+import pytest
+
 from tests.support import LambdaContext, apigw_event
 
-claims = {"sub": "alice", "username": "alice"}
-body = json.dumps({"title": 7}).encode()  # not a string: the body model refuses it
-refused = handler.lambda_handler(
-    apigw_event("POST", "/api/sessions", claims=claims, body=body), LambdaContext())
-health = handler.lambda_handler(apigw_event("GET", "/api/health", claims=None), LambdaContext())
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = """
+import gc, json, sys, types
+import functions.api.handler as handler
+
+given = json.loads(sys.argv[1])  # the events, and tests.support.LambdaContext's fields
+remaining = given["context"].pop("remaining_time_in_millis")
+
+
+def context():
+    fields = {**given["context"], "get_remaining_time_in_millis": lambda: remaining}
+    return types.SimpleNamespace(**fields)
+
+
+refused = handler.lambda_handler(given["refused"], context())
+health = handler.lambda_handler(given["health"], context())
 print(json.dumps({
     "enabled": gc.isenabled(),
     "frozen": gc.get_freeze_count(),
@@ -53,17 +67,45 @@ print(json.dumps(seen))
 """
 
 
-def _run(script: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
-        check=False, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def interpreters() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both cases' fresh interpreters, started at once (each is mostly imports)."""
+    context = LambdaContext()
+    fields = dataclasses.asdict(context)
+    fields["remaining_time_in_millis"] = context.get_remaining_time_in_millis()
+    claims = {"sub": "alice", "username": "alice"}
+    body = json.dumps({"title": 7}).encode()  # not a string: the body model refuses it
+    given = {
+        "context": fields,
+        "refused": apigw_event("POST", "/api/sessions", claims=claims, body=body),
+        "health": apigw_event("GET", "/api/health", claims=None),
+    }
+    cases = {"api": [SCRIPT, json.dumps(given)], "tasks": [TASKS]}
+    started: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for name, args in cases.items():
+            started[name] = subprocess.Popen(
+                [sys.executable, "-c", *args], cwd=ROOT, env=ENV,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        yield started
+    finally:
+        for process in started.values():
+            process.kill()
+            process.wait()
 
 
-def test_the_api_imports_with_the_collector_paused_and_without_pydantic_v1() -> None:
-    seen = _run(SCRIPT)
+def _run(interpreters: dict[str, subprocess.Popen[str]], name: str) -> Any:
+    process = interpreters[name]
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_api_imports_with_the_collector_paused_and_without_pydantic_v1(
+    interpreters: dict[str, subprocess.Popen[str]],
+) -> None:
+    seen = _run(interpreters, "api")
     assert seen["enabled"] is True
     assert seen["frozen"] > 10_000  # the app's objects, out of later collections
     assert seen["v1"] is True  # marked absent, never imported
@@ -71,8 +113,10 @@ def test_the_api_imports_with_the_collector_paused_and_without_pydantic_v1() -> 
     assert seen["refused"] == 422
 
 
-def test_each_task_function_imports_with_the_collector_paused() -> None:
-    seen = _run(TASKS)
+def test_each_task_function_imports_with_the_collector_paused(
+    interpreters: dict[str, subprocess.Popen[str]],
+) -> None:
+    seen = _run(interpreters, "tasks")
     assert set(seen) == {"lifecycle", "provisioner", "archiver"}
     for name, state in seen.items():
         assert state["enabled"] is True, name

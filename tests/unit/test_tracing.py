@@ -1,18 +1,25 @@
 """The handlers' tracer (``openagents.observability.traced``): with tracing on, Powertools'
 Tracer records the handler's subsegment as before; with it off, the X-Ray SDK is never imported.
 Each case runs in a fresh interpreter: the X-Ray recorder and Powertools' Tracer configuration
-are process-wide, and whether the SDK was imported is the point."""
+are process-wide, and whether the SDK was imported is the point. The module's interpreters start
+together (each test waits for its own), and none imports ``tests.support`` (httpx, uvicorn, moto:
+as long again as the handlers): the Lambda context is made from the fields it is given."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from openagents.observability import traced
+
+from tests.support import LambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_ID = "1-5759e988-bd862e3fe1be46a994272793"
@@ -22,7 +29,7 @@ ON_LAMBDA = {
     "_X_AMZN_TRACE_ID": f"Root={TRACE_ID};Parent=53995c3f42cd8ad8;Sampled=1",
 }
 TRACED = """
-import json
+import json, sys, types
 from aws_xray_sdk.core import xray_recorder
 
 sent = []
@@ -36,9 +43,11 @@ class Capture:  # the recorder's emitter, in place of the UDP one to the X-Ray d
 
 xray_recorder.configure(emitter=Capture())
 from functions.outbox.handler import lambda_handler
-from tests.support import LambdaContext
 
-assert lambda_handler([], LambdaContext()) == []
+fields = json.loads(sys.argv[1])  # tests.support.LambdaContext's, and its remaining time
+remaining = fields.pop("remaining_time_in_millis")
+context = types.SimpleNamespace(**fields, get_remaining_time_in_millis=lambda: remaining)
+assert lambda_handler([], context) == []
 print(json.dumps(sent))
 """
 UNTRACED = """
@@ -48,34 +57,64 @@ print(json.dumps(sorted(name for name in sys.modules if name.startswith("aws_xra
 """
 
 
-def _run(script: str, env: dict[str, str]) -> Any:
+CASES = {  # each test's script and environment
+    "traced": (TRACED, ON_LAMBDA),
+    "off": (UNTRACED, {"POWERTOOLS_TRACE_DISABLED": "1"}),
+    "outside": (UNTRACED, {k: v for k, v in ON_LAMBDA.items() if k != "LAMBDA_TASK_ROOT"}),
+}
+
+
+@pytest.fixture(scope="module")
+def interpreters() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Every case's fresh interpreter, started at once (each is mostly imports)."""
     base = {k: v for k, v in os.environ.items() if k != "LAMBDA_TASK_ROOT"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**base, "POWERTOOLS_LOG_LEVEL": "WARNING", **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    context = LambdaContext()
+    fields = dataclasses.asdict(context)
+    fields["remaining_time_in_millis"] = context.get_remaining_time_in_millis()
+    started: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for name, (script, env) in CASES.items():
+            started[name] = subprocess.Popen(
+                [sys.executable, "-c", script, json.dumps(fields)],
+                cwd=ROOT,
+                env={**base, "POWERTOOLS_LOG_LEVEL": "WARNING", **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        yield started
+    finally:
+        for process in started.values():
+            process.kill()
+            process.wait()
 
 
-def test_tracing_on_records_the_handler_subsegment_with_its_annotations() -> None:
-    [subsegment] = _run(TRACED, ON_LAMBDA)
+def _run(interpreters: dict[str, subprocess.Popen[str]], name: str) -> Any:
+    process = interpreters[name]
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_tracing_on_records_the_handler_subsegment_with_its_annotations(
+    interpreters: dict[str, subprocess.Popen[str]],
+) -> None:
+    [subsegment] = _run(interpreters, "traced")
     assert subsegment["name"] == "## lambda_handler"
     assert subsegment["trace_id"] == TRACE_ID
     assert subsegment["annotations"] == {"ColdStart": True, "Service": "openagents-outbox"}
 
 
-def test_tracing_off_never_imports_the_xray_sdk() -> None:
-    assert _run(UNTRACED, {"POWERTOOLS_TRACE_DISABLED": "1"}) == []
+def test_tracing_off_never_imports_the_xray_sdk(
+    interpreters: dict[str, subprocess.Popen[str]],
+) -> None:
+    assert _run(interpreters, "off") == []
 
 
-def test_outside_lambda_tracing_is_off_as_powertools_decides() -> None:
-    outside = {k: v for k, v in ON_LAMBDA.items() if k != "LAMBDA_TASK_ROOT"}
-    assert _run(UNTRACED, outside) == []
+def test_outside_lambda_tracing_is_off_as_powertools_decides(
+    interpreters: dict[str, subprocess.Popen[str]],
+) -> None:
+    assert _run(interpreters, "outside") == []
 
 
 def test_a_disabled_tracer_hands_the_handler_back_unwrapped() -> None:
