@@ -90,15 +90,15 @@ def test_each_step_writes_only_what_it_changed_and_the_end_writes_it_whole(
     segment, a step's size); the turn's end writes the message whole once, replacing them."""
     session_id, chat_id = live_session
     laid: list[tuple[int, int]] = []
-    write = sqlite_writes.write_segment
+    lay = sqlite_writes.lay_segment
 
     def recorded(
-        db: Any, session: Any, chat: Any, message: Any, segment: Any, size: int, limit: Any
-    ) -> bool:
+        db: Any, session: Any, chat: Any, message: Any, segment: Any, size: int
+    ) -> int | None:
         laid.append((segment.start, size))
-        return write(db, session, chat, message, segment, size, limit)
+        return lay(db, session, chat, message, segment, size)
 
-    monkeypatch.setattr(runs_sqlite, "write_segment", recorded)
+    monkeypatch.setattr(runs_sqlite, "lay_segment", recorded)
     big = {"todos": [{"id": str(n), "content": "x" * 2000, "status": "pending"} for n in range(4)]}
     steps = [{"toolCalls": [{"name": "todo_write", "input": big}]} for _ in range(4)]
     agent_api.script.set([*steps, {"text": "Done."}])

@@ -24,7 +24,7 @@ from openagents.agent.sandbox import SandboxError
 from openagents.agent.step_io import StepIO
 from openagents.agent.tools import specs
 from openagents.agent.turn import StepResult, TurnHost
-from openagents.agent.ui import AssistantMessage, UIMessageJson, history
+from openagents.agent.ui import AssistantMessage, History, UIMessageJson
 from openagents.agent.ui_stream import ModelStreamer, UIStream
 from openagents.domain.errors import DomainError
 from openagents.store.runs import Run, RunUsage
@@ -44,6 +44,9 @@ class ModelStep:
         # cache matches), and a step pays no sandbox reads nor a session read. A new invocation
         # (another Lambda) builds it again.
         self._systems: PerRun[str] = PerRun()
+        # the run's model-visible history as its previous model step in this process built
+        # it: only the messages and steps changed since are converted again (``History``)
+        self._histories: PerRun[History] = PerRun()
 
     def __call__(self, run_id: str, since: int | None) -> StepResult:
         run = self._io.run(run_id)
@@ -125,9 +128,11 @@ class ModelStep:
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
     ) -> ModelRequest:
-        messages = history(
-            [*others, message.to_json()], lambda url: self._host.attachment(run, url)
-        )
+        made = self._histories.get(run.id)
+        if made is None:
+            made = History()
+            self._histories.put(run.id, made)
+        messages = made([*others, message.to_json()], lambda url: self._host.attachment(run, url))
         request = ModelRequest(self._system(run), messages, specs(), step=run.model_calls)
         return fitted(request, self._models.info(run.model_id).context_window)
 
@@ -141,6 +146,7 @@ class ModelStep:
 
     def forget(self, run_id: str) -> None:
         self._systems.pop(run_id)
+        self._histories.pop(run_id)
 
 
 def _usage(finish: Finish) -> RunUsage:
