@@ -4,8 +4,8 @@ readable failure: the model's, the sandbox's, a model no longer configured)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from openagents.agent.chunks import ErrorChunk, FinishStepChunk, StartStepChunk
 from openagents.agent.context import fitted
@@ -21,9 +21,9 @@ from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.parts import StepStartPart
 from openagents.agent.prompt import project_instructions, system_prompt
 from openagents.agent.sandbox import SandboxError
-from openagents.agent.step_io import StepIO
+from openagents.agent.step_io import StepIO, Working
 from openagents.agent.tools import specs
-from openagents.agent.turn import StepResult, TurnHost
+from openagents.agent.turn import Outcome, StepResult, TurnHost
 from openagents.agent.ui import AssistantMessage, History, UIMessageJson
 from openagents.agent.ui_stream import ModelStreamer, UIStream
 from openagents.domain.errors import DomainError
@@ -35,9 +35,30 @@ class _Throttled:
     message: str
 
 
+InStep = Callable[[Working, UIStream, Sequence[str]], Outcome | None]
+"""Runs a model step's calls in that step when they all run there (``ToolStep.in_model_step``):
+the outcome the turn goes on with, None when they run in tool steps."""
+
+
+def _never(_work: Working, _stream: UIStream, _calls: Sequence[str]) -> Outcome | None:
+    return None
+
+
 class ModelStep:
-    def __init__(self, io: StepIO, host: TurnHost, models: ModelRegistry, max_steps: int) -> None:
+    def __init__(
+        self,
+        io: StepIO,
+        host: TurnHost,
+        models: ModelRegistry,
+        max_steps: int,
+        *,
+        in_step: InStep = _never,
+    ) -> None:
         self._io, self._host, self._models, self._max_steps = io, host, models, max_steps
+        # from the run's second model step on (its checkpoint taken before the first tool
+        # step), calls that run in the model step do so: one durable step and one write for
+        # the model call and its calls instead of one each
+        self._in_step = in_step
         # the system prompt (the project's AGENTS.md / CLAUDE.md, the repository and branch),
         # built once per run in this process: it stays the same for the whole turn (as the
         # reference builds it once per request; a stable prefix is what the model's prompt
@@ -88,7 +109,12 @@ class ModelStep:
         ]
         metadata.model_id = run.model_id
         metadata.usage = work.run.usage.to_json()
-        return self._io.saved(work, stream, self._outcome(finish, stream, title))
+        result = self._outcome(finish, stream, title)
+        if result.outcome == "tools" and run.model_calls > 0:
+            ran = self._in_step(work, stream, result.calls)
+            if ran is not None:
+                result = replace(result, outcome=ran, calls=())
+        return self._io.saved(work, stream, result)
 
     @staticmethod
     def _outcome(finish: Finish, stream: UIStream, title: bool) -> StepResult:
