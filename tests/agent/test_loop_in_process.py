@@ -508,7 +508,7 @@ def test_calls_that_run_in_the_model_step_stream_and_store_as_tool_steps_would(
     assert ended is not None
     assert plain is not None
     assert ended.model_calls == plain.model_calls == 4
-    assert ended.steps == plain.steps - 2  # model-1's two calls were not steps of their own
+    assert ended.steps == plain.steps  # each call counted as a step, as its tool step was
 
 
 def test_a_model_step_killed_after_its_calls_ran_in_it_runs_again_whole(world: World) -> None:

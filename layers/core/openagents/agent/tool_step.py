@@ -66,8 +66,9 @@ class ToolStep:
     ) -> Outcome | None:
         """The model step's calls run in that step when each of them runs there
         (``Tool.in_model_step``), each as its own tool step would (its chunks on the model
-        step's stream, ``finish-step`` after the last); the outcome the turn goes on with, as
-        ``durable.run_turn`` reads the tool steps' (None: they run in tool steps, as usual)."""
+        step's stream, ``finish-step`` after the last, a step counted); the outcome the turn
+        goes on with, as ``durable.run_turn`` reads the tool steps' (None: they run in tool
+        steps, as usual)."""
         parts = [work.message.tool_part(call_id) for call_id in calls]
         if not parts or any(part is None or not self._tools.in_model_step(part) for part in parts):
             return None
@@ -75,6 +76,7 @@ class ToolStep:
         for i, part in enumerate(parts):
             assert part is not None
             outcome = self._run(work, part, stream, [])
+            self._io.count(work, model_calls=0)  # a step of the run's, as its tool step was
             if i == len(parts) - 1:
                 stream.add(FinishStepChunk())
             if outcome == "aborted":
