@@ -279,7 +279,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         [
             "agent: engine overhead per step",
             f"{result['overheadMsPerStep']} ms",
-            f"goal <= 20 ms; turn of {result['steps']} todo_write steps + 1: "
+            f"goal <= 15 ms; turn of {result['steps']} todo_write steps + 1: "
             f"{result['wallMs']} ms wall - model {result['modelMs']} - tool {result['toolMs']}; "
             f"per step: in the loop's steps {result['loopMsPerStep']}, "
             f"engine between them {result['engineMsPerStep']} ms",

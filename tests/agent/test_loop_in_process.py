@@ -452,3 +452,78 @@ def _anonymous(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {k: v for k, v in chunk.items() if k not in ("messageId", "toolCallId", "approvalId")}
         for chunk in chunks
     ]
+
+
+TODO = {"todos": [{"id": "1", "content": "look", "status": "pending"}]}
+TODOS_THEN_BASH: list[dict[str, Any]] = [
+    {"text": "Plan first.", "toolCalls": [{"name": "todo_write", "input": TODO}]},
+    {"toolCalls": [{"name": "todo_write", "input": TODO}, {"name": "todo_write", "input": TODO}]},
+    {
+        "toolCalls": [
+            {"name": "todo_write", "input": TODO},
+            {"name": "bash", "input": {"command": "ls"}},
+        ]
+    },
+    {"text": "Done."},
+]
+
+
+def test_calls_that_run_in_the_model_step_stream_and_store_as_tool_steps_would(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the run's second model step on, a step whose calls are all todo_write runs them
+    itself (one durable step, one write); the first model step's calls, and a step with a call
+    that is not one of them, keep their tool steps. The stream and the message are what tool
+    steps give."""
+    world.set(TODOS_THEN_BASH)
+    journal = Journal()
+    run = world.start()
+    assert run_turn({"runId": run.id}, journal, world.loop())["status"] == "completed"
+    assert journal.ran == [
+        "begin",
+        "model-0",
+        "title",  # the chat's first turn
+        "checkpoint",
+        "tool-0-0",
+        "model-1",  # its two todo_write calls in it
+        "model-2",
+        "tool-2-0",
+        "tool-2-1",
+        "model-3",
+        "finalize",
+        "follow-ups",
+    ]
+    from openagents.agent.tools.misc import TodoWriteTool
+
+    monkeypatch.setattr(TodoWriteTool, "in_model_step", False)
+    apart, baseline = Journal(), world.start()
+    assert run_turn({"runId": baseline.id}, apart, world.loop())["status"] == "completed"
+    assert "tool-1-1" in apart.ran
+    assert _anonymous(world.chunks(run.id)) == _anonymous(world.chunks(baseline.id))
+    parts = world.assistant(run.assistant_message_id)["parts"]
+    assert parts == world.assistant(baseline.assistant_message_id)["parts"]
+    todos = [p for p in parts if p["type"] == "tool-todo_write"]
+    assert [p["state"] for p in todos] == ["output-available"] * 4
+    ended, plain = world.runs.get(run.id), world.runs.get(baseline.id)
+    assert ended is not None
+    assert plain is not None
+    assert ended.model_calls == plain.model_calls == 4
+    assert ended.steps == plain.steps  # each call counted as a step, as its tool step was
+
+
+def test_a_model_step_killed_after_its_calls_ran_in_it_runs_again_whole(world: World) -> None:
+    world.set(TODOS_THEN_BASH)
+    clean = world.start()
+    turn(world, clean)
+    expected = _anonymous(world.chunks(clean.id))
+
+    run = world.start()
+    journal = Journal()
+    dying = world.loop(lambda model: Dying(model, 1, 1))
+    with pytest.raises(Killed):
+        run_turn({"runId": run.id}, journal, dying, engine_error=lambda e: isinstance(e, Killed))
+    assert "model-1" not in journal.done
+    result = run_turn({"runId": run.id}, journal, world.loop())
+    assert result == {"runId": run.id, "status": "completed"}
+    assert journal.ran.count("model-1") == 2
+    assert _anonymous(world.chunks(run.id)) == expected

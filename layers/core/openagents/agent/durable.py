@@ -1,7 +1,10 @@
 """One agent turn as a durable execution: each model call and each tool call one step (and,
 before the first tool call, the workspace checkpoint; after the first model call of a chat's
-first turn, the title step that names it), each returning a small ``StepResult``
-(the message and the events live in the stores). SDK-free: the handler
+first turn, the title step that names it), each returning a small ``StepResult``. From the
+run's second model step on, calls whose tool runs in the model step (``Tool.in_model_step``:
+todo_write, whose output is its whole effect) run in that step when all of its calls do: the
+step returns the outcome the tool steps would have given, with no calls left to run (the
+message and the events live in the stores). SDK-free: the handler
 (``functions/agent/handler.py``) passes the SDK's ``DurableContext``; anything with a
 ``step(func, name=...)`` of that shape runs it, and any ``TurnSteps`` (the loop) is driven.
 The engine's own failures (a checkpoint that could not be written, an invocation to retry) are

@@ -81,9 +81,11 @@ class AgentLoop:
         self._clock, self._config = clock, config
         self._io = StepIO(runs, host)
         self._tools = ToolRunner(TOOLS)
-        self._model = ModelStep(self._io, host, models, config.max_steps)
         self._tool = ToolStep(
             self._io, runs, host, models, self._tools, config.bash_timeout_seconds
+        )
+        self._model = ModelStep(
+            self._io, host, models, config.max_steps, in_step=self._tool.in_model_step
         )
         self._throttle = Throttle(self._io, clock, config, count, jitter)
         self._titles = Titles(runs, host, models, self._io.cancelled)

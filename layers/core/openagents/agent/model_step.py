@@ -4,8 +4,8 @@ readable failure: the model's, the sandbox's, a model no longer configured)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from openagents.agent.chunks import ErrorChunk, FinishStepChunk, StartStepChunk
 from openagents.agent.context import fitted
@@ -21,10 +21,10 @@ from openagents.agent.models.registry import ModelRegistry
 from openagents.agent.parts import StepStartPart
 from openagents.agent.prompt import project_instructions, system_prompt
 from openagents.agent.sandbox import SandboxError
-from openagents.agent.step_io import StepIO
+from openagents.agent.step_io import StepIO, Working
 from openagents.agent.tools import specs
-from openagents.agent.turn import StepResult, TurnHost
-from openagents.agent.ui import AssistantMessage, UIMessageJson, history
+from openagents.agent.turn import Outcome, StepResult, TurnHost
+from openagents.agent.ui import AssistantMessage, History, UIMessageJson
 from openagents.agent.ui_stream import ModelStreamer, UIStream
 from openagents.domain.errors import DomainError
 from openagents.store.runs import Run, RunUsage
@@ -35,15 +35,39 @@ class _Throttled:
     message: str
 
 
+InStep = Callable[[Working, UIStream, Sequence[str]], Outcome | None]
+"""Runs a model step's calls in that step when they all run there (``ToolStep.in_model_step``):
+the outcome the turn goes on with, None when they run in tool steps."""
+
+
+def _never(_work: Working, _stream: UIStream, _calls: Sequence[str]) -> Outcome | None:
+    return None
+
+
 class ModelStep:
-    def __init__(self, io: StepIO, host: TurnHost, models: ModelRegistry, max_steps: int) -> None:
+    def __init__(
+        self,
+        io: StepIO,
+        host: TurnHost,
+        models: ModelRegistry,
+        max_steps: int,
+        *,
+        in_step: InStep = _never,
+    ) -> None:
         self._io, self._host, self._models, self._max_steps = io, host, models, max_steps
+        # from the run's second model step on (its checkpoint taken before the first tool
+        # step), calls that run in the model step do so: one durable step and one write for
+        # the model call and its calls instead of one each
+        self._in_step = in_step
         # the system prompt (the project's AGENTS.md / CLAUDE.md, the repository and branch),
         # built once per run in this process: it stays the same for the whole turn (as the
         # reference builds it once per request; a stable prefix is what the model's prompt
         # cache matches), and a step pays no sandbox reads nor a session read. A new invocation
         # (another Lambda) builds it again.
         self._systems: PerRun[str] = PerRun()
+        # the run's model-visible history as its previous model step in this process built
+        # it: only the messages and steps changed since are converted again (``History``)
+        self._histories: PerRun[History] = PerRun()
 
     def __call__(self, run_id: str, since: int | None) -> StepResult:
         run = self._io.run(run_id)
@@ -85,7 +109,12 @@ class ModelStep:
         ]
         metadata.model_id = run.model_id
         metadata.usage = work.run.usage.to_json()
-        return self._io.saved(work, stream, self._outcome(finish, stream, title))
+        result = self._outcome(finish, stream, title)
+        if result.outcome == "tools" and run.model_calls > 0:
+            ran = self._in_step(work, stream, result.calls)
+            if ran is not None:
+                result = replace(result, outcome=ran, calls=())
+        return self._io.saved(work, stream, result)
 
     @staticmethod
     def _outcome(finish: Finish, stream: UIStream, title: bool) -> StepResult:
@@ -125,9 +154,11 @@ class ModelStep:
     def _request(
         self, run: Run, others: Sequence[UIMessageJson], message: AssistantMessage
     ) -> ModelRequest:
-        messages = history(
-            [*others, message.to_json()], lambda url: self._host.attachment(run, url)
-        )
+        made = self._histories.get(run.id)
+        if made is None:
+            made = History()
+            self._histories.put(run.id, made)
+        messages = made([*others, message.to_json()], lambda url: self._host.attachment(run, url))
         request = ModelRequest(self._system(run), messages, specs(), step=run.model_calls)
         return fitted(request, self._models.info(run.model_id).context_window)
 
@@ -141,6 +172,7 @@ class ModelStep:
 
     def forget(self, run_id: str) -> None:
         self._systems.pop(run_id)
+        self._histories.pop(run_id)
 
 
 def _usage(finish: Finish) -> RunUsage:

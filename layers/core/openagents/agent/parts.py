@@ -84,10 +84,13 @@ class ToolPart(UIModel):
             raise ValueError(f"a tool part's type starts with {TOOL_PREFIX!r}")
         return value
 
-    def to_json(self) -> dict[str, JsonValue]:
-        data = super().to_json()
-        if self.approval is not None:
-            data["approval"] = self.approval.to_json()
+    def _nested(self) -> tuple[object, ...]:
+        return () if self.approval is None else (self.approval.to_json(),)
+
+    def _json_form(self, nested: tuple[object, ...]) -> dict[str, JsonValue]:
+        data = super()._json_form(nested)
+        if nested:
+            data["approval"] = nested[0]  # type: ignore[assignment]  # the approval's form
         return data
 
     @property

@@ -172,6 +172,11 @@ class ToolRunner:
             for part in message.parts
         )
 
+    def in_model_step(self, part: ToolPart) -> bool:
+        """The call runs in the model step that made it (``Tool.in_model_step``)."""
+        tool = self._tools.get(part.tool_name)
+        return tool is not None and tool.in_model_step and not tool.client_side
+
     def _client_side(self, part: ToolPart) -> bool:
         tool = self._tools.get(part.tool_name)
         return tool is not None and tool.client_side

@@ -7,18 +7,20 @@ through, written at once); and, before the run's first tool step, its checkpoint
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 
 from openagents.agent.chunks import FinishStepChunk, ToolOutputAvailableChunk
 from openagents.agent.models.port import JsonValue
 from openagents.agent.models.registry import ModelRegistry
+from openagents.agent.parts import ToolPart
 from openagents.agent.sandbox import RunWorkspace, SandboxError
-from openagents.agent.step_io import StepIO
+from openagents.agent.step_io import StepIO, Working
 from openagents.agent.subagent import Subagent, SubagentProgress
-from openagents.agent.tool_runner import ToolRunner
+from openagents.agent.tool_runner import CallOutcome, ToolRunner
 from openagents.agent.tools import TOOLS, ToolContext
 from openagents.agent.tools.base import SubagentRunner
-from openagents.agent.turn import StepResult, TurnHost
+from openagents.agent.turn import Outcome, StepResult, TurnHost
 from openagents.agent.ui_stream import UIStream
 from openagents.domain.checkpoints import checkpoint_ref
 from openagents.store.runs import Run, RunStore, RunUsage
@@ -49,6 +51,43 @@ class ToolStep:
             return StepResult("failed", error=f"tool call {call_id} is not in the message")
         stream = self._io.stream(work, since)
         subagents: list[Subagent] = []  # the task tool's (its model calls are the run's)
+        outcome = self._run(work, part, stream, subagents)
+        if last:
+            stream.add(FinishStepChunk())
+        self._io.count(
+            work,
+            model_calls=sum(agent.result.model_calls for agent in subagents),
+            usage=sum((agent.result.usage for agent in subagents), RunUsage()),
+        )
+        return self._io.saved(work, stream, StepResult(outcome))
+
+    def in_model_step(
+        self, work: Working, stream: UIStream, calls: Sequence[str]
+    ) -> Outcome | None:
+        """The model step's calls run in that step when each of them runs there
+        (``Tool.in_model_step``), each as its own tool step would (its chunks on the model
+        step's stream, ``finish-step`` after the last, a step counted); the outcome the turn
+        goes on with, as ``durable.run_turn`` reads the tool steps' (None: they run in tool
+        steps, as usual)."""
+        parts = [work.message.tool_part(call_id) for call_id in calls]
+        if not parts or any(part is None or not self._tools.in_model_step(part) for part in parts):
+            return None
+        waiting = False
+        for i, part in enumerate(parts):
+            assert part is not None
+            outcome = self._run(work, part, stream, [])
+            self._io.count(work, model_calls=0)  # a step of the run's, as its tool step was
+            if i == len(parts) - 1:
+                stream.add(FinishStepChunk())
+            if outcome == "aborted":
+                return outcome
+            waiting = waiting or outcome == "waiting"
+        return "waiting" if waiting else "tools"
+
+    def _run(
+        self, work: Working, part: ToolPart, stream: UIStream, subagents: list[Subagent]
+    ) -> CallOutcome:
+        run, call_id = work.run, part.tool_call_id
 
         def context() -> ToolContext:
             self._host.heartbeat(run)
@@ -63,7 +102,7 @@ class ToolStep:
             )
             return replace(made, subagent=self._subagents(run, made, stream, subagents))
 
-        outcome = self._tools.run(
+        return self._tools.run(
             work.message,
             part,
             stream,
@@ -71,14 +110,6 @@ class ToolStep:
             asked=lambda name: self._host.approval(run, name),
             context=context,
         )
-        if last:
-            stream.add(FinishStepChunk())
-        self._io.count(
-            work,
-            model_calls=sum(agent.result.model_calls for agent in subagents),
-            usage=sum((agent.result.usage for agent in subagents), RunUsage()),
-        )
-        return self._io.saved(work, stream, StepResult(outcome))
 
     def _subagents(
         self, run: Run, context: ToolContext, stream: UIStream, made: list[Subagent]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar, TypeAlias
 
 from pydantic import ValidationError
@@ -156,35 +157,33 @@ def _steps(parts: Sequence[Mapping[str, JsonValue]]) -> Iterator[list[Mapping[st
         yield step
 
 
-def _assistant(message: UIMessageJson) -> Iterator[Message]:
-    parts = message.get("parts")
-    if not isinstance(parts, Sequence):
-        return
-    typed = [part for part in parts if isinstance(part, Mapping)]
-    for step in _steps(typed):
-        blocks: list[ContentBlock] = []
-        results: list[ToolResult] = []
-        for part in step:
-            kind = part.get("type")
-            if kind == "text" and part.get("text"):
-                blocks.append(TextBlock(str(part["text"])))
-            elif kind == "reasoning" and part.get("text"):
-                blocks.append(ReasoningBlock(str(part["text"]), _signature(part)))
-            elif is_tool_part(part):
-                call_id = str(part.get("toolCallId", ""))
-                arguments = part.get("input")
-                blocks.append(
-                    ToolCall(
-                        call_id,
-                        tool_name(part),
-                        dict(arguments) if isinstance(arguments, Mapping) else {},
-                    )
+def _step(step: Sequence[Mapping[str, JsonValue]]) -> list[Message]:
+    """One assistant step's parts: its blocks, then its tool results."""
+    blocks: list[ContentBlock] = []
+    results: list[ToolResult] = []
+    for part in step:
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            blocks.append(TextBlock(str(part["text"])))
+        elif kind == "reasoning" and part.get("text"):
+            blocks.append(ReasoningBlock(str(part["text"]), _signature(part)))
+        elif is_tool_part(part):
+            call_id = str(part.get("toolCallId", ""))
+            arguments = part.get("input")
+            blocks.append(
+                ToolCall(
+                    call_id,
+                    tool_name(part),
+                    dict(arguments) if isinstance(arguments, Mapping) else {},
                 )
-                results.append(_result(part, call_id))
-        if blocks:
-            yield Message("assistant", tuple(blocks))
-        if results:
-            yield Message.tool_results(results)
+            )
+            results.append(_result(part, call_id))
+    produced: list[Message] = []
+    if blocks:
+        produced.append(Message("assistant", tuple(blocks)))
+    if results:
+        produced.append(Message.tool_results(results))
+    return produced
 
 
 def _result(part: Mapping[str, JsonValue], call_id: str) -> ToolResult:
@@ -253,15 +252,75 @@ def history(
     """The model-visible conversation of a chat's UI messages (oldest first): user text and
     files (read through ``files``; without it, files are left out), and per assistant step its
     blocks then its tool results; same-role neighbours merged."""
-    out: list[Message] = []
-    for message in messages:
+    return History()(messages, files)
+
+
+_Key: TypeAlias = tuple[int, ...]
+
+
+class History:
+    """``history`` kept between the model steps of one run: a user message, or an assistant
+    message's step, whose JSON objects are the very ones converted at the previous call is not
+    converted again (the chat's other messages are the same objects from step to step, and an
+    unchanged part's JSON form is the same object: ``UIModel.to_json``). A user message with a
+    file part is converted at every call (its file is read then, never kept). Only what the
+    last call used is kept, with the objects its keys are the ids of (so no id is reused)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[_Key, tuple[Sequence[object], list[Message]]] = {}
+
+    def __call__(
+        self, messages: Sequence[UIMessageJson], files: FileReader | None = None
+    ) -> tuple[Message, ...]:
+        used: dict[_Key, tuple[Sequence[object], list[Message]]] = {}
+        out: list[Message] = []
+        for message in messages:
+            for item in self._produced(message, files, used):
+                if out and out[-1].role == item.role:
+                    out[-1] = Message(item.role, out[-1].content + item.content)
+                else:
+                    out.append(item)
+        self._kept = used
+        return tuple(out)
+
+    def _produced(
+        self,
+        message: UIMessageJson,
+        files: FileReader | None,
+        used: dict[_Key, tuple[Sequence[object], list[Message]]],
+    ) -> Iterator[Message]:
         if message.get("role") == "user":
-            produced: list[Message] = _user(message, files)
-        else:
-            produced = list(_assistant(message))
-        for item in produced:
-            if out and out[-1].role == item.role:
-                out[-1] = Message(item.role, out[-1].content + item.content)
-            else:
-                out.append(item)
-    return tuple(out)
+            if files is not None and _has_file(message):
+                yield from _user(message, files)
+                return
+            yield from self._kept_or(
+                used, (id(message),), (message,), partial(_user, message, files)
+            )
+            return
+        parts = message.get("parts")
+        if not isinstance(parts, Sequence):
+            return
+        typed = [part for part in parts if isinstance(part, Mapping)]
+        for step in _steps(typed):
+            key = tuple(id(part) for part in step)
+            yield from self._kept_or(used, key, step, partial(_step, step))
+
+    def _kept_or(
+        self,
+        used: dict[_Key, tuple[Sequence[object], list[Message]]],
+        key: _Key,
+        objects: Sequence[object],
+        convert: Callable[[], list[Message]],
+    ) -> list[Message]:
+        kept = self._kept.get(key) or used.get(key)
+        if kept is None:
+            kept = (objects, convert())
+        used[key] = kept
+        return kept[1]
+
+
+def _has_file(message: UIMessageJson) -> bool:
+    parts = message.get("parts")
+    return isinstance(parts, Sequence) and any(
+        isinstance(part, Mapping) and part.get("type") == "file" for part in parts
+    )

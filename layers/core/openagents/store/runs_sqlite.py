@@ -37,8 +37,8 @@ from openagents.store.runs import (
 )
 from openagents.store.shared import MessageBodies, Segment
 from openagents.store.sqlite_schema import RUN_CLAIMS_TABLE, RUN_MESSAGES_TABLE, Database, guard
-from openagents.store.sqlite_storage import charge
-from openagents.store.sqlite_writes import mark_turn, upsert_message, write_segment
+from openagents.store.sqlite_storage import charge, charge_each
+from openagents.store.sqlite_writes import lay_segment, mark_turn, upsert_message
 from openagents.store.storage import chunk_bytes
 
 __all__ = ["SqliteRunStore"]
@@ -115,18 +115,19 @@ def _log(
     chunks: Sequence[Chunk],
     progress: Progress | None,
     limit: int | None,
+    charged: int = 0,
 ) -> int:
     """The chunks numbered after the run's last event (their bytes charged: the live run's
-    event log counts), with the run's progress; the new last seq."""
+    event log counts; after ``charged``, what the caller wrote before them), with the run's
+    progress; the new last seq."""
     texts, logged = chunk_bytes(chunks)
-    charge(db, run.user_id, logged, limit)
+    charge_each(db, run.user_id, (charged, logged), limit)
     seq = run.last_seq
-    for text in texts:
-        seq += 1
-        db.execute(
-            "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
-            (run.id, seq, text),
-        )
+    db.executemany(
+        "INSERT INTO agent_run_events (run_id, seq, chunk) VALUES (?, ?, ?)",
+        [(run.id, seq + n, text) for n, text in enumerate(texts, start=1)],
+    )
+    seq += len(texts)
     if progress is not None and not run.status.ended:
         run = run.progressed(progress)
     data = run_to_json(run)
@@ -317,9 +318,10 @@ class SqliteRunStore:
             if run is None:
                 raise RunNotFound(run_id)
             laid = Segment(turn.kept_parts, body)
-            if not write_segment(db, turn.session, turn.chat, turn.message, laid, size, limit):
+            added = lay_segment(db, turn.session, turn.chat, turn.message, laid, size)
+            if added is None:
                 return None
-            return _log(db, run, chunks, progress, limit)
+            return _log(db, run, chunks, progress, limit, charged=added)
 
     def _append(
         self,

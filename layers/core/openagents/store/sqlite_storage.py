@@ -6,6 +6,7 @@ message without ``bytes`` was never counted and gives nothing back)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from openagents.store.storage import admit
 
@@ -30,6 +31,29 @@ def charge(db: sqlite3.Connection, user_id: str, delta: int, limit: int | None) 
     if delta == 0:
         return
     admit(used(db, user_id), delta, limit)
+    _add(db, user_id, delta)
+
+
+def charge_each(
+    db: sqlite3.Connection, user_id: str, deltas: Sequence[int], limit: int | None
+) -> None:
+    """``charge`` of each of ``deltas`` in turn (each admitted against the count the ones
+    before it left), with one read and one write of the count."""
+    if not any(deltas):
+        return
+    count = used(db, user_id)
+    for delta in deltas:
+        if delta:
+            admit(count, delta, limit)
+            count = max(0, count + delta)
+    db.execute(
+        "INSERT INTO profiles (user_id, stored_bytes) VALUES (?, ?)"
+        " ON CONFLICT (user_id) DO UPDATE SET stored_bytes = excluded.stored_bytes",
+        (user_id, count),
+    )
+
+
+def _add(db: sqlite3.Connection, user_id: str, delta: int) -> None:
     db.execute(
         "INSERT INTO profiles (user_id, stored_bytes) VALUES (?, MAX(0, ?))"
         " ON CONFLICT (user_id) DO UPDATE SET"

@@ -104,25 +104,25 @@ def upsert_message(
     return "inserted", None
 
 
-def write_segment(
+def lay_segment(
     db: sqlite3.Connection,
     session: Session,
     chat: Chat,
     message: Message,
     segment: Segment,
     size: int,
-    limit: int | None,
-) -> bool:
+) -> int | None:
     """Lay ``segment`` over the stored assistant message (the segments it replaces — those
-    from its start on — deleted, the difference charged to the user's storage); False when no
-    such message is stored (the caller writes the whole body). ``MessageIdTaken``: the id is
-    another chat's or a user message's."""
+    from its start on — deleted); the bytes that adds to the user's storage, for the caller to
+    charge in the same transaction with what else it writes (None, nothing written: no such
+    message is stored, the caller writes the whole body). ``MessageIdTaken``: the id is another
+    chat's or a user message's."""
     claim = db.execute(
         "SELECT chat_id, role, sk FROM messages WHERE user_id = ? AND id = ?",
         (session.user_id, message.id),
     ).fetchone()
     if claim is None:
-        return False
+        return None
     if claim[0] != chat.id or claim[1] != Role.ASSISTANT.value:
         raise MessageIdTaken
     key = (session.id, chat.id, message.id)
@@ -133,7 +133,6 @@ def write_segment(
         (segment.start, *key),
     ).fetchone()
     delta = size - int(replaced)
-    charge(db, session.user_id, delta, limit)
     db.execute(f"DELETE FROM message_segments WHERE {where} AND start >= ?", (*key, segment.start))  # noqa: S608
     db.execute(
         "INSERT INTO message_segments (session_id, chat_id, message_id, n, start, body, bytes)"
@@ -145,7 +144,7 @@ def write_segment(
         " WHERE session_id = ? AND chat_id = ? AND sk = ?",
         (delta, session.id, chat.id, claim[2]),
     )
-    return True
+    return delta
 
 
 def read_segments(

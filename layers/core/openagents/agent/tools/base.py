@@ -62,6 +62,13 @@ class Tool(Protocol):
         """Answered by the user (ask_user_question): the run waits."""
         ...
 
+    @property
+    def in_model_step(self) -> bool:
+        """Run inside the model step that called it, not in a durable step of its own: the
+        call's output is all it makes (no sandbox command, nothing outside the run), so running
+        it again with its model step after a crash changes nothing (todo_write)."""
+        ...
+
     def approval(self, arguments: JsonObject) -> str | None:
         """Why this call needs the user's approval first, or None."""
         ...
@@ -76,6 +83,7 @@ class BaseTool:
     description = ""
     input_schema: ClassVar[JsonObject] = {"type": "object", "properties": {}}
     client_side = False
+    in_model_step = False
 
     def approval(self, arguments: JsonObject) -> str | None:
         return None

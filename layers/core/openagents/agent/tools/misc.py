@@ -18,6 +18,7 @@ TODO_STATUSES = ("pending", "in_progress", "completed")
 
 class TodoWriteTool(BaseTool):
     name = "todo_write"
+    in_model_step = True  # its output is its whole effect
     description = "Replace the task's todo list (each item: id, content, status)."
     input_schema: ClassVar[JsonObject] = {
         "type": "object",
