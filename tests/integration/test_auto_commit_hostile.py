@@ -4,15 +4,13 @@ garbage "bundle" is refused, and the refusal carries no token."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, Repo, Session
 from openagents.git.github import GitHubHost, StaticToken
 from openagents.sandbox.answers import GitStatus
-from openagents.sandbox.git_answers import GitRemote
+from openagents.sandbox.git_answers import GitBranch, GitRemote
 from openagents.sandbox.port import SandboxHandle
 from openagents.services.auto_commit import MAX_BUNDLE_BYTES, AutoCommitService
 from openagents.services.sessions import NewSession
@@ -42,8 +40,8 @@ class HostileSandbox(SandboxdFake):
             default_branch="main", origin_head="refs/remotes/origin/main", upstream=None
         )
 
-    def git_branch(self) -> dict[str, Any]:
-        return {"branch": "feature", "head": "a" * 40}
+    def git_branch(self) -> GitBranch:
+        return GitBranch(branch="feature", head="a" * 40)
 
     def git_bundle(self, *, branch: str | None = None, thin: bool = False, max_bytes: int) -> bytes:
         self.given += [branch, thin, max_bytes]
@@ -149,8 +147,8 @@ class OnAnotherBranch(HostileSandbox):
             {"branch": "release", "hasUncommittedChanges": True, "hasUnpushedCommits": True}
         )
 
-    def git_branch(self) -> dict[str, Any]:
-        return {"branch": "release", "head": "a" * 40}
+    def git_branch(self) -> GitBranch:
+        return GitBranch(branch="release", head="a" * 40)
 
 
 def test_the_sandbox_cannot_name_another_branch_to_push(app: Container) -> None:

@@ -15,6 +15,7 @@ from openagents.composition import Container, build
 from openagents.domain.identity import Identity
 from openagents.domain.models import LifecycleState, PrStatus, Repo, Session
 from openagents.git import PullRequest
+from openagents.sandbox.git_answers import GitBranch
 from openagents.sandbox.port import SandboxHandle
 from openagents.services.agent_turns import AgentHost
 from openagents.services.pull_requests import PullRequestService
@@ -32,8 +33,8 @@ ALICE = Identity(user_id="alice", username="alice", name="Alice", email="a@examp
 class Workspace(SandboxdFake):
     branch: str | None = "feature"
 
-    def git_branch(self) -> dict[str, Any]:
-        return {"branch": self.branch, "detached": self.branch is None}
+    def git_branch(self) -> GitBranch:
+        return GitBranch.from_answer({"branch": self.branch, "detached": self.branch is None})
 
 
 @dataclass
@@ -160,7 +161,7 @@ def test_a_failing_sandbox_never_fails_the_refresh(app: Container) -> None:
     session = running(app, pr_number=3, pr_status=PrStatus.OPEN)
 
     class Broken(Workspace):
-        def git_branch(self) -> dict[str, Any]:
+        def git_branch(self) -> GitBranch:
             raise OSError("sandboxd is down")
 
     prs = service(app, Broken(), Host(), Clock())

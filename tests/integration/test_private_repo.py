@@ -167,8 +167,8 @@ def test_a_private_repository_round_trip_never_lets_the_token_in(
     assert client.exec("git remote get-url origin").stdout == "https://github.com/acme/origin.git\n"
     remote = client.git_remote()
     assert (remote.default_branch, remote.upstream) == ("main", None)
-    assert client.git_branch()["branch"] == session.branch
-    assert client.git_branch()["head"] == git(bare, "rev-parse", "main")
+    assert client.git_branch().branch == session.branch
+    assert client.git_branch().head == git(bare, "rev-parse", "main")
     assert client.exec("cat README.md").stdout == "# demo\n"
     # a retried prepare step finds its restore done and answers the same
     assert session.sandbox is not None
@@ -218,7 +218,7 @@ def test_an_existing_branch_of_a_private_repository_is_checked_out_tracking_orig
     )
     client = sandbox_client(watch)
     place = client.git_branch()
-    assert (place["branch"], place["head"]) == ("feature", git(bare, "rev-parse", "feature"))
+    assert (place.branch, place.head) == ("feature", git(bare, "rev-parse", "feature"))
     remote = client.git_remote()
     assert (remote.default_branch, remote.upstream) == ("main", "origin/feature")
     status = client.git_status()

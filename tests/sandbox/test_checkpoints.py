@@ -71,7 +71,7 @@ def test_a_checkpoint_leaves_the_branch_index_and_stash_alone(
     assert saved.ref == REF
     assert saved.commit == git(client, f"git rev-parse {REF}").strip()
     message = git(client, f"git log -1 --format=%B {REF}")  # what a revert puts back
-    assert f"Head: {head['head']}" in message
+    assert f"Head: {head.head}" in message
     assert "Branch: refs/heads/agent/work" in message
     tree = git(client, f"git ls-tree -r --name-only {REF}").split()
     assert sorted(tree) == sorted(git(client, "git ls-files -co --exclude-standard").split())
@@ -120,7 +120,7 @@ def test_revert_restores_the_workspace_exactly_and_can_be_undone(
     assert client.git_branch() == head  # the branch is back where it was, HEAD on it
     assert git(client, "git status --porcelain=v2 --branch") == status  # staged stays staged
     assert git(client, "git stash list").strip() != ""
-    assert git(client, f"git rev-parse {SAVE}^") == turned_head["head"] + "\n"
+    assert git(client, f"git rev-parse {SAVE}^") == str(turned_head.head) + "\n"
 
     undone = client.revert(SAVE, save_ref="refs/openagents/checkpoints/revert-2", dry_run=False)
     assert undone.removed == ("docs/old.txt", "notes.txt")
@@ -139,7 +139,7 @@ def test_revert_to_a_detached_head(
     git(client, "git switch --quiet -c elsewhere && git commit --quiet --allow-empty -m more")
     client.revert(REF, save_ref=SAVE, dry_run=False)
     assert client.git_branch() == head
-    assert head["detached"] is True
+    assert head.branch is None  # detached
 
 
 def test_checkpoint_and_revert_refuse_bad_requests(client: SandboxClient, origin: Origin) -> None:

@@ -50,7 +50,7 @@ def test_commit_takes_every_change_with_the_identity(client: SandboxClient, orig
     client.write_file("README.md", "# Changed\n")
     done = client.git_commit("chore: update 2 files", "Ada Agent", "ada@example.com")
     assert done.branch == "agent/commit"
-    assert done.head == client.git_branch()["head"] != origin.main_head
+    assert done.head == client.git_branch().head != origin.main_head
     shown = client.exec("git log -1 --format='%an <%ae>|%s'; git status --porcelain").stdout
     assert shown == "Ada Agent <ada@example.com>|chore: update 2 files\n"
     with pytest.raises(SandboxRequestError, match="nothing to commit") as nothing:
@@ -159,7 +159,7 @@ def test_archive_bundle_restores_the_work_in_another_sandbox(
         data, place=place, remote=remote, clone_url=origin.url,
         git_name="Ada Agent", git_email="ada@example.com",
     )  # fmt: skip
-    assert restored == place == GitPlace(branch="feature", head=first.client.git_branch()["head"])
+    assert restored == place == GitPlace(branch="feature", head=first.client.git_branch().head)
     assert second.client.git_status() == status
     assert second.client.git_remote() == remote
     expected = files_of(first.workspace)

@@ -32,6 +32,7 @@ from openagents.sandbox.answers import (
     Synced,
 )
 from openagents.sandbox.client import SandboxClient, SandboxRequestError
+from openagents.sandbox.git_answers import GitBranch
 from openagents.sandbox.port import SandboxError
 
 from tests.sandbox.conftest import (
@@ -339,11 +340,7 @@ def test_prepare_checks_out_an_existing_branch(
     result = prepare(client, origin, "feature")
     assert result == PreparedWorkspace("feature", origin.feature_head, "main")
     assert (sandbox.workspace / "feature.txt").read_text() == "feature work\n"
-    assert client.git_branch() == {
-        "branch": "feature",
-        "head": origin.feature_head,
-        "detached": False,
-    }
+    assert client.git_branch() == GitBranch(branch="feature", head=origin.feature_head)
     identity = client.exec("git config user.name; git config user.email").stdout
     assert identity == "Ada Agent\nada@example.com\n"
     upstream = client.exec("git rev-parse --abbrev-ref @{upstream}").stdout
@@ -356,7 +353,7 @@ def test_prepare_creates_a_new_branch_from_the_default_branch(
 ) -> None:
     result = prepare(client, origin, "agent/new-work", new=True)
     assert result == PreparedWorkspace("agent/new-work", origin.main_head, "main")
-    assert client.git_branch()["branch"] == "agent/new-work"
+    assert client.git_branch().branch == "agent/new-work"
     assert client.git_status().ahead == 0
 
 
@@ -466,7 +463,8 @@ def test_git_status_with_upstream_and_detached_head(client: SandboxClient, origi
     client.exec("git switch --quiet --detach HEAD~1")
     detached = client.git_status()
     assert (detached.branch, detached.is_detached_head) == (None, True)
-    assert client.git_branch()["detached"] is True
+    head = client.exec("git rev-parse HEAD").stdout.strip()
+    assert client.git_branch() == GitBranch(branch=None, head=head)
 
 
 def test_git_diff_against_the_merge_base(client: SandboxClient, origin: Origin) -> None:
@@ -503,7 +501,7 @@ def test_git_diff_without_commits_or_repository(client: SandboxClient) -> None:
     [only] = diff.files
     assert (only.path, only.status, only.additions) == ("first.txt", "added", 2)
     assert (only.diff or "").endswith("+b\n\\ No newline at end of file\n")
-    assert client.git_branch() == {"branch": "main", "head": None, "detached": False}
+    assert client.git_branch() == GitBranch(branch="main", head=None)
 
 
 # ---------------------------------------------------------------------------- snapshot, restore

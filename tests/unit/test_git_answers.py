@@ -4,7 +4,7 @@ cannot hand back a name git would refuse, or anything but a commit id as a commi
 from __future__ import annotations
 
 import pytest
-from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.git_answers import GitBranch, GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
 
 HEAD = "a" * 40
@@ -44,3 +44,25 @@ def test_origin_head_must_name_an_origin_ref() -> None:
         GitRemote.from_answer({"originHead": "refs/heads/main"})
     with pytest.raises(SandboxError, match="invalid upstream"):
         GitRemote.from_answer({"upstream": "origin/x;y z"})
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ({"branch": "agent/x-1", "head": HEAD, "detached": False}, "agent/x-1"),
+        ({"branch": "main", "head": HEAD, "detached": True}, None),  # detached wins
+        ({"branch": "-delete", "head": HEAD}, None),  # a name git refuses is never shown
+        ({"branch": "new\nline", "head": HEAD}, None),
+        ({"branch": 7, "head": HEAD}, None),
+    ],
+)
+def test_the_shown_branch_is_one_git_allows_or_none(
+    answer: dict[str, object], shown: str | None
+) -> None:
+    assert GitBranch.from_answer(answer) == GitBranch(branch=shown, head=HEAD)
+
+
+def test_the_shown_branchs_head_is_a_commit_id_or_refused() -> None:
+    assert GitBranch.from_answer({"branch": "main", "head": None}).head is None  # no commit yet
+    with pytest.raises(SandboxError, match="invalid head"):
+        GitBranch.from_answer({"branch": "main", "head": "HEAD"})

@@ -52,7 +52,7 @@ from openagents.sandbox.answers import (
     Synced,
 )
 from openagents.sandbox.exec_stream import ExecPiece, read_pieces
-from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.git_answers import GitBranch, GitPlace, GitRemote
 from openagents.sandbox.port import SandboxError
 from openagents.sandbox.ports import (
     ListeningPort,
@@ -300,8 +300,8 @@ class SandboxClient:
             self._json("POST", "/workspace/prepare", body, timeout=wait)
         )
 
-    def git_branch(self) -> JsonObject:
-        return self._json("GET", "/git/branch")
+    def git_branch(self) -> GitBranch:
+        return GitBranch.from_answer(self._json("GET", "/git/branch"))
 
     def git_status(self) -> GitStatus:
         return GitStatus.from_answer(self._json("GET", "/git/status"))

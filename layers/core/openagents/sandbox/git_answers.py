@@ -42,16 +42,26 @@ def ref_name(answer: dict[str, Any], name: str, prefix: str = "") -> str | None:
     return str(value)
 
 
-def shown_branch(answer: dict[str, Any]) -> str | None:
-    """The branch a sandbox says it is on (``GET /git/branch``), to show and nothing more: what
-    is pushed or looked up on the git host is the session's own branch. None when detached, or
-    when the answer names no branch git would allow."""
-    if answer.get("detached"):
-        return None
-    try:
-        return ref_name(answer, "branch")
-    except SandboxError:
-        return None
+@dataclass(frozen=True)
+class GitBranch:
+    """``GET /git/branch``: the branch HEAD is on, to show and nothing more (what is pushed or
+    looked up on the git host is the session's own branch) — None when detached, or when the
+    answer names no branch git would allow; and HEAD's commit (None before the first; an id of
+    another shape is refused, as in every git answer)."""
+
+    branch: str | None
+    head: str | None
+
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any]) -> GitBranch:
+        head = commit_id(answer, "head")
+        if answer.get("detached"):
+            return cls(branch=None, head=head)
+        try:
+            branch = ref_name(answer, "branch")
+        except SandboxError:
+            branch = None
+        return cls(branch=branch, head=head)
 
 
 @dataclass(frozen=True)

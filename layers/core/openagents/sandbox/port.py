@@ -9,7 +9,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from openagents.domain.checkpoints import Checkpoint
 
@@ -32,7 +32,7 @@ from openagents.sandbox.answers import SnapshotManifest as SnapshotManifest
 from openagents.sandbox.answers import Synced as Synced
 from openagents.sandbox.errors import SandboxError as SandboxError
 from openagents.sandbox.exec_stream import ExecPiece
-from openagents.sandbox.git_answers import GitPlace, GitRemote
+from openagents.sandbox.git_answers import GitBranch, GitPlace, GitRemote
 from openagents.sandbox.ports import ListeningPort
 
 
@@ -97,7 +97,7 @@ class Sandboxd(Protocol):
         git_name: str,
         git_email: str,
     ) -> PreparedWorkspace: ...
-    def git_branch(self) -> dict[str, Any]: ...
+    def git_branch(self) -> GitBranch: ...
     def git_status(self) -> GitStatus: ...
     def git_diff(self) -> GitDiff: ...
     def checkpoint(self, ref: str) -> Checkpoint: ...

@@ -29,7 +29,7 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.git import GitHost
-from openagents.sandbox.git_answers import GitPlace, GitRemote, shown_branch
+from openagents.sandbox.git_answers import GitPlace, GitRemote
 from openagents.sandbox.port import (
     Sandboxd,
     SandboxdClients,
@@ -220,7 +220,7 @@ class ArchiveService:
         updates: dict[str, Any] = {}
         try:
             if session.sandbox and session.lifecycle_state in LIVE:
-                seen = shown_branch(self._workspaces(session.sandbox).git_branch())
+                seen = self._workspaces(session.sandbox).git_branch().branch
                 if seen is not None and seen != session.branch:
                     updates["branch"] = seen
             return updates | self._refreshed_pr(session)

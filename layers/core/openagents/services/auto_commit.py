@@ -24,7 +24,6 @@ from openagents.domain.lifecycle import LOOPED_STATES
 from openagents.domain.models import PrStatus, Repo, Session, pr_key
 from openagents.domain.runs import Run
 from openagents.git import GitHost, GitHostError, ReceivesPushes
-from openagents.sandbox.git_answers import GitPlace
 from openagents.sandbox.port import GitStatus, Sandboxd, SandboxdClients, SandboxError
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.archive import git_identity
@@ -167,7 +166,7 @@ class AutoCommitService:
         force = session.is_new_branch
         for full in (False, True):
             try:
-                head = GitPlace.from_answer(client.git_branch()).head
+                head = client.git_branch().head
                 data = client.git_bundle(branch=branch, thin=not full, max_bytes=MAX_BUNDLE_BYTES)
             except SandboxError as exc:
                 return f"bundle failed: {_tail(exc)}", None

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
@@ -312,9 +311,9 @@ class ProvisioningService:
             if exc.code != "workspace_not_empty":
                 raise
             # a retried step: the first restore landed, the workspace holds the branch
-            restored = GitPlace.from_answer(client.git_branch())
-            if restored.branch != cloned.branch:
+            if client.git_branch().branch != cloned.branch:
                 raise
+            return cloned.branch
         return restored.branch
 
     def _verify_restore(self, session: Session, handle: SandboxHandle) -> Prepared:
@@ -323,12 +322,10 @@ class ProvisioningService:
         expected = session.snapshot.manifest.get("gitHead") if session.snapshot else None
         if not expected:
             return Prepared(branch=None)
-        branch = self._workspaces(handle).git_branch()
-        if branch.get("head") != expected:
-            raise SandboxError(
-                f"restore verification failed: git HEAD {branch.get('head')} != {expected}"
-            )
-        return Prepared(branch=_branch(branch))
+        place = self._workspaces(handle).git_branch()
+        if place.head != expected:
+            raise SandboxError(f"restore verification failed: git HEAD {place.head} != {expected}")
+        return Prepared(branch=place.branch)
 
     def activate(self, session_id: str, generation: int) -> Settled:
         """The sandbox active (its idle and lifetime timers set); the sandbox-ready flow then
@@ -407,12 +404,6 @@ class ProvisioningService:
         if session.sandbox is None or session.sandbox.generation != generation:
             raise NotFound(f"no sandbox of generation {generation}")
         return session.sandbox
-
-
-def _branch(answer: dict[str, Any]) -> str | None:
-    """The branch sandboxd reported (None when it reported none)."""
-    branch = answer.get("branch")
-    return None if branch is None else str(branch)
 
 
 def _local_repo_paths(session: Session, roots: LocalRepoRoots) -> tuple[str, ...]:

@@ -24,7 +24,6 @@ from openagents.domain.models import (
     pr_key,
 )
 from openagents.git import GitHost, GitHostError, MergeMethod
-from openagents.sandbox.git_answers import shown_branch
 from openagents.sandbox.port import SandboxdClients
 from openagents.services import Clock, IdFactory, Metrics
 from openagents.services.sessions import owned
@@ -160,7 +159,7 @@ class PullRequestService:
         if session.lifecycle_state not in LIVE or not session.sandbox:
             return Change()
         changes = Change()
-        seen = shown_branch(self._workspaces(session.sandbox).git_branch())
+        seen = self._workspaces(session.sandbox).git_branch().branch
         if seen is not None and seen != session.branch:
             changes = Change(branch=seen)
         own = session.own_branch
