@@ -40,7 +40,6 @@ from openagents.domain.errors import (
 )
 from openagents.domain.identity import Identity
 from openagents.domain.models import (
-    AuditEntry,
     LifecycleState,
     PrStatus,
     Session,
@@ -58,6 +57,7 @@ from openagents.services.git_cards import Card, CardValue, GitCards, latest_chat
 from openagents.services.pull_requests import NoPullRequest
 from openagents.services.sandbox_tools import public_detail, sandbox_of
 from openagents.services.sessions import owned
+from openagents.services.transitions import Change, Entry, Transitions
 from openagents.store.port import StaleState, Store
 
 T = TypeVar("T")
@@ -228,6 +228,7 @@ class GitActions:
             turns,
         )
         self._clock, self._ids, self._metrics = clock, ids, metrics
+        self._moves = Transitions(store, clock, ids, metrics)  # every write: state and entry
         self._host_setting = host_setting
 
     # ------------------------------------------------------------------ commit
@@ -259,15 +260,8 @@ class GitActions:
             raise self._sandbox_error(exc) from None
         commit = place.head or ""
         branch = str(status.branch)
-        self._audit(
-            session,
-            self._entry(
-                session,
-                "git.committed",
-                {"commit": commit, "subject": subject, "branch": branch, "generated": generated},
-            ),
-        )
-        self._metrics.count("GitCommitted")
+        detail = {"commit": commit, "subject": subject, "branch": branch, "generated": generated}
+        self._moves.record(session, _entry("git.committed", detail), metric="GitCommitted")
         card: dict[str, CardValue] = {"commit": commit, "subject": subject, "branch": branch}
         self._cards.record(session, Card("commit", card, "button"))
         return Committed(commit, subject, body, generated, branch)
@@ -310,7 +304,7 @@ class GitActions:
             "removed": removed[:100],
             "saved": saved.to_json(),
         }
-        self._audit(session, self._entry(session, "git.discarded", detail))
+        self._moves.record(session, _entry("git.discarded", detail))
         self._metrics.count("GitDiscarded")
         return Discarded(restored[:MAX_LISTED], removed[:MAX_LISTED], saved)
 
@@ -328,15 +322,8 @@ class GitActions:
             raise PushRefused(f"Cannot push: {result.refused}", field="sessionId")
         if result.failed is not None or result.branch is None or result.commit is None:
             raise PushFailed(f"The git host refused the push: {result.failed or 'no commit'}")
-        self._audit(
-            session,
-            self._entry(
-                session,
-                "git.pushed",
-                {"branch": result.branch, "commit": result.commit, "base": result.base},
-            ),
-        )
-        self._metrics.count("GitPushed")
+        detail = {"branch": result.branch, "commit": result.commit, "base": result.base}
+        self._moves.record(session, _entry("git.pushed", detail), metric="GitPushed")
         card: dict[str, CardValue] = {
             "branch": result.branch,
             "commit": result.commit,
@@ -458,21 +445,18 @@ class GitActions:
         """The session's PR number, state and key, now; an audit entry when it was opened."""
         entry = None
         if created:
-            entry = self._entry(
-                session,
-                "git.pr_opened",
-                {"prNumber": pull.number, "prUrl": pull.url, "title": pull.title},
-            )
-        changes = {
-            "pr_number": pull.number,
-            "pr_status": pull.state,
-            "pr_key": pr_key(session.repo_owner, session.repo_name, pull.number),
-        }
+            detail = {"prNumber": pull.number, "prUrl": pull.url, "title": pull.title}
+            entry = _entry("git.pr_opened", detail)
+        change = Change(
+            pr_number=pull.number,
+            pr_status=pull.state,
+            pr_key=pr_key(session.repo_owner, session.repo_name, pull.number),
+        )
         unchanged = session.pr_number == pull.number and session.pr_status is pull.state
         if unchanged and entry is None:
             return
         try:
-            self._store.transition(session.id, expect=ANY_STATE, changes=changes, entry=entry)
+            self._moves.move(session, ANY_STATE, change, entry)
         except StaleState:  # deleted meanwhile: nothing to keep it on
             return
 
@@ -598,18 +582,6 @@ class GitActions:
         except InvalidInput as exc:  # no model configured or the chat's is gone
             raise GenerationFailed(f"Could not generate a {what}: {exc.message}") from None
 
-    def _entry(self, session: Session, kind: str, detail: dict[str, Any]) -> AuditEntry:
-        return AuditEntry(
-            id=self._ids(),
-            session_id=session.id,
-            at=self._clock(),
-            type=kind,
-            detail={key: value for key, value in detail.items() if value is not None},
-        )
-
-    def _audit(self, session: Session, entry: AuditEntry) -> None:
-        self._store.append_entry(entry)
-
 
 def _chosen(checks: Sequence[CheckRun], check_ids: Sequence[int] | None) -> list[CheckRun]:
     """The failing check runs to fix: all of them, or those of ``check_ids`` (400 for an id
@@ -693,3 +665,8 @@ def _changes(porcelain: str) -> tuple[list[str], list[str], list[str]]:
             restored.append(path)
             staged.append(path)
     return restored, removed, staged
+
+
+def _entry(kind: str, detail: Mapping[str, Any]) -> Entry:
+    """An audit entry of the git actions: the detail's absent values left out."""
+    return Entry(kind, {key: value for key, value in detail.items() if value is not None})
