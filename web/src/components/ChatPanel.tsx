@@ -10,7 +10,8 @@ import { useTurnRuns } from "../hooks/useTurnRuns";
 import { Composer } from "./Composer";
 import { ConfirmDialog } from "./ConfirmDialog";
 import { ShareButton } from "./ShareButton";
-import { MessageView, type ViewMessage } from "./agent/MessageView";
+import type { ViewMessage } from "./agent/message";
+import { MessageView } from "./agent/MessageView";
 import { ModelPicker } from "./agent/ModelPicker";
 import { RevertTurn } from "./agent/RevertTurn";
 

@@ -3,7 +3,8 @@ import type { SharedApi, SharedChat as Transcript } from "../api/client";
 import { ApiError } from "../api/http";
 import { errorMessage } from "../api/errors";
 import { useLoader } from "../hooks/useLoader";
-import { MessageView, type ViewMessage } from "./agent/MessageView";
+import type { ViewMessage } from "./agent/message";
+import { MessageView } from "./agent/MessageView";
 
 const STATUS_EVERY_MS = 5000;
 

@@ -1,6 +1,6 @@
 import { useEffect, useState } from "react";
 import { useApi } from "../../api/context";
-import type { Part } from "./MessageView";
+import type { Part } from "./message";
 
 /** A user message's file part: an image as a thumbnail (its bytes fetched with the token),
  * a text file as a chip with its name. */

@@ -2,25 +2,11 @@ import { lazy, Suspense } from "react";
 import type { RespondBody } from "../../api/client";
 import { DataPartCard } from "./DataPartCard";
 import { FileView } from "./FileView";
+import type { ViewMessage } from "./message";
 import { ToolCard, type ToolPart } from "./ToolCard";
 
 // react-markdown, GFM and highlight.js load on first use: the app's first screen stays small
 const Markdown = lazy(() => import("./Markdown"));
-
-export interface Part {
-  type: string;
-  text?: string;
-  state?: string;
-  data?: unknown;
-  [key: string]: unknown;
-}
-
-export interface ViewMessage {
-  id: string;
-  role: string;
-  parts: Part[];
-  metadata?: unknown;
-}
 
 function Text({ text }: { text: string }) {
   return (
