@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from openagents.composition import build
-from openagents.domain.models import LifecycleState, Repo
+from openagents.domain.models import LifecycleState, PrStatus, Repo
 from openagents.git.local import LocalGitHost
 
 from tests.api.test_sessions import SESSIONS, assert_error
@@ -28,7 +28,7 @@ def with_pr(api: HttpApi, tmp_path: Path) -> tuple[str, LocalGitHost, Repo, int]
     build(api.settings, NoMetrics()).archive._store.transition(
         session_id,
         expect=frozenset(LifecycleState),
-        changes={"pr_number": pr.number, "pr_status": "open"},
+        changes={"pr_number": pr.number, "pr_status": PrStatus.OPEN},
         entry=None,
     )
     return session_id, host, repo, pr.number

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openagents.composition import build
 from openagents.domain.identity import Identity
-from openagents.domain.models import LifecycleState, SessionStatus
+from openagents.domain.models import LifecycleState, PrStatus, SessionStatus
 from openagents.services.pull_requests import PullRequestEventId, event_identity
 from openagents.services.sessions import NewSession
 from openagents.settings import Settings
@@ -99,7 +99,7 @@ def test_a_replayed_delivery_is_acknowledged_and_does_nothing(hook_api: Api) -> 
     container.archive._store.transition(
         session.id,
         expect=frozenset({LifecycleState.PROVISIONING}),
-        changes={"pr_number": 7, "pr_status": "open", "pr_key": "acme/widget#7"},
+        changes={"pr_number": 7, "pr_status": PrStatus.OPEN, "pr_key": "acme/widget#7"},
         entry=None,
     )
     body = json.dumps(closed()).encode()
@@ -129,7 +129,7 @@ def pr_session(hook_api: Api) -> tuple[Any, str]:
     container.archive._store.transition(
         session.id,
         expect=frozenset({LifecycleState.PROVISIONING}),
-        changes={"pr_number": 7, "pr_status": "open", "pr_key": "acme/widget#7"},
+        changes={"pr_number": 7, "pr_status": PrStatus.OPEN, "pr_key": "acme/widget#7"},
         entry=None,
     )
     return container, session.id

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
+from openagents.domain.lifecycle import LifecycleFields
 from openagents.domain.models import LifecycleState, SessionStatus
 from openagents.store.port import (
     ChatIdTaken,
@@ -27,8 +29,10 @@ def activate(store: Store, session_id: str, **changes: object) -> None:
         session_id,
         expect=PROVISIONING,
         # no due time yet: off the overdue index, where the start had put it
-        changes={"lifecycle_state": LifecycleState.ACTIVE, "due_at": None, "due_shard": None}
-        | changes,
+        changes=cast(
+            LifecycleFields,
+            {"lifecycle_state": LifecycleState.ACTIVE, "due_at": None, "due_shard": None} | changes,
+        ),
         entry=None,
     )
 
@@ -60,7 +64,7 @@ def test_transition_only_from_an_expected_state(store: Store) -> None:
     with pytest.raises(StaleState):
         store.transition("missing", expect=ACTIVE, changes={}, entry=None)
     with pytest.raises(ValueError, match="not lifecycle fields"):
-        store.transition(session.id, expect=ACTIVE, changes={"title": "no"}, entry=None)
+        store.transition(session.id, expect=ACTIVE, changes={"title": "no"}, entry=None)  # type: ignore[typeddict-unknown-key]
 
 
 def test_transition_checks_generation_and_lease(store: Store) -> None:

@@ -7,7 +7,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
+from openagents.domain.lifecycle import LifecycleFields
 from openagents.domain.models import LifecycleState, SessionStatus
 from openagents.store.port import RateLimitExceeded, Store, TitleTaken, TooManyChats
 
@@ -18,7 +20,9 @@ THREADS = 6
 
 
 def change(store: Store, session_id: str, **changes: object) -> None:
-    store.transition(session_id, expect=ANY_STATE, changes=dict(changes), entry=None)
+    store.transition(
+        session_id, expect=ANY_STATE, changes=cast(LifecycleFields, changes), entry=None
+    )
 
 
 def test_overdue_is_a_sparse_index(store: Store) -> None:

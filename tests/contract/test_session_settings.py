@@ -21,7 +21,7 @@ def test_the_own_branch_is_kept_and_no_lifecycle_write_may_change_it(store: Stor
         store.transition(
             session.id,
             expect=frozenset({stored.lifecycle_state}),
-            changes={"own_branch": "release"},
+            changes={"own_branch": "release"},  # type: ignore[typeddict-unknown-key]
             entry=None,
         )
     again = store.get_session(session.id)

@@ -50,7 +50,7 @@ from openagents import composition
 from openagents.agent.loop import AgentLoop
 from openagents.agent.models import registry as model_registry
 from openagents.domain.identity import Identity
-from openagents.domain.lifecycle import with_due
+from openagents.domain.lifecycle import LifecycleFields, with_due
 from openagents.domain.models import LifecycleState
 from openagents.local import stepfunctions as local_stepfunctions
 from openagents.sandbox.answers import Health, Restored, SnapshotManifest, Synced
@@ -949,7 +949,10 @@ class World:
         store = self._container.sessions._store
         session = self._container.sessions.get(ALICE, sid)
         since = datetime.now(UTC) - timedelta(days=days)
-        changes = {"lifecycle_state": LifecycleState.HIBERNATED, "hibernated_at": since}
+        changes: LifecycleFields = {
+            "lifecycle_state": LifecycleState.HIBERNATED,
+            "hibernated_at": since,
+        }
         state = session.lifecycle_state or LifecycleState.PROVISIONING
         store.transition(
             sid,

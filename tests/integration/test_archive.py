@@ -17,7 +17,7 @@ from openagents.composition import Container, build
 from openagents.domain.errors import Conflict, NotFound
 from openagents.domain.identity import Identity
 from openagents.domain.lifecycle import FAILURE_TEXT, Failure
-from openagents.domain.models import LifecycleState, Role, Session, SessionStatus
+from openagents.domain.models import LifecycleState, PrStatus, Role, Session, SessionStatus
 from openagents.git.local import LocalGitHost
 from openagents.sandbox.port import SandboxHandle, SandboxState
 from openagents.services.sessions import NewSession
@@ -272,7 +272,11 @@ def test_webhook_signature_and_pr_closed_archives_matching_sessions(
         container.archive._store.transition(
             session.id,
             expect=frozenset({LifecycleState.PROVISIONING}),
-            changes={"pr_number": number, "pr_status": "open", "pr_key": f"acme/widget#{number}"},
+            changes={
+                "pr_number": number,
+                "pr_status": PrStatus.OPEN,
+                "pr_key": f"acme/widget#{number}",
+            },
             entry=None,
         )
     body = json.dumps(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from openagents.composition import build
 from openagents.domain.identity import Identity
-from openagents.domain.lifecycle import with_due
+from openagents.domain.lifecycle import LifecycleFields, with_due
 from openagents.domain.models import LifecycleState, ListFilter, SessionStatus
 from openagents.services.archive import AutoArchived
 from openagents.services.sessions import NewSession
@@ -25,7 +25,7 @@ def test_only_sessions_hibernated_longer_than_the_setting_are_archived(settings:
     ids: dict[str, str] = {}
     for title, days in ages.items():
         session, _ = container.sessions.create(ALICE, NewSession(title=title))
-        changes = {
+        changes: LifecycleFields = {
             "lifecycle_state": LifecycleState.HIBERNATED,
             "hibernated_at": now - timedelta(days=days),
         }

@@ -8,11 +8,12 @@ interval; an agent turn's end refreshes too (tests/agent cover the wiring)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openagents.composition import Container, build
 from openagents.domain.identity import Identity
+from openagents.domain.lifecycle import LifecycleFields
 from openagents.domain.models import LifecycleState, PrStatus, Repo, Session
 from openagents.git import PullRequest
 from openagents.sandbox.git_answers import GitBranch
@@ -91,7 +92,10 @@ def running(app: Container, **changes: Any) -> Session:
     return app.archive._store.transition(
         session.id,
         expect=frozenset({LifecycleState.PROVISIONING}),
-        changes={"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle, **changes},
+        changes=cast(
+            LifecycleFields,
+            {"lifecycle_state": LifecycleState.ACTIVE, "sandbox": handle, **changes},
+        ),
         entry=None,
     )
 

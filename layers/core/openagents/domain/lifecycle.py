@@ -11,9 +11,17 @@ import hashlib
 import zlib
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
-from openagents.domain.models import LifecycleState, Session, SessionStatus
+from openagents.domain.models import (
+    BundleRef,
+    LifecycleState,
+    PrStatus,
+    SandboxHandle,
+    Session,
+    SessionStatus,
+    SnapshotRef,
+)
 
 EXPIRY_BUFFER = timedelta(seconds=10)
 MIN_SLEEP = timedelta(seconds=5)
@@ -23,6 +31,37 @@ DUE_SHARDS = 8  # the sparse "overdue" index is spread over this many partitions
 RUNNING_STATES = frozenset(
     {LifecycleState.ACTIVE, LifecycleState.HIBERNATING, LifecycleState.RESTORING}
 )
+
+
+class LifecycleFields(TypedDict, total=False):
+    """The fields a lifecycle write may change, as the store writes them (its
+    ``transition``): the lifecycle, the sandbox and its snapshot, the diff counts, the archive's
+    bundle, the git and PR state the archive refreshes, and the due and idle indexes that
+    follow from them (``with_due``)."""
+
+    lifecycle_state: LifecycleState
+    lifecycle_error: str | None
+    lifecycle_error_code: str | None
+    last_activity_at: datetime | None
+    hibernate_after: datetime | None
+    sandbox_expires_at: datetime | None
+    turn_active_until: datetime | None
+    hibernated_at: datetime | None
+    sandbox: SandboxHandle | None
+    snapshot: SnapshotRef | None
+    lifecycle_run_id: str | None
+    bundle: BundleRef | None
+    archive_pending: bool | None
+    lines_added: int | None
+    lines_removed: int | None
+    cached_diff_at: datetime | None
+    branch: str | None
+    pr_number: int | None
+    pr_status: PrStatus | None
+    pr_key: str | None
+    due_at: datetime | None
+    due_shard: str | None
+    idle_shard: str | None
 
 
 class ChipStatus(StrEnum):
@@ -106,16 +145,16 @@ DUE_INPUTS = frozenset(
 )
 
 
-def with_due(session: Session, changes: dict[str, Any]) -> dict[str, Any]:
+def with_due(session: Session, changes: LifecycleFields) -> LifecycleFields:
     """``changes`` plus the sparse index fields they imply: ``due_at``/``due_shard`` while a
     lifecycle run must look after the sandbox (the "overdue" index), and ``idle_shard`` while
     the session is hibernated (the "idle" index auto-archive reads; ``hibernated_at`` comes
     with the change that hibernates)."""
     if not DUE_INPUTS & changes.keys():
         return changes
-    after = session.model_copy(update=changes)
+    after = session.model_copy(update=dict(changes))
     due = index_due(after)
-    indexed = {
+    indexed: LifecycleFields = {
         **changes,
         "due_at": due,
         "due_shard": due_shard(session.id) if due is not None else None,

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from openagents.domain.errors import Conflict
-from openagents.domain.lifecycle import Failure, with_due
+from openagents.domain.lifecycle import Failure, LifecycleFields, with_due
 from openagents.domain.models import (
     AuditEntry,
     BundleRef,
@@ -164,7 +164,7 @@ class ArchiveService:
         number = git.get("pr_number", session.pr_number)
         git["pr_key"] = pr_key(session.repo_owner, session.repo_name, number)
         finalize = bool(session.sandbox or session.snapshot)
-        changes: dict[str, Any] = {
+        changes: LifecycleFields = {
             **git,
             "lifecycle_error": None,
             "sandbox_expires_at": None,
@@ -213,22 +213,23 @@ class ArchiveService:
         self._metrics.count("SessionsAutoArchived", archived)
         return AutoArchived(stale=len(stale), archived=archived)
 
-    def _refresh_git(self, session: Session) -> dict[str, Any]:
+    def _refresh_git(self, session: Session) -> LifecycleFields:
         """Reference §5.2 step 3, on the session's own branch: the branch the sandbox is on is
         saved to show; the PR is refreshed by its number, else looked up for the own branch
         (never for one the sandbox names: pull_requests.py)."""
-        updates: dict[str, Any] = {}
+        updates: LifecycleFields = {}
         try:
             if session.sandbox and session.lifecycle_state in LIVE:
                 seen = self._workspaces(session.sandbox).git_branch().branch
                 if seen is not None and seen != session.branch:
                     updates["branch"] = seen
-            return updates | self._refreshed_pr(session)
+            updates.update(self._refreshed_pr(session))
+            return updates
         except Exception as exc:  # the archive never fails because of the refresh
             log.warning("git/PR refresh before archiving %s failed: %s", session.id, exc)
             return {}
 
-    def _refreshed_pr(self, session: Session) -> dict[str, Any]:
+    def _refreshed_pr(self, session: Session) -> LifecycleFields:
         host = self._git_host
         if host is None or not (session.clone_url or session.repo_name):
             return {}
@@ -243,7 +244,7 @@ class ArchiveService:
         if found is None:
             has_pr = session.pr_number is not None or session.pr_status is not None
             return {"pr_number": None, "pr_status": None} if has_pr else {}
-        updates: dict[str, Any] = {}
+        updates: LifecycleFields = {}
         if found.number != session.pr_number:
             updates["pr_number"] = found.number
         if found.state is not session.pr_status:
@@ -406,7 +407,7 @@ class ArchiveService:
         state = LifecycleState.RESTORING if restoring else LifecycleState.PROVISIONING
         if session.sandbox is not None and (session.bundle or session.snapshot):
             self._stop(session.sandbox)  # a failed finalisation's
-        changes: dict[str, Any] = {
+        changes: LifecycleFields = {
             "lifecycle_error": None,
             "archive_pending": None,
             "sandbox": None,
@@ -426,7 +427,8 @@ class ArchiveService:
             changes = with_due(session.model_copy(update={"lifecycle_state": state}), changes)
         else:  # a start: in the overdue index, so the reconciler re-kicks it if it is lost
             unarchived = session.model_copy(update={"status": SessionStatus.RUNNING})
-            changes = with_due(unarchived, {**changes, "lifecycle_state": state})
+            changes["lifecycle_state"] = state
+            changes = with_due(unarchived, changes)
         for preview in self._store.public_previews(session.id):  # archiving ended them: for good
             self._store.revoke_preview(session.id, preview.port)
         entry = self._entry(

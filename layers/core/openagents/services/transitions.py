@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
-from openagents.domain.lifecycle import Failure, failure, with_due
+from openagents.domain.lifecycle import Failure, LifecycleFields, failure, with_due
 from openagents.domain.models import (
     AuditEntry,
     BundleRef,
@@ -63,9 +63,10 @@ class Change:
     due_shard: str | Keep | None = KEEP
     idle_shard: str | Keep | None = KEEP
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> LifecycleFields:
         """The changed fields, as the store writes them."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not KEEP}
+        changed = {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not KEEP}
+        return cast(LifecycleFields, changed)
 
     def __or__(self, other: Change) -> Change:
         """This change with ``other``'s fields on top."""

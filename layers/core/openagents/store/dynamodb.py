@@ -25,7 +25,7 @@ from pynamodb.expressions.update import Action
 
 from openagents.artifacts import ArtifactStore
 from openagents.domain.errors import Unavailable
-from openagents.domain.lifecycle import DUE_SHARDS
+from openagents.domain.lifecycle import DUE_SHARDS, LifecycleFields
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -511,7 +511,7 @@ class DynamoStore(DynamoPreviews):
         status: SessionStatus,
         lifecycle_state: LifecycleState | None,
         entry: AuditEntry,
-        changes: dict[str, Any] | None = None,
+        changes: LifecycleFields | None = None,
     ) -> Session:
         """Archive or unarchive: status, lifecycle fields and ``archivedCount`` in one
         transaction, conditional on the status the caller read."""
@@ -660,7 +660,7 @@ class DynamoStore(DynamoPreviews):
         session_id: str,
         *,
         expect: frozenset[LifecycleState],
-        changes: dict[str, Any],
+        changes: LifecycleFields,
         entry: AuditEntry | None,
         generation: int | None = None,
         lease: str | None = None,

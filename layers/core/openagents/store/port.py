@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from openagents.domain.lifecycle import LifecycleFields
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -75,34 +76,7 @@ class RepositoryAlreadySet(Exception):
     """The session has a repository already (``SessionStore.set_repository``)."""
 
 
-LIFECYCLE_FIELDS = frozenset(
-    {
-        "lifecycle_state",
-        "lifecycle_error",
-        "lifecycle_error_code",
-        "last_activity_at",
-        "hibernate_after",
-        "sandbox_expires_at",
-        "sandbox",
-        "lines_added",
-        "lines_removed",
-        "cached_diff_at",
-        "lifecycle_run_id",
-        "snapshot",
-        "turn_active_until",
-        "due_at",
-        "due_shard",
-        "hibernated_at",
-        "idle_shard",
-        "bundle",
-        "archive_pending",
-        # git and PR state the archive flow refreshes (pr_key keeps the byPr index in step)
-        "branch",
-        "pr_number",
-        "pr_status",
-        "pr_key",
-    }
-)
+LIFECYCLE_FIELDS = LifecycleFields.__optional_keys__
 
 
 def check_lifecycle_fields(changes: Mapping[str, object]) -> None:
@@ -237,7 +211,7 @@ class SessionStore(Protocol):
         status: SessionStatus,
         lifecycle_state: LifecycleState | None,
         entry: AuditEntry,
-        changes: dict[str, Any] | None = None,
+        changes: LifecycleFields | None = None,
     ) -> Session: ...
     def sessions_for_pr(self, owner: str, name: str, number: int) -> list[Session]: ...
     def delete_session(self, session: Session) -> None:
@@ -267,7 +241,7 @@ class LifecycleStore(Protocol):
         session_id: str,
         *,
         expect: frozenset[LifecycleState],
-        changes: dict[str, Any],
+        changes: LifecycleFields,
         entry: AuditEntry | None,
         generation: int | None = None,
         lease: str | None = None,

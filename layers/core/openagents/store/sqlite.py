@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from openagents.artifacts import ArtifactStore
+from openagents.domain.lifecycle import LifecycleFields
 from openagents.domain.models import (
     AuditEntry,
     Chat,
@@ -348,7 +349,7 @@ class SqliteStore(SqlitePreviews):
         status: SessionStatus,
         lifecycle_state: LifecycleState | None,
         entry: AuditEntry,
-        changes: dict[str, Any] | None = None,
+        changes: LifecycleFields | None = None,
     ) -> Session:
         """Archive or unarchive, conditional on the status the caller read."""
         change = status_change(session, status, lifecycle_state, entry.at, changes)
@@ -406,7 +407,7 @@ class SqliteStore(SqlitePreviews):
         session_id: str,
         *,
         expect: frozenset[LifecycleState],
-        changes: dict[str, Any],
+        changes: LifecycleFields,
         entry: AuditEntry | None,
         generation: int | None = None,
         lease: str | None = None,
