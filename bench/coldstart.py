@@ -2,8 +2,11 @@
 bytecode already compiled (a warm-up run writes it), against two baselines measured in the same
 run: the API against a one-route FastAPI + Mangum app, every other function against a bare
 Powertools handler (Logger, Tracer, Metrics). "Init" is what the first invocation adds: the API's
-first request builds its container (boto3 clients, settings), a task function's first step
-builds its own, the outbox enriches an empty batch, a baseline answers once. No AWS request is
+first request is ``GET /api/sessions?bench=1``: a real route, analysed on first use
+(functions/api/lazy_route.py), its dependencies solved up to the unknown-query check, which
+refuses it (400) before the container is built (the container, with PynamoDB and botocore, is
+left out as the health request it replaces left it out); a task function's first step builds
+its own, the outbox enriches an empty batch, a baseline answers once. No AWS request is
 made.
 
 Package sizes come from the staged assets in ``.build/`` (``make build``); without them that
@@ -41,12 +44,12 @@ class Context:
     def get_remaining_time_in_millis(self):
         return 30000
 
-def event(path):
+def event(path, query=""):
     http = {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
             "userAgent": "bench"}
     context = {"http": http, "requestId": "r", "routeKey": "$default", "stage": "$default",
                "accountId": "1", "apiId": "a", "domainName": "bench", "time": "", "timeEpoch": 0}
-    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
             "headers": {"host": "bench", "user-agent": "bench"}, "isBase64Encoded": False,
             "requestContext": context}
 
@@ -58,8 +61,8 @@ elif name.endswith("baseline_powertools"):
     assert module.lambda_handler({}, Context()) == {"ok": True}
 elif name.endswith("outbox.handler"):
     assert module.lambda_handler([], Context()) == []
-else:
-    assert module.lambda_handler(event("/api/health"), Context())["statusCode"] == 200
+else:  # a real route, analysed on first use: refused by its query check before the container
+    assert module.lambda_handler(event("/api/sessions", "bench=1"), Context())["statusCode"] == 400
 done, cpu_done = time.perf_counter(), time.process_time()
 print(json.dumps({"import": imported - began, "init": done - imported,
                   "cpuImport": cpu_imported - cpu_began, "cpuInit": cpu_done - cpu_imported}))

@@ -121,3 +121,63 @@ def test_each_task_function_imports_with_the_collector_paused(
     for name, state in seen.items():
         assert state["enabled"] is True, name
         assert state["frozen"] > 10_000, name
+
+
+def _api_routes() -> list[Any]:
+    from fastapi.routing import APIRoute
+    from openagents.settings import Settings
+
+    from functions.api.app import create_app
+
+    return [r for r in create_app(Settings).router.routes if isinstance(r, APIRoute)]
+
+
+def test_every_route_analysed_on_first_use_holds_what_an_apiroute_holds() -> None:
+    from fastapi.routing import APIRoute
+
+    from functions.api.lazy_route import DEFERRED, AnalysedRoute
+
+    lazy = [r for r in _api_routes() if isinstance(r, AnalysedRoute)]
+    assert len(lazy) > 50  # every route module's routes
+    for route in lazy:
+        path, endpoint, options = route.__dict__["_pending"]
+        eager = APIRoute(path, endpoint, **options)
+        before = set(vars(route)) - {"_analysis", "_pending"}
+        assert set(vars(eager)) - before <= DEFERRED, route.path  # all computed on first use
+        for name in before:
+            assert getattr(route, name) == getattr(eager, name), (route.path, name)
+        assert getattr(route, "original_router", None) is None  # no analysis for a stranger
+        assert route.__dict__["_pending"] is not None
+        assert route.unique_id == eager.unique_id  # a deferred attribute: analysed now
+        assert route.__dict__["_pending"] is None
+        assert set(vars(route)) - {"_analysis", "_pending"} == set(vars(eager)), route.path
+        for name in ("response_model", "status_code", "responses", "description", "methods"):
+            assert getattr(route, name) == getattr(eager, name), (route.path, name)
+        assert (route.body_field is None) == (eager.body_field is None), route.path
+        assert len(route.dependant.dependencies) == len(eager.dependant.dependencies)
+
+
+def test_a_route_is_analysed_once_when_threads_read_it_together() -> None:
+    import threading
+
+    from fastapi import APIRouter
+
+    from functions.api.lazy_route import AnalysedRoute
+
+    router = APIRouter(route_class=AnalysedRoute)
+
+    @router.get("/items/{item_id}")
+    def item(item_id: int) -> dict[str, int]:
+        return {"id": item_id}
+
+    route = router.routes[0]
+    assert isinstance(route, AnalysedRoute)
+    seen: list[Any] = []
+    threads = [threading.Thread(target=lambda: seen.append(route.dependant)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8
+    assert all(d is seen[0] for d in seen)  # one analysis, seen by all
+    assert [p.name for p in route.dependant.path_params] == ["item_id"]

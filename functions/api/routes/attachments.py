@@ -8,10 +8,13 @@ from openagents.domain.attachments import MAX_IMAGE_BYTES
 
 from functions.api.chat_schemas import AttachmentOut
 from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import error_responses
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["agent"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute, prefix="/api", tags=["agent"], dependencies=[Depends(known_query)]
+)
 
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
 _UPLOAD_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "text/plain")

@@ -26,13 +26,16 @@ from functions.api.chat_schemas import (
     StreamOut,
 )
 from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import ErrorOut, error_responses
 from functions.api.strict_query import known_query
 
 if TYPE_CHECKING:  # the agent's modules load with the first turn, not the API's cold start
     from openagents.services.agent_turns import StreamView
 
-router = APIRouter(prefix="/api", tags=["agent"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute, prefix="/api", tags=["agent"], dependencies=[Depends(known_query)]
+)
 
 
 @router.post("/chat", status_code=202, responses=error_responses(403, 409, 413))

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from openagents.domain.models import Role
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import (
     ChatListOut,
     ChatOneOut,
@@ -25,7 +26,10 @@ from functions.api.schemas import (
 from functions.api.strict_query import known_query
 
 router = APIRouter(
-    prefix="/api/sessions/{session_id}/chats", tags=["chats"], dependencies=[Depends(known_query)]
+    route_class=AnalysedRoute,
+    prefix="/api/sessions/{session_id}/chats",
+    tags=["chats"],
+    dependencies=[Depends(known_query)],
 )
 ERRORS = error_responses()
 

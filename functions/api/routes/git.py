@@ -22,11 +22,15 @@ from functions.api.git_schemas import (
     PushOut,
     ReadinessOut,
 )
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import SessionOneOut, SessionOut, error_responses
 from functions.api.strict_query import known_query
 
 router = APIRouter(
-    prefix="/api/sessions/{session_id}", tags=["git"], dependencies=[Depends(known_query)]
+    route_class=AnalysedRoute,
+    prefix="/api/sessions/{session_id}",
+    tags=["git"],
+    dependencies=[Depends(known_query)],
 )
 
 

@@ -11,10 +11,16 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, Va
 
 from functions.api.deps import App
 from functions.api.errors import error_response
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import ErrorOut
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/github", tags=["github"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute,
+    prefix="/api/github",
+    tags=["github"],
+    dependencies=[Depends(known_query)],
+)
 MAX_JSON_DEPTH = 64  # GitHub's payloads nest about 6 deep
 MAX_DELIVERY_ID = 200
 

@@ -7,10 +7,16 @@ from pydantic import Field
 
 from functions.api.deps import App
 from functions.api.hosts import is_loopback
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import Body, Out
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/local", tags=["local"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute,
+    prefix="/api/local",
+    tags=["local"],
+    dependencies=[Depends(known_query)],
+)
 
 
 class TokenIn(Body):

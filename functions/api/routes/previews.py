@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi import Path as PathParam
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.preview_schemas import (
     DevServerIn,
     DevServerOut,
@@ -20,7 +21,9 @@ from functions.api.preview_schemas import (
 from functions.api.schemas import error_responses
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["previews"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute, prefix="/api", tags=["previews"], dependencies=[Depends(known_query)]
+)
 ERRORS = error_responses(409)
 Port = Annotated[int, PathParam(ge=1, le=65535, description="A TCP port in the sandbox")]
 

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Query
 from openagents.services.repositories import MAX_QUERY_CHARS
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.picker_schemas import (
     BranchesOut,
     BranchOut,
@@ -19,7 +20,10 @@ from functions.api.schemas import error_responses
 from functions.api.strict_query import known_query
 
 router = APIRouter(
-    prefix="/api/repositories", tags=["repositories"], dependencies=[Depends(known_query)]
+    route_class=AnalysedRoute,
+    prefix="/api/repositories",
+    tags=["repositories"],
+    dependencies=[Depends(known_query)],
 )
 
 

@@ -10,6 +10,7 @@ from openagents.domain.lifecycle import snapshot_ref
 from starlette.concurrency import run_in_threadpool
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import (
     ActivityIn,
     ActivityOut,
@@ -33,7 +34,9 @@ from functions.api.schemas import (
 )
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["sandbox"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute, prefix="/api", tags=["sandbox"], dependencies=[Depends(known_query)]
+)
 ERRORS = error_responses(409)
 TOOLS = "/sessions/{session_id}/sandbox"
 

@@ -7,6 +7,7 @@ from openagents.domain.models import ListFilter, Preferences
 from openagents.services.sessions import NewSession
 
 from functions.api.deps import App, Caller, CheckedCaller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import (
     ChatOut,
     CreatedSessionOut,
@@ -25,7 +26,9 @@ from functions.api.schemas import (
 )
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api", tags=["sessions"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute, prefix="/api", tags=["sessions"], dependencies=[Depends(known_query)]
+)
 ERRORS = error_responses()
 Limit = Annotated[int | None, Query(ge=0, le=1000)]
 Cursor = Annotated[str | None, Query(max_length=2048)]

@@ -4,10 +4,12 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from functions.api.deps import App, public_check
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.schemas import ErrorOut, SharedChatOut, SharedStatusOut
 from functions.api.strict_query import known_query
 
 router = APIRouter(
+    route_class=AnalysedRoute,
     prefix="/api/shared",
     tags=["shared"],
     dependencies=[Depends(public_check), Depends(known_query)],

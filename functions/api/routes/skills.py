@@ -3,12 +3,16 @@
 from fastapi import APIRouter, Depends
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.picker_schemas import SkillOut, SkillsOut
 from functions.api.schemas import error_responses
 from functions.api.strict_query import known_query
 
 router = APIRouter(
-    prefix="/api/sessions/{session_id}", tags=["skills"], dependencies=[Depends(known_query)]
+    route_class=AnalysedRoute,
+    prefix="/api/sessions/{session_id}",
+    tags=["skills"],
+    dependencies=[Depends(known_query)],
 )
 
 

@@ -5,11 +5,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from functions.api.deps import App, Caller
+from functions.api.lazy_route import AnalysedRoute
 from functions.api.picker_schemas import UsageDayOut, UsageOut, UsageTotalsOut
 from functions.api.schemas import error_responses
 from functions.api.strict_query import known_query
 
-router = APIRouter(prefix="/api/usage", tags=["usage"], dependencies=[Depends(known_query)])
+router = APIRouter(
+    route_class=AnalysedRoute,
+    prefix="/api/usage",
+    tags=["usage"],
+    dependencies=[Depends(known_query)],
+)
 
 
 @router.get("", responses=error_responses())
