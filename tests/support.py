@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -429,3 +431,44 @@ def wait_active(container: Container, identity: Identity, session_id: str) -> Se
             return current
         time.sleep(0.1)
     raise AssertionError("never active")
+
+
+# ------------------------------------------------------------------ fresh interpreters
+
+
+def lambda_context_fields() -> dict[str, Any]:
+    """``LambdaContext``'s fields, for a fresh interpreter to build the same context from."""
+    import dataclasses
+
+    context = LambdaContext()
+    fields = dataclasses.asdict(context)
+    fields["remaining_time_in_millis"] = context.get_remaining_time_in_millis()
+    return fields
+
+
+@contextmanager
+def interpreters(
+    cases: dict[str, tuple[list[str], dict[str, str]]], cwd: Path
+) -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """``python -c <args>`` per case in its environment, all started at once (each is mostly
+    imports); killed when the block ends. ``answer`` reads one."""
+    started: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for name, (args, env) in cases.items():
+            started[name] = subprocess.Popen(
+                [sys.executable, "-c", *args], cwd=cwd, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        yield started
+    finally:
+        for process in started.values():
+            process.kill()
+            process.wait()
+
+
+def answer(started: dict[str, subprocess.Popen[str]], name: str) -> Any:
+    """What a case's interpreter printed last, as JSON (its stderr when it failed)."""
+    process = started[name]
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])

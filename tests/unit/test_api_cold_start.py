@@ -7,18 +7,16 @@ come from it here, as JSON."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import LambdaContext, apigw_event
+from tests.support import answer, apigw_event, interpreters, lambda_context_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
@@ -42,6 +40,7 @@ print(json.dumps({
     "v1": sys.modules.get("pydantic.v1", "missing") is None,
     "health": health["statusCode"],
     "refused": refused["statusCode"],
+    "catalog": "openagents.events.catalog" in sys.modules,  # the event models: first publish
 }))
 """
 
@@ -57,70 +56,53 @@ ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 TASKS = """
-import gc, importlib, json
+import gc, importlib, json, sys
 seen = {}
 for name in ("lifecycle", "provisioner", "archiver"):
     module = importlib.import_module(f"functions.{name}.handler")
     seen[name] = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
     module.runtime.get()  # the first step's container, with the collector on
+    seen[name]["agent"] = "openagents.agent.loop" in sys.modules  # the agent: its first use
 print(json.dumps(seen))
 """
 
 
 @pytest.fixture(scope="module")
-def interpreters() -> Iterator[dict[str, subprocess.Popen[str]]]:
-    """Both cases' fresh interpreters, started at once (each is mostly imports)."""
-    context = LambdaContext()
-    fields = dataclasses.asdict(context)
-    fields["remaining_time_in_millis"] = context.get_remaining_time_in_millis()
+def started() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both cases' fresh interpreters, started at once."""
     claims = {"sub": "alice", "username": "alice"}
     body = json.dumps({"title": 7}).encode()  # not a string: the body model refuses it
     given = {
-        "context": fields,
+        "context": lambda_context_fields(),
         "refused": apigw_event("POST", "/api/sessions", claims=claims, body=body),
         "health": apigw_event("GET", "/api/health", claims=None),
     }
-    cases = {"api": [SCRIPT, json.dumps(given)], "tasks": [TASKS]}
-    started: dict[str, subprocess.Popen[str]] = {}
-    try:
-        for name, args in cases.items():
-            started[name] = subprocess.Popen(
-                [sys.executable, "-c", *args], cwd=ROOT, env=ENV,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-        yield started
-    finally:
-        for process in started.values():
-            process.kill()
-            process.wait()
-
-
-def _run(interpreters: dict[str, subprocess.Popen[str]], name: str) -> Any:
-    process = interpreters[name]
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
+    cases = {"api": ([SCRIPT, json.dumps(given)], ENV), "tasks": ([TASKS], ENV)}
+    with interpreters(cases, ROOT) as running:
+        yield running
 
 
 def test_the_api_imports_with_the_collector_paused_and_without_pydantic_v1(
-    interpreters: dict[str, subprocess.Popen[str]],
+    started: dict[str, subprocess.Popen[str]],
 ) -> None:
-    seen = _run(interpreters, "api")
+    seen = answer(started, "api")
     assert seen["enabled"] is True
     assert seen["frozen"] > 10_000  # the app's objects, out of later collections
     assert seen["v1"] is True  # marked absent, never imported
     assert seen["health"] == 200
     assert seen["refused"] == 422
+    assert seen["catalog"] is False  # the API publishes no event: the table's stream does
 
 
-def test_each_task_function_imports_with_the_collector_paused(
-    interpreters: dict[str, subprocess.Popen[str]],
+def test_each_task_function_imports_with_the_collector_paused_and_builds_no_agent(
+    started: dict[str, subprocess.Popen[str]],
 ) -> None:
-    seen = _run(interpreters, "tasks")
+    seen = answer(started, "tasks")
     assert set(seen) == {"lifecycle", "provisioner", "archiver"}
     for name, state in seen.items():
         assert state["enabled"] is True, name
         assert state["frozen"] > 10_000, name
+        assert state["agent"] is False, name  # a task function never builds the agent
 
 
 def _api_routes() -> list[Any]:

@@ -7,19 +7,16 @@ as long again as the handlers): the Lambda context is made from the fields it is
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openagents.observability import traced
 
-from tests.support import LambdaContext
+from tests.support import answer, interpreters, lambda_context_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_ID = "1-5759e988-bd862e3fe1be46a994272793"
@@ -65,56 +62,37 @@ CASES = {  # each test's script and environment
 
 
 @pytest.fixture(scope="module")
-def interpreters() -> Iterator[dict[str, subprocess.Popen[str]]]:
-    """Every case's fresh interpreter, started at once (each is mostly imports)."""
+def started() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Every case's fresh interpreter, started at once."""
     base = {k: v for k, v in os.environ.items() if k != "LAMBDA_TASK_ROOT"}
-    context = LambdaContext()
-    fields = dataclasses.asdict(context)
-    fields["remaining_time_in_millis"] = context.get_remaining_time_in_millis()
-    started: dict[str, subprocess.Popen[str]] = {}
-    try:
-        for name, (script, env) in CASES.items():
-            started[name] = subprocess.Popen(
-                [sys.executable, "-c", script, json.dumps(fields)],
-                cwd=ROOT,
-                env={**base, "POWERTOOLS_LOG_LEVEL": "WARNING", **env},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        yield started
-    finally:
-        for process in started.values():
-            process.kill()
-            process.wait()
-
-
-def _run(interpreters: dict[str, subprocess.Popen[str]], name: str) -> Any:
-    process = interpreters[name]
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
+    fields = json.dumps(lambda_context_fields())
+    cases = {
+        name: ([script, fields], {**base, "POWERTOOLS_LOG_LEVEL": "WARNING", **env})
+        for name, (script, env) in CASES.items()
+    }
+    with interpreters(cases, ROOT) as running:
+        yield running
 
 
 def test_tracing_on_records_the_handler_subsegment_with_its_annotations(
-    interpreters: dict[str, subprocess.Popen[str]],
+    started: dict[str, subprocess.Popen[str]],
 ) -> None:
-    [subsegment] = _run(interpreters, "traced")
+    [subsegment] = answer(started, "traced")
     assert subsegment["name"] == "## lambda_handler"
     assert subsegment["trace_id"] == TRACE_ID
     assert subsegment["annotations"] == {"ColdStart": True, "Service": "openagents-outbox"}
 
 
 def test_tracing_off_never_imports_the_xray_sdk(
-    interpreters: dict[str, subprocess.Popen[str]],
+    started: dict[str, subprocess.Popen[str]],
 ) -> None:
-    assert _run(interpreters, "off") == []
+    assert answer(started, "off") == []
 
 
 def test_outside_lambda_tracing_is_off_as_powertools_decides(
-    interpreters: dict[str, subprocess.Popen[str]],
+    started: dict[str, subprocess.Popen[str]],
 ) -> None:
-    assert _run(interpreters, "outside") == []
+    assert answer(started, "outside") == []
 
 
 def test_a_disabled_tracer_hands_the_handler_back_unwrapped() -> None:
