@@ -167,3 +167,27 @@ def test_each_definition_is_parsed_once(
     assert [_finished(sfn, arn)["status"] for arn in runs] == ["SUCCEEDED"] * 3
     assert len(parses) == 1
     assert sorted(c["sessionId"] for c in CALLS if c["step"] == "hibernate") == ["s0", "s1", "s2"]
+
+
+def test_free_memory_is_released_when_the_last_execution_ends(
+    lifecycle: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sfn, machine = lifecycle
+    released: list[int] = []
+
+    def release() -> bool:
+        released.append(1)
+        return True
+
+    monkeypatch.setattr(stepfunctions, "release_free_memory", release)
+    arn = sfn.start_execution(
+        stateMachineArn=machine, name="trim", input=json.dumps({"sessionId": "s", "runId": "r"})
+    )["executionArn"]
+    assert _finished(sfn, arn)["status"] == "SUCCEEDED"
+    assert released  # no other execution was running
+    events = sfn.get_execution_history(executionArn=arn)["events"]
+    assert events[-1]["type"] == "ExecutionSucceeded"
+
+
+def test_releasing_free_memory_is_safe_to_call() -> None:
+    assert stepfunctions.release_free_memory() in (True, False)
