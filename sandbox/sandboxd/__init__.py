@@ -14,11 +14,12 @@ folder on ``PYTHONPATH``:
 listening and logs JSON lines on stderr. The one-machine driver uses the Unix socket: the
 sandbox has no network path to the host, only that socket, bind-mounted out of it.
 
-Modules: ``http`` (server, bearer-token check, bodies, answers) and ``routes`` (the route
-table); the endpoints ``exec``, ``files``, ``git`` (branch, status), ``diff``, ``checkpoints``,
-``prepare`` (clone), ``push`` (commit, upstream, remote), ``bundle`` (archive, bundle, bundle
-restore), ``snapshot`` and ``restore``; their support: ``app`` (state), ``workspace`` (path
-confinement), ``process`` (children), ``fields``, ``errors``, ``log``. No git credential ever
-reaches sandboxd: the control plane does every authenticated git network call and exchanges
-bundles with the sandbox.
+Modules: ``http`` (server, bearer-token check, bodies, answers), ``request`` (the request
+protocol, all an endpoint sees of ``http``: body, streamed answers, upgrades) and ``routes``
+(the route table, handed to the server by ``__main__``); the endpoints ``exec``, ``files``,
+``git`` (branch, status), ``diff``, ``checkpoints``, ``prepare`` (clone), ``push`` (commit,
+upstream, remote), ``bundle`` (archive, bundle, bundle restore), ``snapshot`` and ``restore``;
+their support: ``app`` (state), ``workspace`` (path confinement), ``process`` (children),
+``fields``, ``errors``, ``log``. No git credential ever reaches sandboxd: the control plane
+does every authenticated git network call and exchanges bundles with the sandbox.
 """

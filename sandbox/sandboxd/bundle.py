@@ -32,7 +32,7 @@ from .restore import SHA256_HEX, restore_failure
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Handler, Request
+    from .request import Request, Stream
 
 ARCHIVE_REFS = "refs/openagents/archive"  # /index: the staging area, /worktree: every file
 BUNDLE_TYPE = "application/x-git-bundle"
@@ -95,16 +95,16 @@ def git_bundle(app: App, request: Request) -> None:
             errors.seek(0)
             detail = errors.read().decode("utf-8", "replace").strip()[-2000:]
             raise ApiError(422, "git_failed", git.redact(f"git bundle failed: {detail}"))
-        stream_bundle(request.handler, process, first)
+        stream_bundle(request.stream, process, first)
 
 
-def stream_bundle(handler: Handler, process: subprocess.Popen[bytes], first: bytes) -> None:
+def stream_bundle(stream: Stream, process: subprocess.Popen[bytes], first: bytes) -> None:
     source = cast(IO[bytes], process.stdout)
-    handler.start_stream(BUNDLE_TYPE, {})
+    stream.start(BUNDLE_TYPE, {})
     try:
         chunk = first
         while chunk:
-            handler.write_chunk(chunk)
+            stream.write(chunk)
             chunk = os.read(source.fileno(), CHUNK_BYTES)
     except OSError:
         process.kill()
@@ -115,7 +115,7 @@ def stream_bundle(handler: Handler, process: subprocess.Popen[bytes], first: byt
     if process.wait() != 0:
         log("error", "bundle.failed", exitCode=process.returncode)
         raise ApiError(422, "git_failed", "git bundle failed mid-stream")  # the stream is cut
-    handler.end_stream()
+    stream.end()
 
 
 # ---------------------------------------------------------------------------- restore

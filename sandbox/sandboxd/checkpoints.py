@@ -19,7 +19,7 @@ from .log import log
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 CHECKPOINT_REF = re.compile(r"^refs/openagents/checkpoints/[A-Za-z0-9_-]{1,80}$")

@@ -16,7 +16,7 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 MAX_FILE_DIFF_CHARS = 512 << 10

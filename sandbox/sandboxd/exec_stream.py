@@ -37,7 +37,7 @@ from .log import log
 if TYPE_CHECKING:
     from .app import App
     from .exec import ExecSpec
-    from .http import Handler, Request
+    from .request import Request, Stream
 
 CONTENT_TYPE = "application/x-sandboxd-exec-frames"
 HEADER = struct.Struct(">cI")
@@ -60,14 +60,14 @@ def exec_route(app: App, request: Request) -> JsonObject | None:
         return answer_exec(app, body)
     spec = parse_exec(app.workspace, body)
     key = exec_key(body.get("key"))
-    stream_exec(app, request.handler, spec, key)
+    stream_exec(app, request.stream, spec, key)
     return None
 
 
-def stream_exec(app: App, handler: Handler, spec: ExecSpec, key: str | None) -> None:
-    no_delay(handler.connection)
-    handler.start_stream(CONTENT_TYPE, {})
-    writer = FrameWriter(handler)
+def stream_exec(app: App, stream: Stream, spec: ExecSpec, key: str | None) -> None:
+    no_delay(stream.connection)
+    stream.start(CONTENT_TYPE, {})
+    writer = FrameWriter(stream)
     writer.start()
     try:
         if key is None:
@@ -81,8 +81,8 @@ def stream_exec(app: App, handler: Handler, spec: ExecSpec, key: str | None) -> 
         return  # the client left: nobody to tell (a keyed result is recorded all the same)
     payload = json.dumps(result).encode()
     try:
-        handler.write_chunk(frame(RESULT, payload))
-        handler.end_stream()
+        stream.write(frame(RESULT, payload))
+        stream.end()
     except OSError:
         log("warning", "exec.stream.gone")
 
@@ -99,9 +99,9 @@ class FrameWriter(threading.Thread):
     """The output frames, written to the client in order as they come (batched while the
     client is slower than the command); a client gone is noted, the rest dropped."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, stream: Stream) -> None:
         super().__init__(daemon=True, name="exec-frames")
-        self._handler = handler
+        self._stream = stream
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.gone = False
 
@@ -129,6 +129,6 @@ class FrameWriter(threading.Thread):
             done = item is None
             if batch and not self.gone:
                 try:
-                    self._handler.write_chunk(bytes(batch))
+                    self._stream.write(bytes(batch))
                 except OSError:
                     self.gone = True

@@ -15,7 +15,7 @@ from .workspace import IGNORED_TOP_LEVEL, Workspace, normalized
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 DEFAULT_READ_BYTES = 1 << 20

@@ -16,7 +16,7 @@ from .workspace import IGNORED_TOP_LEVEL, Workspace
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 GIT_LOCAL_TIMEOUT_SECONDS = 60.0

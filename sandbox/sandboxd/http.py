@@ -1,5 +1,6 @@
 """The HTTP server: requests and their bodies (sized or chunked), the bearer-token check,
-dispatch to a route, JSON answers and streamed ones, on TCP or a Unix socket."""
+dispatch to a route, JSON answers, streamed ones and upgraded connections, on TCP or a Unix
+socket. It implements the request protocol of ``request.py``, all a route module sees of it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hmac
 import io
 import json
 import os
+import socket
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -20,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 from .errors import ApiError, JsonObject, bad_request
 from .log import log
 from .process import CHUNK_BYTES
+from .request import Route, Stream, Upgrade
 
 if TYPE_CHECKING:
     from .app import App
@@ -29,25 +32,27 @@ MAX_JSON_BODY_BYTES = 64 << 20
 ERROR_DRAIN_LIMIT_BYTES = 64 << 20
 SOCKET_TIMEOUT_SECONDS = 300.0
 
-# the routes (``routes.find_route``), handed to the server by ``__main__``: a handler module
-# imports this one for ``Request``, so this one cannot import the routes
-Router: TypeAlias = Callable[[str, str], Callable[["App", "Request"], "JsonObject | None"]]
+# the routes (``routes.find_route``), handed to the server by ``__main__``: the transport
+# never imports the route table, nor a route module the transport (both see ``request.py``)
+Router: TypeAlias = Callable[[str, str], Route]
 
 
-class Request:
-    """One HTTP request: its path, query and (read at most once) body."""
+class HttpRequest:
+    """One HTTP request (``request.Request``): its path, query and (read at most once) body."""
 
     def __init__(self, handler: Handler) -> None:
         parsed = urlsplit(handler.path)
-        self.handler = handler
+        self._handler = handler
         self.method = handler.command
         self.path = parsed.path
         self.query = {k: v[-1] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
+        self.stream: Stream = ChunkedStream(handler)
+        self.upgrade: Upgrade = ConnectionUpgrade(handler)
         self._body: Iterator[bytes] | None = None
         self.body_done = False
 
     def header(self, name: str) -> str | None:
-        return self.handler.headers.get(name)
+        return self._handler.headers.get(name)
 
     def body(self) -> Iterator[bytes]:
         if self._body is None:
@@ -82,7 +87,7 @@ class Request:
             return
 
     def _read_body(self) -> Iterator[bytes]:
-        rfile = self.handler.rfile
+        rfile = self._handler.rfile
         encoding = (self.header("Transfer-Encoding") or "").lower()
         if "chunked" in encoding:
             yield from read_chunked(rfile)
@@ -127,6 +132,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "sandboxd/1"
     timeout = SOCKET_TIMEOUT_SECONDS  # a stalled client frees its thread eventually
     response_started = False
+    connection: socket.socket  # the accepted socket (typeshed: Any)
 
     @property
     def app(self) -> App:
@@ -149,7 +155,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self) -> None:
         started = time.monotonic()
-        request = Request(self)
+        request = HttpRequest(self)
         status = 200
         try:
             self.authenticate()
@@ -193,7 +199,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.close_connection = True
 
-    def send_failure(self, request: Request, error: ApiError) -> None:
+    def send_failure(self, request: HttpRequest, error: ApiError) -> None:
         self.close_connection = True
         if self.response_started:
             return  # a streamed body is cut short instead: the client sees an incomplete read
@@ -201,28 +207,64 @@ class Handler(BaseHTTPRequestHandler):
         with suppress(OSError):
             self.send_json(error.status, {"error": error.message, "code": error.code})
 
-    def start_stream(self, content_type: str, headers: Mapping[str, str]) -> None:
-        self.response_started = True
-        self.close_connection = True
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-
-    def write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass  # dispatch() logs every request as one JSON line
 
     def log_message(self, format: str, *args: Any) -> None:
         log("warning", "http", message=format % args)
+
+
+class ChunkedStream:
+    """A chunked answer (``request.Stream``) on the handler's connection."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    @property
+    def connection(self) -> socket.socket:
+        return self._handler.connection
+
+    def start(self, content_type: str, headers: Mapping[str, str]) -> None:
+        handler = self._handler
+        handler.response_started = True
+        handler.close_connection = True
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+
+    def write(self, data: bytes) -> None:
+        self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def end(self) -> None:
+        self._handler.wfile.write(b"0\r\n\r\n")
+
+
+class ConnectionUpgrade:
+    """The handler's connection handed over after a ``101`` (``request.Upgrade``)."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    @property
+    def connection(self) -> socket.socket:
+        return self._handler.connection
+
+    def accept(self, protocol: str) -> None:
+        handler = self._handler
+        handler.response_started = True
+        handler.close_connection = True
+        handler.send_response(101)
+        handler.send_header("Connection", "Upgrade")
+        handler.send_header("Upgrade", protocol)
+        handler.end_headers()
+        handler.wfile.flush()
+
+    def read(self, size: int) -> bytes:
+        return self._handler.rfile.read1(size)
 
 
 class SandboxServer(ThreadingHTTPServer):

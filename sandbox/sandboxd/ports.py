@@ -21,7 +21,7 @@ from .errors import ApiError, JsonObject, bad_request
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 LISTEN = "0A"
 MAX_PORTS = 256
@@ -128,20 +128,14 @@ def tunnel(app: App, request: Request) -> None:
     port = int(matched.group(1)) if matched else 0
     if not 0 < port < 65536:
         raise bad_request("port must be 1-65535", "invalid_port")
-    upgrade = (request.header("Upgrade") or "").strip().lower()
-    if upgrade != "tcp" or "upgrade" not in (request.header("Connection") or "").lower():
+    wanted = (request.header("Upgrade") or "").strip().lower()
+    if wanted != "tcp" or "upgrade" not in (request.header("Connection") or "").lower():
         raise ApiError(426, "upgrade_required", "send Connection: Upgrade and Upgrade: tcp")
     upstream = _connect(port)
-    handler = request.handler
-    handler.response_started = True
-    handler.close_connection = True
+    upgrade = request.upgrade
     try:
-        handler.send_response(101)
-        handler.send_header("Connection", "Upgrade")
-        handler.send_header("Upgrade", "tcp")
-        handler.end_headers()
-        handler.wfile.flush()
-        splice(handler.connection, upstream, handler.rfile.read1)
+        upgrade.accept("tcp")
+        splice(upgrade.connection, upstream, upgrade.read)
     finally:
         upstream.close()
 
@@ -165,7 +159,7 @@ def splice(
     client: socket.socket, upstream: socket.socket, read_client: Callable[[int], bytes]
 ) -> None:
     """Copy both ways until both sides have ended; a side's end is passed on as a half-close.
-    What the client sent ahead of our 101 sits in the handler's buffered reader: read from it."""
+    What the client sent ahead of our 101 sits in a buffer: ``read_client`` reads it first."""
     client.settimeout(None)
     if client.family in (socket.AF_INET, socket.AF_INET6):  # Fargate: the gateway's connection
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -17,7 +17,7 @@ from .log import log
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 @dataclass(frozen=True)

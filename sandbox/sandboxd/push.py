@@ -13,7 +13,7 @@ from .git import SHA_HEX, Git, validate_branch_name
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 MAX_MESSAGE_CHARS = 64 << 10
 

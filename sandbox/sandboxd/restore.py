@@ -19,7 +19,7 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
+    from .request import Request
 
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")

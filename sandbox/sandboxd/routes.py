@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .bundle import git_archive, git_bundle, git_bundle_restore
@@ -15,17 +14,15 @@ from .git import git_branch, git_status
 from .ports import TUNNEL_ROUTE, list_ports, tunnel
 from .prepare import prepare_workspace
 from .push import git_commit, git_remote, git_upstream
+from .request import Request, Route
 from .restore import restore
 from .snapshot import MANIFEST_ROUTE, get_manifest, snapshot, sync
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Request
 
 
 PROTOCOL_VERSION = 1
-
-Route = Callable[["App", "Request"], "JsonObject | None"]
 
 
 def health(app: App, request: Request) -> JsonObject:

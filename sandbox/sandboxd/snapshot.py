@@ -20,7 +20,7 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .app import App
-    from .http import Handler, Request
+    from .request import Request, Stream
 
 
 MANIFEST_ROUTE = re.compile(r"^/snapshots/([A-Za-z0-9-]{1,64})/manifest$")
@@ -37,7 +37,7 @@ def snapshot(app: App, request: Request) -> None:
         manifest = snapshot_facts(app.workspace, snapshot_id)
         app.manifests.put(snapshot_id, {"id": snapshot_id, "status": "streaming"})
         try:
-            manifest.update(stream_archive(app.workspace, request.handler, snapshot_id))
+            manifest.update(stream_archive(app.workspace, request.stream, snapshot_id))
         except BaseException as error:
             manifest["error"] = f"snapshot failed: {error!r}"
             raise
@@ -46,7 +46,7 @@ def snapshot(app: App, request: Request) -> None:
         if "error" not in manifest:
             # The last chunk goes out only once the manifest is readable: a client that got the
             # whole stream can always fetch it.
-            request.handler.end_stream()
+            request.stream.end()
         log("info", "snapshot.done", **{k: v for k, v in manifest.items() if k != "gitStatus"})
 
 
@@ -70,7 +70,7 @@ def snapshot_facts(workspace: Workspace, snapshot_id: str) -> JsonObject:
     }
 
 
-def stream_archive(workspace: Workspace, handler: Handler, snapshot_id: str) -> JsonObject:
+def stream_archive(workspace: Workspace, stream: Stream, snapshot_id: str) -> JsonObject:
     """Stream ``tar | zstd`` as the chunked body (without its last chunk); the result holds
     the sha256 only on success."""
     env = tool_env(workspace)
@@ -90,7 +90,7 @@ def stream_archive(workspace: Workspace, handler: Handler, snapshot_id: str) -> 
             env=env,
         )
         cast(IO[bytes], tar.stdout).close()
-        digest, archive_bytes, disconnected = pump_archive(zstd, handler, snapshot_id)
+        digest, archive_bytes, disconnected = pump_archive(zstd, stream, snapshot_id)
         if disconnected:
             kill_all(tar, zstd)
             problem: str | None = "client disconnected"
@@ -105,17 +105,17 @@ def stream_archive(workspace: Workspace, handler: Handler, snapshot_id: str) -> 
 
 
 def pump_archive(
-    zstd: subprocess.Popen[bytes], handler: Handler, snapshot_id: str
+    zstd: subprocess.Popen[bytes], stream: Stream, snapshot_id: str
 ) -> tuple[str, int, bool]:
     hasher = hashlib.sha256()
     sent = 0
     source = cast(IO[bytes], zstd.stdout)
-    handler.start_stream("application/zstd", {"X-Snapshot-Id": snapshot_id})
+    stream.start("application/zstd", {"X-Snapshot-Id": snapshot_id})
     try:
         while chunk := os.read(source.fileno(), CHUNK_BYTES):
             hasher.update(chunk)
             sent += len(chunk)
-            handler.write_chunk(chunk)
+            stream.write(chunk)
     except OSError:
         return hasher.hexdigest(), sent, True
     finally:
