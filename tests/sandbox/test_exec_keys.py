@@ -18,10 +18,11 @@ from tests.sandbox.conftest import RunningSandbox, StartSandbox
 GATED = "echo started > started; read line < gate; echo ran >> count; echo done"
 
 
-def _wait_for(path: Path) -> None:
+def _wait_for(path: Path, text: str | None = None) -> None:
+    """Until ``path`` exists (and, given ``text``, holds it)."""
     deadline = time.monotonic() + 30
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
+    while not path.exists() or (text is not None and path.read_text() != text):
+        assert time.monotonic() < deadline, f"{path.name} never appeared (or never held {text!r})"
         time.sleep(0.01)
 
 
@@ -77,7 +78,9 @@ def test_a_command_that_died_with_its_sandboxd_is_interrupted(
     os.kill(sandbox.process.pid, signal.SIGKILL)  # the command's session outlives it: let it go
     (sandbox.workspace / "gate").write_text("go\n")
     first.join(30)
-    _wait_for(sandbox.workspace / "count")  # the command, left running, appends once the gate opens
+    # the command, left running, appends once the gate opens (the file exists a moment before
+    # its line is written: wait for the line)
+    _wait_for(sandbox.workspace / "count", "ran\n")
     count = (sandbox.workspace / "count").read_text()
     sandbox.stop()
 
