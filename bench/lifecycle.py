@@ -171,6 +171,15 @@ def _settle(
     return states
 
 
+def _failures(client: Client, order: list[tuple[str, str]], states: dict[str, str]) -> list[str]:
+    """What the failed sessions say (their lifecycleError), the first five."""
+    failed = [(sid, user) for sid, user in order if states.get(sid) == "failed"][:5]
+    return [
+        str(client.call("GET", f"/api/sessions/{sid}", user)["session"]["lifecycleError"])
+        for sid, user in failed
+    ]
+
+
 def _lateness(
     client: Client, order: list[tuple[str, str]], idle: int
 ) -> tuple[list[float], list[float]]:
@@ -250,6 +259,7 @@ def _measure(
         "settledSeconds": round(settled, 1),
         "hibernated": sum(1 for s in states.values() if s == "hibernated"),
         "failed": sum(1 for s in states.values() if s == "failed"),
+        "failures": _failures(client, order, states),
         "measured": len(start_late),
         "retried503": client.retried,
         "latenessDecidedSeconds": {k: round(v, 3) for k, v in summary(start_late).items()},
@@ -348,7 +358,9 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             f"p50 {h.get('p50', 0):.2f} s",
             f"min {h.get('min', 0):.2f}, p90 {h.get('p90', 0):.2f}, p99 {h.get('p99', 0):.2f}, "
             f"max {h.get('max', 0):.2f} s; {result['hibernated']} hibernated, "
-            f"{result['failed']} failed, all settled in {result['settledSeconds']} s; "
+            f"{result['failed']} failed{''.join(f' {e}' for e in result.get('failures', []))}, "
+            "all settled in "
+            f"{result['settledSeconds']} s; "
             f"{result.get('retried503', 0)} requests retried after a 503",
         ],
         [
