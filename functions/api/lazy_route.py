@@ -36,25 +36,22 @@ class AnalysedRoute(APIRoute):
         methods = options.get("methods")
         self.methods = {method.upper() for method in (["GET"] if methods is None else methods)}
         self._analysis = threading.RLock()  # a server's threads may read a route at once
-        self._pending: tuple[str, Callable[..., Any], dict[str, Any]] | None = (
-            path,
-            endpoint,
-            options,
-        )
+        # how it was made (kept: a route module's routes are shared by every app in a process)
+        self._made: tuple[str, Callable[..., Any], dict[str, Any]] = (path, endpoint, options)
+        self._pending = True
 
     def analyse(self) -> None:
         """Run APIRoute's analysis now, once (a no-op afterwards). Another thread reading the
         route meanwhile waits for it; a read during the analysis itself finds nothing to build."""
         with self.__dict__["_analysis"]:
-            pending = self.__dict__.get("_pending")
-            if pending is None:
+            if not self.__dict__.get("_pending"):
                 return
-            self._pending = None
+            self._pending = False
             try:
-                path, endpoint, options = pending
+                path, endpoint, options = self._made
                 APIRoute.__init__(self, path, endpoint, **options)
             except BaseException:
-                self._pending = pending
+                self._pending = True
                 raise
 
     def __getattr__(self, name: str) -> Any:
