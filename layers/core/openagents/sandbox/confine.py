@@ -273,6 +273,11 @@ class Cgroup:
             (pids / "pids.max").write_text(str(limits.pids))
             self.folders = [memory, pids, *frozen]
 
+    @property
+    def caps_memory(self) -> bool:
+        """Its memory limit is set (a machine without cgroups makes none)."""
+        return bool(self.folders)
+
     @classmethod
     def named(cls, machine: Machine, name: str) -> Cgroup:
         """The cgroups of that name this machine has now (none made): a generation's own."""

@@ -335,7 +335,9 @@ class LocalDriver:
             # its own session: no terminal signal (Ctrl-C) reaches it, and nothing ties its life
             # to the server's; it outlives the server and is re-adopted by the next one
             process = subprocess.Popen(  # noqa: S603 - argv built from our own paths
-                self._command(workspace, run, uid if dedicated else None, shared_paths, sync),
+                self._command(
+                    workspace, run, uid if dedicated else None, shared_paths, sync, cgroup
+                ),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 stdin=subprocess.PIPE,
@@ -369,11 +371,6 @@ class LocalDriver:
                 sync.close()
         return Child(process, root, network, cgroup)
 
-    @property
-    def _memory_in_cgroup(self) -> bool:
-        """A launch puts the sandbox in memory and pids cgroups (``_run_launch``)."""
-        return self._bwrap is not None and self._machine.cgroups is not None
-
     def token_for(self, session_id: str, generation: int) -> str:
         return sandbox_token(self._key, session_id, generation)
 
@@ -392,13 +389,15 @@ class LocalDriver:
         uid: int | None,
         shared_paths: tuple[str, ...],
         sync: SyncPipes | None,
+        cgroup: Cgroup | None,
     ) -> list[str]:
         limits = self._limits
         # Memory is the whole sandbox's cgroup limit where the machine has one; the per-process
         # address-space limit is only the fallback's bound. Under a cgroup it would refuse what
         # costs no memory: V8 reserves ~10 GiB of address space (WebAssembly), so Node, npm and
         # every JS dev server failed under the default 4 GiB ("Cannot allocate Wasm memory").
-        address_space = [] if self._memory_in_cgroup else [f"--as={limits.memory_bytes}"]
+        capped = cgroup is not None and cgroup.caps_memory
+        address_space = [] if capped else [f"--as={limits.memory_bytes}"]
         prefix = [
             "prlimit",
             *address_space,
