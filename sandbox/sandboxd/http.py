@@ -214,8 +214,9 @@ class Handler(BaseHTTPRequestHandler):
         log("warning", "http", message=format % args)
 
 
-class ChunkedStream:
-    """A chunked answer (``request.Stream``) on the handler's connection."""
+class _Answer:
+    """An answer that takes the handler's connection over: its status line, then the route's
+    own bytes; the connection closes after it."""
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
@@ -224,11 +225,19 @@ class ChunkedStream:
     def connection(self) -> socket.socket:
         return self._handler.connection
 
-    def start(self, content_type: str, headers: Mapping[str, str]) -> None:
+    def _begin(self, status: int) -> Handler:
         handler = self._handler
         handler.response_started = True
         handler.close_connection = True
-        handler.send_response(200)
+        handler.send_response(status)
+        return handler
+
+
+class ChunkedStream(_Answer):
+    """A chunked answer (``request.Stream``) on the handler's connection."""
+
+    def start(self, content_type: str, headers: Mapping[str, str]) -> None:
+        handler = self._begin(200)
         handler.send_header("Content-Type", content_type)
         handler.send_header("Transfer-Encoding", "chunked")
         handler.send_header("Connection", "close")
@@ -243,21 +252,11 @@ class ChunkedStream:
         self._handler.wfile.write(b"0\r\n\r\n")
 
 
-class ConnectionUpgrade:
+class ConnectionUpgrade(_Answer):
     """The handler's connection handed over after a ``101`` (``request.Upgrade``)."""
 
-    def __init__(self, handler: Handler) -> None:
-        self._handler = handler
-
-    @property
-    def connection(self) -> socket.socket:
-        return self._handler.connection
-
     def accept(self, protocol: str) -> None:
-        handler = self._handler
-        handler.response_started = True
-        handler.close_connection = True
-        handler.send_response(101)
+        handler = self._begin(101)
         handler.send_header("Connection", "Upgrade")
         handler.send_header("Upgrade", protocol)
         handler.end_headers()
