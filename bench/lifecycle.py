@@ -180,6 +180,10 @@ def _failures(client: Client, order: list[tuple[str, str]], states: dict[str, st
     ]
 
 
+def _why(failures: list[str]) -> str:
+    return f" ({'; '.join(failures)})" if failures else ""
+
+
 def _lateness(
     client: Client, order: list[tuple[str, str]], idle: int
 ) -> tuple[list[float], list[float]]:
@@ -358,8 +362,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
             f"p50 {h.get('p50', 0):.2f} s",
             f"min {h.get('min', 0):.2f}, p90 {h.get('p90', 0):.2f}, p99 {h.get('p99', 0):.2f}, "
             f"max {h.get('max', 0):.2f} s; {result['hibernated']} hibernated, "
-            f"{result['failed']} failed{''.join(f' {e}' for e in result.get('failures', []))}, "
-            "all settled in "
+            f"{result['failed']} failed{_why(result.get('failures', []))}, all settled in "
             f"{result['settledSeconds']} s; "
             f"{result.get('retried503', 0)} requests retried after a 503",
         ],

@@ -45,13 +45,13 @@ def looping(container: Container, session_id: str) -> Session:
     """Active with its first lifecycle run on record: the sandbox-ready flow kicks the loop just
     after the session turns active, and a sweep racing that kick would lose its own (a real
     restart has no such race: the kick died with the previous runtime)."""
+    session = wait_active(container, ALICE, session_id)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        session = wait_active(container, ALICE, session_id)
-        if session.lifecycle_run_id is not None:
-            return session
+    while session.lifecycle_run_id is None:
+        assert time.monotonic() < deadline, "the loop never started"
         time.sleep(0.05)
-    raise AssertionError("the loop never started")
+        session = container.sessions.get(ALICE, session_id)
+    return session
 
 
 def restarted_at(container: Container, session: Session) -> str:
